@@ -1,0 +1,64 @@
+"""Every path the project reads or writes, in one place.
+
+Each is a function so that environment variables set after import (tests,
+papermill parameters) are honoured; nothing touches the disk at import time.
+
+| variable          | default                     | what                                  |
+|-------------------|-----------------------------|---------------------------------------|
+| COVLIB_ROOT       | the repository root         | where figures/, tables/, results/ go  |
+| COVLIB_DATA       | <root>/../shared/data       | the real evaluation data              |
+| COVLIB_CACHE      | <root>/.cache               | LLM/NLI caches, models, indexes       |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def root() -> Path:
+    """Repository root (COVLIB_ROOT overrides)."""
+    env = os.environ.get("COVLIB_ROOT")
+    return Path(env).resolve() if env else Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Folder holding the shared evaluation data (COVLIB_DATA overrides)."""
+    env = os.environ.get("COVLIB_DATA")
+    return Path(env).resolve() if env else (root().parent / "shared" / "data").resolve()
+
+
+def cache_dir() -> Path:
+    """Folder for generation caches, converted models and indexes (COVLIB_CACHE overrides)."""
+    env = os.environ.get("COVLIB_CACHE")
+    return Path(env).resolve() if env else root() / ".cache"
+
+
+def models_dir() -> Path:
+    """Folder for converted model weights (dequantised GGUF saved as safetensors)."""
+    return cache_dir() / "models"
+
+
+def index_dir() -> Path:
+    """Folder for persisted retrieval indexes."""
+    return cache_dir() / "indexes"
+
+
+def figures_dir() -> Path:
+    """Folder for figures (PNG + PDF)."""
+    return root() / "figures"
+
+
+def tables_dir() -> Path:
+    """Folder for tables (CSV + Markdown)."""
+    return root() / "tables"
+
+
+def results_dir() -> Path:
+    """Folder for headline-metric JSON files that tests read."""
+    return root() / "results"
+
+
+def dataset_path(*parts: str) -> Path:
+    """A file under the shared data folder, e.g. dataset_path('fever', 'sampled_ids.json')."""
+    return data_dir().joinpath(*parts)

@@ -1,0 +1,27 @@
+"""Shared fixtures: the real data folder (skip when absent) and an isolated cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from covlib import paths
+
+
+def _require(*parts: str):
+    path = paths.dataset_path(*parts)
+    if not path.exists():
+        pytest.skip(f"real data not found at {path} (set COVLIB_DATA or put ../shared/data beside the repo)")
+    return path
+
+
+@pytest.fixture
+def shared_data():
+    """Return a function that gives a path under ../shared/data or skips the test with the reason."""
+    return _require
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """Point COVLIB_CACHE at a fresh folder so tests never share generation caches."""
+    monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
