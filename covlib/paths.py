@@ -7,7 +7,8 @@ papermill parameters) are honoured; nothing touches the disk at import time.
 |-------------------|-----------------------------|---------------------------------------|
 | COVLIB_ROOT       | the repository root         | where figures/, tables/, results/ go  |
 | COVLIB_DATA       | <root>/../shared/data       | the real evaluation data              |
-| COVLIB_CACHE      | <root>/.cache               | LLM/NLI caches, models, indexes       |
+| COVLIB_CACHE      | <root>/.cache               | LLM/NLI call cache, indexes           |
+| COVLIB_MODELS     | <root>/.cache/models        | converted model weights               |
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def cache_dir() -> Path:
 
 
 def models_dir() -> Path:
-    """Folder for converted model weights (dequantised GGUF saved as safetensors)."""
-    return cache_dir() / "models"
+    """Folder for converted model weights (COVLIB_MODELS overrides; kept apart from the call cache)."""
+    env = os.environ.get("COVLIB_MODELS")
+    return Path(env).resolve() if env else root() / ".cache" / "models"
 
 
 def index_dir() -> Path:
