@@ -1,0 +1,152 @@
+"""Plot style and small plot helpers; each takes `ax=None` and returns the Axes.
+
+Call `set_style()` once per notebook; save figures with `covlib.results.save_figure`.
+Nothing here calls `plt.show()`, so it works under the Agg backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+
+def set_style() -> None:
+    """Seaborn 'whitegrid' theme, 'notebook' context, colour-blind palette."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
+    mpl.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titlesize": "medium"})
+
+
+def _ax(ax: Any = None, figsize: tuple[float, float] = (6, 4)) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize)[1]
+
+
+def bar_with_reference(
+    df: Any,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    reference: Any = None,
+    ax: Any = None,
+    labels: bool = True,
+) -> Any:
+    """Bars of `df[y]` by `x` (and `hue`); with `reference` (same columns, or {x: value}) ours vs paper side by side."""
+    import pandas as pd
+    import seaborn as sns
+
+    ax = _ax(ax)
+    data = df.copy()
+    if reference is not None:
+        ref = pd.DataFrame({x: list(reference), y: list(reference.values())}) if isinstance(reference, Mapping) else reference.copy()
+        data["source"], ref["source"] = "ours", "paper"
+        data = pd.concat([data, ref], ignore_index=True)
+        if hue is None:
+            hue = "source"
+        else:
+            data["_hue"] = data[hue].astype(str) + " (" + data["source"] + ")"
+            hue = "_hue"
+    sns.barplot(data=data, x=x, y=y, hue=hue, errorbar=None, ax=ax)
+    if labels:
+        for bars in ax.containers:
+            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+    if hue is not None and ax.get_legend() is not None:
+        ax.legend(title=None if hue in ("source", "_hue") else hue, fontsize=8)
+    return ax
+
+
+def kde_by_group(
+    values: Sequence[float],
+    groups: Sequence[Any],
+    ax: Any = None,
+    clip: tuple[float, float] | None = None,
+    bw_adjust: float = 1.0,
+    fill: bool = True,
+) -> Any:
+    """Density of `values` per group (e.g. consistency for correct vs incorrect), each normalised on its own."""
+    import pandas as pd
+    import seaborn as sns
+
+    ax = _ax(ax)
+    data = pd.DataFrame({"value": np.asarray(values, dtype=float), "group": [str(g) for g in groups]}).dropna()
+    counts = data["group"].value_counts()
+    data["group"] = data["group"].map(lambda g: f"{g} (n={counts[g]})")
+    sns.kdeplot(data=data, x="value", hue="group", common_norm=False, clip=clip, bw_adjust=bw_adjust, fill=fill, ax=ax, warn_singular=False)
+    if ax.get_legend() is not None:
+        sns.move_legend(ax, "best", title=None, fontsize=8)
+    ax.set_ylabel("density")
+    return ax
+
+
+def line_with_peak(
+    x: Sequence[float],
+    ys: Mapping[str, Sequence[float]],
+    ax: Any = None,
+    mark_peak: bool = True,
+    fmt: str = "{:.3f}",
+) -> Any:
+    """One line per series over `x` (e.g. a threshold ablation), with each maximum marked and labelled."""
+    ax = _ax(ax)
+    x = np.asarray(x, dtype=float)
+    for label, series in ys.items():
+        y = np.asarray(series, dtype=float)
+        (line,) = ax.plot(x, y, marker="o", markersize=3, label=label)
+        if mark_peak and np.isfinite(y).any():
+            i = int(np.nanargmax(y))
+            ax.plot([x[i]], [y[i]], marker="*", markersize=12, color=line.get_color(), linestyle="none")
+            ax.annotate(fmt.format(y[i]), (x[i], y[i]), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8)
+    if len(ys) > 1:
+        ax.legend(fontsize=8)
+    return ax
+
+
+def hist(values: Sequence[float], ax: Any = None, bins: int | Sequence[float] = 30, xlabel: str | None = None, **kwargs: Any) -> Any:
+    """Histogram of the finite values (extra kwargs go to `Axes.hist`)."""
+    ax = _ax(ax)
+    values = np.asarray(values, dtype=float)
+    ax.hist(values[np.isfinite(values)], bins=bins, **kwargs)
+    ax.set_ylabel("density" if kwargs.get("density") else "count")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    return ax
+
+
+def recall_curve(recalls: Mapping[str, Mapping[int, float]], ax: Any = None) -> Any:
+    """Recall@k against k, one line per retriever (log-scaled k when it spans over a decade)."""
+    ax = _ax(ax)
+    ks: set[int] = set()
+    for name, by_k in recalls.items():
+        k = sorted(int(v) for v in by_k)
+        ks.update(k)
+        ax.plot(k, [by_k[v] for v in k], marker="o", label=name)
+    if ks and min(ks) > 0 and max(ks) / min(ks) > 10:
+        ax.set_xscale("log")
+    ax.set_xticks(sorted(ks), [str(k) for k in sorted(ks)])
+    ax.set_xlabel("k")
+    ax.set_ylabel("recall@k")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def caption(ax: Any, text: str = "", **fields: Any) -> Any:
+    """A small grey provenance caption under the x-label, e.g. caption(ax, model=..., judge=..., n=...)."""
+    parts = [text] if text else []
+    parts += [f"{k}={getattr(v, 'name', v)}" for k, v in fields.items() if v is not None]
+    ax.annotate(
+        "; ".join(parts),
+        xy=(0, 0),
+        xycoords=("axes fraction", ax.xaxis.label),
+        xytext=(0, -4),
+        textcoords="offset points",
+        ha="left",
+        va="top",
+        fontsize=7,
+        color="0.4",
+    )
+    return ax

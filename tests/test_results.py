@@ -1,0 +1,130 @@
+"""Result writers (provenance, atomic writes, name rules) and plot helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from covlib import plotting, results  # noqa: E402
+from covlib.nli import OverlapJudge  # noqa: E402
+
+
+@pytest.fixture
+def out_root(tmp_path, monkeypatch):
+    """Send figures/, tables/ and results/ to a temporary root."""
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def _leftovers(folder):
+    return [p.name for p in folder.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")]
+
+
+def test_save_figure_with_provenance(out_root):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    written = results.save_figure(fig, "fig-02-consistency-kde", params={"k": 3}, model="smollm2", judge=OverlapJudge(), n=np.int64(50))
+    plt.close(fig)
+    names = sorted(p.name for p in written)
+    assert names == ["fig-02-consistency-kde.json", "fig-02-consistency-kde.pdf", "fig-02-consistency-kde.png"]
+    folder = out_root / "figures"
+    assert (folder / "fig-02-consistency-kde.png").read_bytes()[:4] == b"\x89PNG"
+    assert (folder / "fig-02-consistency-kde.pdf").read_bytes()[:4] == b"%PDF"
+    side = json.loads((folder / "fig-02-consistency-kde.json").read_text())
+    assert side["params"] == {"k": 3}
+    assert side["meta"]["judge"] == "approx-overlap (not NLI)" and side["meta"]["n"] == 50
+    assert side["meta"]["model"] == "smollm2" and "timestamp" in side["meta"] and "git_commit" in side["meta"]
+    assert _leftovers(folder) == []
+
+
+def test_save_table_markdown_has_provenance(out_root):
+    df = pd.DataFrame({"method": ["CoT", "Verify-and-Edit"], "EM": [np.float64(0.351), 0.402]})
+    written = results.save_table(df, "tab-01-hotpotqa", judge="overlap", n=100)
+    assert [p.suffix for p in written] == [".csv", ".md", ".json"]
+    md = (out_root / "tables" / "tab-01-hotpotqa.md").read_text()
+    assert "| method" in md and "0.351" in md
+    assert md.strip().splitlines()[-1].startswith("_Provenance:") and "judge=overlap" in md and "n=100" in md
+    assert pd.read_csv(out_root / "tables" / "tab-01-hotpotqa.csv").shape == (2, 2)
+    assert _leftovers(out_root / "tables") == []
+
+
+def test_record_and_load_metrics_converts_numpy(out_root):
+    metrics = {"accuracy": np.float32(0.5), "n": np.int64(3), "per_k": {1: np.float64(0.2)}, "arr": np.arange(3), "bad": float("nan"), "ok": np.bool_(True)}
+    path = results.record_metrics("03_fever_verify", metrics, params={"threshold": 0.5}, judge=OverlapJudge())
+    assert path == out_root / "results" / "03_fever_verify.json"
+    record = results.load_metrics("03_fever_verify")
+    assert record["metrics"] == {"accuracy": 0.5, "n": 3, "per_k": {"1": 0.2}, "arr": [0, 1, 2], "bad": None, "ok": True}
+    assert record["params"] == {"threshold": 0.5} and record["meta"]["judge"] == "approx-overlap (not NLI)"
+    with pytest.raises(FileNotFoundError):
+        results.load_metrics("missing")
+
+
+@pytest.mark.parametrize("name", ["figure-02", "fig-2-x", "tab-01-x", "fig-02-x.png", "../fig-02", "fig-02/x"])
+def test_figure_name_validation(out_root, name):
+    fig = plt.figure()
+    with pytest.raises(ValueError):
+        results.save_figure(fig, name)
+    plt.close(fig)
+
+
+def test_table_and_metric_name_validation(out_root):
+    with pytest.raises(ValueError):
+        results.save_table(pd.DataFrame({"a": [1]}), "fig-01-x")
+    with pytest.raises(ValueError):
+        results.record_metrics("../escape", {})
+    assert not (out_root / "tables").exists()
+
+
+def test_atomic_write_keeps_old_file_on_crash(out_root, monkeypatch):
+    results.record_metrics("m", {"v": 1})
+
+    def boom(src, dst):
+        raise OSError("disk full")
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", boom)
+        with pytest.raises(OSError):
+            results.record_metrics("m", {"v": 2})
+    assert results.load_metrics("m")["metrics"] == {"v": 1}
+    assert sorted(p.name for p in (out_root / "results").iterdir()) == ["m.json"]
+
+
+# --------------------------------------------------------------------------- plotting
+
+
+def test_plot_helpers_draw(out_root):
+    plotting.set_style()
+    fig, axes = plt.subplots(2, 3, figsize=(12, 7))
+    ours = pd.DataFrame({"method": ["CoT", "VE"], "EM": [0.30, 0.35]})
+    ax = plotting.bar_with_reference(ours, "method", "EM", reference={"CoT": 0.33, "VE": 0.37}, ax=axes[0, 0])
+    assert ax is axes[0, 0] and len(ax.patches) >= 4
+    rng = np.random.default_rng(0)
+    values = np.r_[rng.normal(0.7, 0.1, 50), rng.normal(0.4, 0.1, 50)]
+    groups = ["correct"] * 50 + ["incorrect"] * 50
+    ax = plotting.kde_by_group(values, groups, ax=axes[0, 1], clip=(0, 1))
+    assert ax is axes[0, 1] and (len(ax.collections) + len(ax.lines)) >= 2
+    ax = plotting.line_with_peak([0.1, 0.2, 0.3], {"EM": [0.2, 0.5, 0.4], "F1": [0.3, 0.35, 0.6]}, ax=axes[0, 2])
+    assert len(ax.lines) == 4 and len(ax.texts) == 2
+    ax = plotting.hist(np.r_[values, np.nan], ax=axes[1, 0], bins=10)
+    assert len(ax.patches) == 10
+    ax = plotting.recall_curve({"bm25": {1: 0.2, 5: 0.5, 20: 0.7}, "dense": {1: 0.3, 5: 0.6, 20: 0.8}}, ax=axes[1, 1])
+    assert len(ax.lines) == 2 and ax.get_xscale() == "log"
+    ax = plotting.caption(ax, "demo", model="smollm2", judge=OverlapJudge(), n=100)
+    assert "judge=approx-overlap (not NLI)" in ax.texts[-1].get_text()
+    ax2 = plotting.bar_with_reference(
+        pd.DataFrame({"d": ["a", "b"], "m": ["x", "x"], "v": [1.0, 2.0]}), "d", "v", hue="m",
+        reference=pd.DataFrame({"d": ["a", "b"], "m": ["x", "x"], "v": [1.5, 2.5]}), ax=axes[1, 2],
+    )
+    assert len(ax2.patches) >= 4
+    assert plotting.hist([1, 2, 3]) is not None  # ax=None makes its own figure
+    results.save_figure(fig, "fig-99-helpers")
+    plt.close("all")
+    assert (out_root / "figures" / "fig-99-helpers.png").stat().st_size > 1000
