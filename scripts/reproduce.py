@@ -1,0 +1,68 @@
+"""Run every notebook in order with papermill (what `make reproduce` calls).
+
+Executed copies go to notebooks/executed/ (git-ignored); each notebook writes its
+own figures/, tables/ and results/. Run times are recorded in results/run_times.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import papermill as pm
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from covlib import paths, profiles  # noqa: E402
+
+
+def notebooks(only: str = "") -> list[Path]:
+    """The numbered notebooks in order, or only those whose number is listed (comma-separated)."""
+    found = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        wanted = {x.strip().zfill(2) for x in only.split(",") if x.strip()}
+        found = [nb for nb in found if nb.name[:2] in wanted]
+        if not found:
+            raise SystemExit(f"no notebook numbered {only!r} in notebooks/")
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--profile", default="", help="smoke, cpu or full (default: full on a GPU, cpu otherwise)")
+    ap.add_argument("--model", default="", help="hub id or local directory (default: embedded SmolLM2)")
+    ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
+    args = ap.parse_args()
+    profile = profiles.resolve(args.profile, args.device or None)
+    print(f"profile: {profile}; model: {args.model or 'embedded SmolLM2-135M-Instruct'}; device: {args.device or 'auto'}")
+    if profile == "cpu":
+        print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
+    out_dir = ROOT / "notebooks" / "executed"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    times_path = paths.results_dir() / "run_times.json"
+    times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    for nb in notebooks(args.only):
+        print(f"\n=== {nb.name} ===", flush=True)
+        start = time.time()
+        pm.execute_notebook(
+            str(nb),
+            str(out_dir / nb.name),
+            parameters={"profile": profile, "model": args.model, "device": args.device},
+            cwd=str(ROOT / "notebooks"),
+            progress_bar=True,
+        )
+        elapsed = time.time() - start
+        times[nb.stem] = {"profile": profile, "model": args.model or "embedded", "seconds": round(elapsed, 1)}
+        paths.results_dir().mkdir(parents=True, exist_ok=True)
+        times_path.write_text(json.dumps(times, indent=2))
+        print(f"{nb.name}: {elapsed:.0f} s")
+    print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")
+
+
+if __name__ == "__main__":
+    main()
