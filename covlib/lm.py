@@ -254,7 +254,7 @@ class LM:
         done: dict[int, Completion] = {}
         with torch.inference_mode():
             pos = (attn.long().cumsum(-1) - 1).clamp(min=0)
-            out = model(input_ids=enc.input_ids, attention_mask=attn, position_ids=pos, use_cache=True)
+            out = model(input_ids=enc.input_ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
             self.forward_calls += 1
             kv = out.past_key_values
             logits = out.logits[:, -1, :].float()
@@ -365,12 +365,13 @@ class LM:
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
         attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=self.device)
+        keep = max(n_cont) + 1  # only the positions that predict continuation tokens need logits
         with torch.inference_mode():
             pos = (attn.cumsum(-1) - 1).clamp(min=0)
-            logits = model(input_ids=input_ids, attention_mask=attn, position_ids=pos).logits.float()
+            logits = model(input_ids=input_ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep).logits.float()
             self.forward_calls += 1
-            logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, input_ids[:, 1:, None])[..., 0]
-        return [float(logp[b, width - 1 - k :].sum()) for b, k in enumerate(n_cont)]
+            logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
+        return [float(logp[b, keep - 1 - k :].sum()) for b, k in enumerate(n_cont)]
 
 
 def _as_list(x: Any) -> list[int]:

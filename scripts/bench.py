@@ -1,0 +1,97 @@
+"""`make bench`: speed ratios of the generation and NLI interfaces, each measured in one run.
+
+On the embedded SmolLM2-135M-Instruct (CPU unless a GPU is visible), with a fresh
+cache in a temporary folder for every measurement:
+
+1. tokens/s generating one prompt at a time vs batched (batch 16)      target >= 4x
+2. n=5 sampling from one shared prefill vs five separate calls          target >= 2x
+3. a cached re-run vs the first run (same workload as 2)                target <= 5 %
+4. batched vs one-pair-at-a-time NLI (LLM-as-judge through LM.score)   (no target)
+
+These are figures to read, not tests; this 2-core machine is noisy, so compare
+ratios from one run rather than absolute times across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="", help="hub id or local dir (default: embedded SmolLM2)")
+    ap.add_argument("--device", default="", help="cpu or cuda")
+    ap.add_argument("--tokens", type=int, default=48, help="new tokens per prompt in benchmark 1")
+    args = ap.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="covlib-bench-"))
+    os.environ["COVLIB_CACHE"] = str(scratch)  # never touch the project's call cache
+    from covlib import data, lm as lm_mod, nli
+    from covlib.cache import Cache
+
+    def fresh(name: str, batch_size: int) -> lm_mod.LM:
+        return lm_mod.LM(args.model or None, device=args.device or None, batch_size=batch_size,
+                         cache=Cache(scratch / f"{name}.sqlite", table="lm"))
+
+    print(f"model: {fresh('probe', 1).name}; device: {fresh('probe', 1).device}")
+    questions = [e.question for e in data.load_adv_hotpotqa(split="test")[:16]]
+    fresh("warmup", 1).generate(questions[:1], max_new_tokens=4, chat=True, progress=False)
+
+    # 1. one at a time vs batched
+    kw = dict(max_new_tokens=args.tokens, chat=True, progress=False)
+    single = fresh("single", 1)
+    outs, t_single = timed(lambda: [single.generate([q], **kw)[0][0] for q in questions])
+    tok_single = sum(len(c.tokens) for c in outs)
+    batched = fresh("batched", 16)
+    outs_b, t_batched = timed(lambda: [cs[0] for cs in batched.generate(questions, **kw)])
+    tok_batched = sum(len(c.tokens) for c in outs_b)
+    r1 = (tok_batched / t_batched) / (tok_single / t_single)
+    print(f"1. generation, 16 prompts x <= {args.tokens} tokens: one at a time {tok_single / t_single:.1f} tok/s, "
+          f"batched {tok_batched / t_batched:.1f} tok/s -> {r1:.1f}x (target >= 4x)")
+
+    # 2. shared prefill vs five separate calls, on 6-shot CoT prompts (long prefill, as in the notebooks)
+    examples = data.load_adv_hotpotqa(split="test")[:3]
+    shots = "".join(f"Q: {ex.question}\nA: {rat} So the answer is {ex.answer}.\n\n" for ex, rat in data.load_fewshot("hotpotqa")[:6])
+    prompts = [f"{shots}Q: {e.question}\nA:" for e in examples]
+    n_tok = len(batched.tokenizer(prompts[0]).input_ids)
+    skw = dict(temperature=0.7, max_new_tokens=48, stop=["\n\n"], progress=False)
+    shared = fresh("shared", 16)
+    _, t_shared = timed(lambda: shared.generate(prompts, n=5, seed=0, **skw))
+    separate = fresh("separate", 16)
+    _, t_sep = timed(lambda: [separate.generate(prompts, n=1, seed=s, **skw) for s in range(5)])
+    print(f"2. n=5 sampling, {len(prompts)} prompts of ~{n_tok} tokens: five calls {t_sep:.1f} s, "
+          f"shared prefill {t_shared:.1f} s -> {t_sep / t_shared:.1f}x (target >= 2x)")
+
+    # 3. cached re-run
+    _, t_cached = timed(lambda: shared.generate(prompts, n=5, seed=0, **skw))
+    print(f"3. cached re-run: {t_cached * 1000:.1f} ms vs first run {t_shared:.1f} s -> "
+          f"{100 * t_cached / t_shared:.2f} % of the first run (target <= 5 %)")
+
+    # 4. NLI: batched vs one pair at a time (LLM-as-judge on the same model)
+    pairs = [(e.paragraphs[0].text, e.question.rstrip("?") + ".") for e in data.load_adv_hotpotqa(split="test")[:16]]
+    prem, hyp = [p for p, _ in pairs], [h for _, h in pairs]
+    judge_one = nli.LLMJudge(fresh("nli-one", 16))
+    _, t_one = timed(lambda: [nli.entailment([p], [h], judge=judge_one, progress=False) for p, h in pairs])
+    Cache(table=nli.CACHE_TABLE).clear()
+    judge_batch = nli.LLMJudge(fresh("nli-batch", 16))
+    _, t_batch = timed(lambda: nli.entailment(prem, hyp, judge=judge_batch, progress=False))
+    print(f"4. NLI ({judge_batch.name}), {len(pairs)} pairs: one pair at a time {t_one:.1f} s, "
+          f"batched {t_batch:.1f} s -> {t_one / t_batch:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

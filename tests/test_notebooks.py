@@ -1,0 +1,101 @@
+"""Every notebook: its py:percent twin in sync, and a papermill run in the smoke profile."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from covlib import paths
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _code_cells(nb) -> list[str]:
+    return [c.source.strip() for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("ipynb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_paired_and_clean(ipynb):
+    import jupytext
+    import nbformat
+
+    twin = ipynb.with_suffix(".py")
+    assert twin.exists(), f"{ipynb.name} has no py:percent twin"
+    assert _code_cells(jupytext.read(twin)) == _code_cells(nbformat.read(ipynb, as_version=4)), (
+        f"{ipynb.name} and {twin.name} differ: run `make sync`"
+    )
+    nb = nbformat.read(ipynb, as_version=4)
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    assert all(c.cell_type == "markdown" for c in nb.cells[: tagged[0] - 1]), "parameters right after the imports"
+
+
+@pytest.fixture(scope="module")
+def smoke_root(tmp_path_factory):
+    """A scratch project root for notebook outputs; data, models and the call cache stay shared."""
+    root = tmp_path_factory.mktemp("smoke")
+    env = {
+        "COVLIB_ROOT": str(root),
+        "COVLIB_DATA": str(paths.data_dir()),
+        "COVLIB_MODELS": str(paths.models_dir()),
+        "COVLIB_CACHE": str(paths.cache_dir()),
+        "MPLBACKEND": "Agg",
+    }
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def run_smoke(number: str, root: Path) -> dict:
+    """Execute notebook `number` with papermill in the smoke profile; return its recorded metrics."""
+    import papermill as pm
+
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    (ipynb,) = [nb for nb in NOTEBOOKS if nb.name.startswith(number + "_")]
+    pm.execute_notebook(str(ipynb), str(root / ipynb.name), parameters={"profile": "smoke"},
+                        cwd=str(ipynb.parent), progress_bar=False, kernel_name="python3")
+    record = json.loads((root / "results" / f"{ipynb.stem}.json").read_text())
+    assert record["params"]["profile"] == "smoke"
+    return record
+
+
+def assert_outputs(root: Path, figures: list[str], tables: list[str]) -> None:
+    for name in figures:
+        for ext in ("png", "pdf", "json"):
+            f = root / "figures" / f"{name}.{ext}"
+            assert f.exists() and f.stat().st_size > 0, f"missing {f.name}"
+    for name in tables:
+        for ext in ("csv", "md", "json"):
+            assert (root / "tables" / f"{name}.{ext}").exists(), f"missing {name}.{ext}"
+
+
+@pytest.mark.notebook
+def test_00_data_tour_smoke(smoke_root):
+    record = run_smoke("00", smoke_root)
+    assert_outputs(
+        smoke_root,
+        ["fig-00-paragraph-lengths", "fig-00-question-types", "fig-00-retrieval-recall"],
+        ["tab-00-datasets", "tab-00-retrieval-recall"],
+    )
+    m = record["metrics"]
+    assert m["n_records"]["Adversarial HotpotQA (dev)"] == 308
+    assert m["n_records"]["FEVER (paper sample)"] == 1000
+    assert m["n_questions"] == 12 and m["corpus_size"] > 2000
+    assert set(m["recall_at_k"]) == {"bm25", "tfidf", "dense"}
+    for name, by_k in m["recall_at_k"].items():
+        values = [by_k[k] for k in sorted(by_k, key=int)]
+        assert values == sorted(values), f"{name}: recall@k must not fall as k grows"
+        assert 0.5 <= values[-1] <= 1.0, f"{name}: recall@20 {values[-1]} is implausibly low"
+    md = (smoke_root / "tables" / "tab-00-retrieval-recall.md").read_text()
+    assert "Provenance" in md
