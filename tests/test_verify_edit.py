@@ -1,0 +1,308 @@
+"""covlib.verify_edit: Algorithm 1 on a scripted LM (who is edited, what the edits contain, batching,
+the cheap threshold sweep) and one small end-to-end run on the embedded model."""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from covlib import prompting as P
+from covlib import verify_edit as V
+from covlib.embedding import Encoder
+from covlib.lm import Completion
+from covlib.records import Example, Paragraph, Passage
+
+N = 5
+SHOTS = [
+    (Example("s1", "Who directed Film A?", ["Ann Lee"]), "First, Film A was directed by Ann Lee."),
+    (Example("s2", "Where was Ann Lee born?", ["Oslo"]), "First, Ann Lee was born in Oslo."),
+]
+# question -> CoT paths (text, mean token log-prob); consistency at n = 5 (see test_scores):
+#   q1: 3 x "Bob" (w = e^-3) vs 2 x "Alice Smith" (w = e^-0.1): majority 3, wang 0.381
+#   q2: 2 x "France" (w = e^-0.01), Spain, Italy, 1 failed parse (w = e^-3): majority 2, wang 4.649
+#   q3: 5 x "1990": majority 5, wang 5;  q4: no path parses: majority 0, wang 0
+PATHS = {
+    "Who wrote Book A?": [
+        (" First, Book A was written by Bob. Second, Bob is a writer. The answer is Bob.", -3.0),
+        (" First, Book A was written by Bob. The answer is Bob.", -3.0),
+        (" First, Bob wrote it. The answer is Bob.", -3.0),
+        (" First, Alice Smith wrote Book A. The answer is Alice Smith.", -0.1),
+        (" First, Alice Smith wrote Book A. The answer is Alice Smith.", -0.1),
+    ],
+    "Where is Town B?": [
+        (" First, Town B is in France. The answer is France.", -0.01),
+        (" First, Town B is in France. The answer is France.", -0.01),
+        (" First, Town B is in Spain. The answer is Spain.", -3.0),
+        (" First, Town B is in Italy. The answer is Italy.", -3.0),
+        (" First, Town B is somewhere.", -3.0),
+    ],
+    "When was C founded?": [(" First, C was founded in 1990. The answer is 1990.", -0.2)],
+    "Who is D?": [(" First, D is someone. Second, D lives in Rome.", -0.5)],
+}
+REANSWERS = {"Who wrote Book A?": " Alice Smith.", "Where is Town B?": " Germany.", "When was C founded?": " 1991.",
+             "Who is D?": " Dan."}
+GOLD = {"Who wrote Book A?": "Alice Smith", "Where is Town B?": "France", "When was C founded?": "1990", "Who is D?": "Dan"}
+
+
+class ScriptedLM:
+    """generate/score with covlib.lm.LM's signature, answering each Verify-and-Edit prompt kind from scripts."""
+
+    def __init__(self, paths=PATHS, reanswers=REANSWERS, answer_logprob=math.log(0.5)):
+        self.paths, self.reanswers, self.answer_logprob = paths, reanswers, answer_logprob
+        self.generate_calls: list[tuple[str, int]] = []  # (desc, number of prompts)
+        self.score_calls: list[int] = []
+
+    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0,
+                 chat=False, progress=True, desc="generate"):
+        assert not isinstance(prompts, str)
+        self.generate_calls.append((desc, len(prompts)))
+        return [self._complete(p, n, temperature) for p in prompts]
+
+    def _complete(self, prompt: str, n: int, temperature: float) -> list[Completion]:
+        if prompt.startswith("Write a question that"):  # verifying question for the last rationale sentence
+            sentence = re.findall(r"\n(?:Answer|Reason): (.*)\nQuestion:$", prompt)[0]
+            return [_comp(f" Is it true that {sentence.rstrip('.')}?", -0.1)] * n
+        if prompt.endswith(P.ANSWER_MARKER):  # answering again from the edited rationale
+            question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:", prompt)[-1]
+            return [_comp(self.reanswers[question], -0.2)] * n
+        if prompt.endswith("\nAnswer:") or "The answer is" not in prompt:  # verifying answer
+            verifying = re.findall(r"(?:Q|Question): (.*)\n(?:A|Answer):$", prompt)[0]
+            return [_comp(f" Verified [{verifying}]", -0.3)] * n
+        question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:$", prompt)[0]
+        scripted = self.paths[question]
+        if temperature == 0:
+            return [_comp(*scripted[0])] * n
+        return [_comp(*scripted[i % len(scripted)]) for i in range(n)]
+
+    def score(self, prompts, continuations, *, chat=False, progress=True, desc="score"):
+        assert len(prompts) == len(continuations)
+        self.score_calls.append(len(prompts))
+        return [self.answer_logprob] * len(prompts)
+
+
+def _comp(text: str, mean: float) -> Completion:
+    tokens = text.split()
+    return Completion(text, tokens, [mean] * len(tokens))
+
+
+class _HashedWords:
+    """A sentence-transformers stand-in: hashed bag of words (no model download, deterministic)."""
+
+    def get_sentence_embedding_dimension(self):
+        return 64
+
+    def encode(self, texts, **_):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                out[i, zlib.crc32(w.encode()) % 64] += 1
+        return out + 1e-3
+
+
+ENCODER = Encoder(_HashedWords(), "hashed-words")
+
+
+def _examples() -> list[Example]:
+    out = []
+    for i, (question, gold) in enumerate(GOLD.items()):
+        paragraphs = [Paragraph("Fact", [f"The answer to '{question}' is {gold}.", f"{gold} is well known."], True),
+                      Paragraph("Other", ["Unrelated text about trains.", "Another distractor sentence."])]
+        out.append(Example(f"q{i + 1}", question, [gold], paragraphs=paragraphs))
+    return out
+
+
+@pytest.fixture
+def lm():
+    return ScriptedLM()
+
+
+@pytest.fixture
+def results(lm):
+    res = P.run_cot_sc(lm, _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+    lm.generate_calls.clear()
+    lm.score_calls.clear()
+    return res
+
+
+def _ve(lm, results, threshold=None, consistency="wang", **kw):
+    return V.verify_and_edit(lm, results, _examples(), "2wikimultihop", V.DatasetKnowledge(), threshold=threshold,
+                             n=N, consistency=consistency, shots=SHOTS, encoder=ENCODER, progress=False, **kw)
+
+
+def test_scores(results):
+    assert [r.majority for r in results] == [3, 2, 5, 0]
+    assert [round(r.wang, 3) for r in results] == [0.381, 4.649, 5.0, 0.0]
+    assert [r.parse_failures for r in results] == [0, 1, 0, 5]
+    assert [r.prediction for r in results] == ["Bob", "France", "1990", ""]
+
+
+@pytest.mark.parametrize("consistency, threshold, edited", [
+    ("majority", None, {"q2", "q4"}),  # default ceil(5/2) = 3
+    ("wang", None, {"q1", "q4"}),
+    ("wang", 3, {"q1", "q4"}),
+    ("majority", 0, set()),
+    ("wang", 0.5, {"q1", "q4"}),
+    ("majority", 1, {"q4"}),
+    ("majority", 5, {"q1", "q2", "q4"}),
+    ("wang", 5, {"q1", "q2", "q4"}),
+    ("wang_raw", 3, {"q1", "q2", "q4"}),  # official unnormalised sum: 1.98 for q2
+    ("wang_raw", 6, {"q1", "q2", "q3", "q4"}),
+])
+def test_which_examples_are_edited(lm, results, consistency, threshold, edited):
+    records = _ve(lm, results, threshold, consistency)
+    assert {r.id for r in records if r.edited} == edited
+    for r in records:
+        assert r.threshold == (3 if threshold is None else threshold)
+        if not r.edited:
+            assert r.prediction == r.original_prediction and r.confidence == r.consistency
+            assert r.verifying_questions == [] and r.edited_rationale == ""
+
+
+def test_edits_contain_verifying_answers(lm, results):
+    records = {r.id: r for r in _ve(lm, results, threshold=5)}
+    q1 = records["q1"]  # r* = the most probable "Bob" path (all three tie: the first)
+    assert q1.original_rationale == "First, Book A was written by Bob. Second, Bob is a writer."
+    assert q1.verifying_questions == ["Is it true that Book A was written by Bob?", "Is it true that Bob is a writer?"]
+    assert q1.verifying_answers == [f"Verified [{q}]" for q in q1.verifying_questions]
+    assert q1.edited_rationale == " ".join(f"{m} {a}." for m, a in zip(("First,", "Second,"), q1.verifying_answers))
+    for answer in q1.verifying_answers:
+        assert answer in q1.edited_rationale
+    assert "Bob is a writer." not in q1.edited_rationale
+    assert all(1 <= len(top) <= 3 for top in q1.retrieved)
+    assert all(s in {x for p in _examples()[0].paragraphs for x in p.sentences} for top in q1.retrieved for s in top)
+    assert (q1.original_prediction, q1.prediction, q1.original_correct, q1.correct) == ("Bob", "Alice Smith", 0.0, 1.0)
+    assert (records["q2"].prediction, records["q2"].correct) == ("Germany", 0.0)
+    q4 = records["q4"]  # no path parsed: r* is the most probable path's text, still edited sentence by sentence
+    assert q4.original_prediction == "" and q4.prediction == "Dan" and q4.correct == 1.0
+    assert len(q4.verifying_questions) == 2 and q4.edited_rationale.startswith("First, Verified [")
+    # AUC confidence on [0, n]: n * P(new answer) when edited, the consistency otherwise
+    assert q1.confidence == pytest.approx(N * 0.5) and q1.answer_logprob == pytest.approx(math.log(0.5))
+    assert records["q3"].confidence == pytest.approx(5.0) and not records["q3"].edited
+
+
+@pytest.mark.parametrize("consistency", ["majority", "wang"])
+def test_threshold_sweep_matches_separate_runs(results, consistency):
+    lm = ScriptedLM()
+    edits = V.compute_edits(lm, results, _examples(), "2wikimultihop", V.DatasetKnowledge(), consistency=consistency,
+                            shots=SHOTS, encoder=ENCODER, progress=False)  # max_threshold defaults to n
+    assert len(lm.generate_calls) == 3
+    for t in range(N + 1):
+        assert V.apply_threshold(results, edits, t, consistency) == _ve(ScriptedLM(), results, t, consistency)
+    rows = V.sweep_thresholds(results, edits, consistency=consistency)
+    assert [row["threshold"] for row in rows] == list(range(N + 1))
+    assert rows[0]["edited"] == 0 and rows[0]["accuracy"] == pytest.approx(50.0)  # CoT-SC: France, 1990
+    assert rows[N]["edited"] == 3 and rows[N]["accuracy"] == pytest.approx(75.0)  # Alice Smith, 1990, Dan
+    with pytest.raises(KeyError, match="max_threshold"):
+        V.apply_threshold(results, edits, N + 1, consistency)  # q3 (score 5) was never edited
+
+
+def test_every_step_is_one_batched_call(results):
+    lm = ScriptedLM()
+    _ve(lm, results, threshold=N)
+    # 3 edited examples with 2 + 1 + 2 rationale sentences: one call per step, never one per example
+    assert lm.generate_calls == [("verifying questions", 5), ("verifying answers", 5), ("answering again", 3)]
+    assert lm.score_calls == [3]
+    doubled = results + [P.PromptResult(**{**vars(r), "id": r.id + "b"}) for r in results]
+    examples = _examples() + [Example(e.id + "b", e.question, e.answers, paragraphs=e.paragraphs) for e in _examples()]
+    lm2 = ScriptedLM()
+    V.verify_and_edit(lm2, doubled, examples, "2wikimultihop", V.DatasetKnowledge(), threshold=N, shots=SHOTS,
+                      encoder=ENCODER, progress=False)
+    assert [n for _, n in lm2.generate_calls] == [10, 10, 6] and lm2.score_calls == [6]
+    assert not _ve(ScriptedLM(), results, threshold=0)[0].edited
+
+
+def test_split_and_join_rationale():
+    assert V.split_rationale("First, A is B. Second, B is C.") == ["A is B.", "B is C."]
+    assert V.split_rationale("First, A is B. It is old. Second, C.") == ["A is B. It is old.", "C."]
+    assert V.split_rationale("Paris is big. Dr. Who is old.") == ["Paris is big.", "Dr. Who is old."]
+    assert V.split_rationale("  ") == []
+    assert V.join_rationale(["the film is old", "It won."]) == "First, The film is old. Second, It won."
+
+
+def test_knowledge_sources(monkeypatch):
+    from covlib.retrieval import BM25Retriever
+
+    ex = _examples()[0]
+    assert V.DatasetKnowledge().retrieve("q?", ex) == [s for p in ex.paragraphs for s in p.sentences]
+    assert V.DatasetKnowledge(unit="paragraph").retrieve("q?", ex) == [p.text for p in ex.paragraphs]
+    with pytest.raises(ValueError, match="no paragraphs"):
+        V.DatasetKnowledge().retrieve("q?", Example("x", "Q?", ["a"]))
+    corpus = [Passage("p1", "Book A", "Book A was written by Alice Smith. It is long."),
+              Passage("p2", "Trains", "Trains run on rails."), Passage("p3", "Cats", "Cats sleep a lot."),
+              Passage("p4", "Rome", "Rome is in Italy."), Passage("p5", "Tea", "Tea is a drink.")]
+    knowledge = V.RetrieverKnowledge(BM25Retriever(corpus), k=1)
+    assert knowledge.label.startswith("BM25")
+    assert knowledge.retrieve_batch(["Who wrote Book A?", "rails"], [ex, ex]) == [
+        ["Book A was written by Alice Smith.", "It is long."], ["Trains run on rails."]]
+    monkeypatch.delenv("COVLIB_SEARCH_ENDPOINT", raising=False)
+    with pytest.raises(RuntimeError, match="COVLIB_SEARCH_ENDPOINT"):
+        V.WebKnowledge()
+
+
+def test_make_knowledge(isolated_cache, monkeypatch):
+    corpus = [Passage(f"p{i}", f"T{i}", f"Topic {i} has fact number {i}. Also more.") for i in range(6)]
+    assert isinstance(V.make_knowledge("dataset"), V.DatasetKnowledge)
+    bm25 = V.make_knowledge("bm25", corpus=corpus, corpus_name="tiny", k=2)
+    assert bm25.label.startswith("BM25") and bm25.retrieve("topic 3", Example("x", "Q?"))[0] == "Topic 3 has fact number 3."
+    assert (isolated_cache / "indexes" / "tiny-bm25" / "meta.json").exists()
+    assert V.make_knowledge("tfidf", corpus=corpus, corpus_name="tiny").label.startswith("TF-IDF")
+    monkeypatch.delenv("COVLIB_SEARCH_ENDPOINT", raising=False)
+    with pytest.raises(RuntimeError):
+        V.make_knowledge("web")
+    with pytest.raises(ValueError, match="unknown knowledge"):
+        V.make_knowledge("google")
+
+
+def test_verifying_prompts(shared_data):
+    shared_data("hotpotqa_adv", "manual_answer.txt")
+    vq = V.verifying_question_prompt("Who is X?", "X is Y.", "hotpotqa")
+    assert vq.count("Overall Question:") == 3 and vq.endswith("Overall Question: Who is X?\nAnswer: X is Y.\nQuestion:")
+    header = V.verifying_answer_header("hotpotqa")
+    assert header.count("\nQ: ") == 3 and "A: Antony King work with the band Simply Red" in header
+    va = V.verifying_answer_prompt("Who is Y?", ["Y is Z.", "Z is W."], "hotpotqa", header)
+    assert va.endswith("\n\nY is Z.\nZ is W.\nQ: Who is Y?\nA:")
+    fever = V.verifying_answer_prompt("Who?", ["A.", "B."], "fever", V.verifying_answer_header("fever"))
+    assert fever.count("Question: ") == 3 and fever.endswith("\n\nA. B.\nQuestion: Who?\nAnswer:")
+    assert V.verifying_question_prompt("Claim.", "R.", "fever").endswith("Claim: Claim.\nReason: R.\nQuestion:")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op torch thread: on the 2-core machine shared with other jobs, 2 spinning OpenMP threads made
+    this test ~10x slower (measured 394 s with 2 threads, 37 s with 1, same load)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_end_to_end_on_the_embedded_model(shared_data, tmp_path, one_torch_thread):
+    """Two Adversarial HotpotQA test questions, n = 2, Dataset knowledge, everything edited (threshold n + 1)."""
+    shared_data("hotpotqa_adv", "sim_dev.json")
+    from covlib.cache import Cache
+    from covlib.data import load_adv_hotpotqa
+    from covlib.lm import LM
+
+    lm = LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"))
+    examples = load_adv_hotpotqa(split="test")[:2]
+    results = P.run_cot_sc(lm, examples, "hotpotqa", n=2, max_new_tokens=40, progress=False)
+    assert [r.n for r in results] == [2, 2] and all(len(r.texts) == 2 for r in results)
+    assert all(0 <= r.wang <= 2 and 0 <= r.majority <= 2 for r in results)
+    short = dict(vq_max_new_tokens=20, va_max_new_tokens=24, answer_max_new_tokens=8, progress=False)
+    records = V.verify_and_edit(lm, results, examples, "hotpotqa", V.DatasetKnowledge(), threshold=3, **short)
+    assert all(r.edited for r in records)
+    sentences = {s.strip() for ex in examples for p in ex.paragraphs for s in p.sentences}
+    for r in records:
+        assert len(r.verifying_questions) == len(r.verifying_answers) == len(r.retrieved) >= 1
+        assert all(1 <= len(top) <= 3 and set(top) <= sentences for top in r.retrieved)
+        assert r.edited_rationale.startswith("First, ")
+        assert 0 <= r.confidence <= 2 and r.correct in (0.0, 1.0)
+    calls = lm.forward_calls
+    assert V.verify_and_edit(lm, results, examples, "hotpotqa", V.DatasetKnowledge(), threshold=3, **short) == records
+    assert lm.forward_calls == calls  # everything came from the cache
