@@ -103,9 +103,10 @@ for ax, kind in zip(axes, ("wang", "majority")):
     for offset, (label, group) in enumerate(frame.groupby("correct")):  # the points themselves, as a rug
         ax.plot(group[kind], [-0.02 - 0.03 * offset] * len(group), "|", ms=10, transform=ax.get_xaxis_transform(),
                 color=f"C{0 if label == 'incorrect' else 1}", clip_on=False)
-plotting.caption(axes[0], model=generator.name, data="Adversarial HotpotQA test", n=len(cot_sc))
-plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct skewed high")
-fig.suptitle("Consistency of CoT-SC predictions, correct vs incorrect (cf. Verify-and-Edit Fig. 2)")
+    ax.set_xlim(-0.5, n_samples + 0.5)  # the kernel spreads past 0..n, as in the paper's figure
+plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
+plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
+fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
 results.save_figure(fig, "fig-01-consistency-kde", params=params, model=generator.name, n=len(cot_sc))
 
 # %% [markdown]
