@@ -38,6 +38,7 @@
 
 # %%
 import math
+import random
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -109,7 +110,8 @@ def load_examples(name: str, n: int):
         return data.load_adv_hotpotqa(split="test")[:n]
     if name == "2wikimultihop":
         return data.load_2wikimultihop(split="dev")[:n]
-    return data.load_fever()[:n]
+    claims = data.load_fever()  # sampled_ids.json order runs in label blocks: subsample with a seed, not a prefix
+    return claims if n >= len(claims) else random.Random(seed).sample(claims, n)
 
 
 def corpus_for(name: str):
