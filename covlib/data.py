@@ -207,6 +207,14 @@ def _read_text(path: str | Path) -> str:
         raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from err
 
 
+def _json_line(raw: str, loc: _Loc) -> Any:
+    """One parsed JSONL line; a DataError naming the file and line when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise loc.error(f"invalid JSON line: {err.msg} (column {err.colno})") from err
+
+
 def _iter_records(path: str | Path) -> Iterator[tuple[dict, _Loc]]:
     """Records of a JSON-list file or a JSON-lines file (sniffed from the first character)."""
     path = Path(path)
@@ -226,10 +234,7 @@ def _iter_records(path: str | Path) -> Iterator[tuple[dict, _Loc]]:
         if not raw.strip():
             continue
         loc = _Loc(path, line=number)
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise loc.error(f"invalid JSON line: {err.msg} (column {err.colno})") from err
+        record = _json_line(raw, loc)
         if not isinstance(record, dict):
             raise loc.error(f"expected a JSON object, got {type(record).__name__}")
         yield record, loc
@@ -854,11 +859,7 @@ def iter_jsonl_corpus(path: str | Path, limit: int | None = None) -> Iterator[Pa
             if not raw.strip():
                 continue
             loc = _Loc(path, line=number)
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise loc.error(f"invalid JSON line: {err.msg} (column {err.colno})") from err
-            yield _jsonl_passage(row, loc)
+            yield _jsonl_passage(_json_line(raw, loc), loc)
             count += 1
 
 

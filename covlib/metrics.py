@@ -182,25 +182,27 @@ def accuracy_coverage_curve(confidences: Sequence[float], correct: Sequence[floa
 # retrieval
 
 
-def recall_at_k(ranked_titles: Sequence[Sequence[str]], gold_titles: Sequence[Sequence[str]],
-                ks: Sequence[int] = (1, 2, 5, 10, 20)) -> dict[int, float]:
-    """Mean over questions of the fraction of gold titles found among the top k ranked titles."""
+def _ranked_gold_pairs(ranked_titles: Sequence[Sequence[str]], gold_titles: Sequence[Sequence[str]]) -> list[tuple[list[str], set[str]]]:
+    """(ranking, gold set) per question that has gold titles; errors on mismatched lengths or no gold."""
     if len(ranked_titles) != len(gold_titles):
         raise ValueError(f"{len(ranked_titles)} rankings for {len(gold_titles)} gold lists")
     pairs = [(list(r), set(g)) for r, g in zip(ranked_titles, gold_titles) if g]
     if not pairs:
         raise ValueError("no question has gold titles")
+    return pairs
+
+
+def recall_at_k(ranked_titles: Sequence[Sequence[str]], gold_titles: Sequence[Sequence[str]],
+                ks: Sequence[int] = (1, 2, 5, 10, 20)) -> dict[int, float]:
+    """Mean over questions of the fraction of gold titles found among the top k ranked titles."""
+    pairs = _ranked_gold_pairs(ranked_titles, gold_titles)
     return {k: float(np.mean([len(g & set(r[:k])) / len(g) for r, g in pairs])) for k in ks}
 
 
 def all_recall_at_k(ranked_titles: Sequence[Sequence[str]], gold_titles: Sequence[Sequence[str]],
                     ks: Sequence[int] = (1, 2, 5, 10, 20)) -> dict[int, float]:
     """Fraction of questions whose gold titles are all found among the top k ranked titles."""
-    if len(ranked_titles) != len(gold_titles):
-        raise ValueError(f"{len(ranked_titles)} rankings for {len(gold_titles)} gold lists")
-    pairs = [(list(r), set(g)) for r, g in zip(ranked_titles, gold_titles) if g]
-    if not pairs:
-        raise ValueError("no question has gold titles")
+    pairs = _ranked_gold_pairs(ranked_titles, gold_titles)
     return {k: float(np.mean([g <= set(r[:k]) for r, g in pairs])) for k in ks}
 
 
