@@ -1,5 +1,5 @@
 # covlib — `make help` lists the targets. Two commands on a fresh machine:
-#   make reproduce      (creates .venv when missing, runs every notebook, writes figures/ and tables/)
+#   make reproduce      (creates .venv when missing, trains the NLI judge when missing, runs every notebook)
 #   make test           (the test suite; what .ci/run calls)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -29,13 +29,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m covlib.lm
 	touch $@
 
-reproduce: env ## run every notebook in order with papermill; writes figures/, tables/, results/
+judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~15 min CPU)
+	$(PY) scripts/build_judge.py
+
+reproduce: env judge ## run every notebook in order with papermill; writes figures/, tables/, results/
 	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)"
 
-test: env ## run the test suite (includes notebooks in the smoke profile)
+test: env ## run the test suite (builds the NLI judge first when missing; notebooks run in the smoke profile)
+	$(PY) scripts/build_judge.py --if-data
 	$(PY) -m pytest -q
 
-bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI
+bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI (LLM judge, trained judge)
 	$(PY) scripts/bench.py
 
 lab: env ## open JupyterLab on notebooks/
@@ -47,7 +51,7 @@ sync: env ## regenerate each .ipynb from its py:percent twin (outputs stripped)
 clean: ## delete generated figures, tables, results and executed notebooks
 	rm -rf figures/fig-* tables/tab-* results/ notebooks/executed/
 
-clean-cache: ## delete the LLM/NLI call cache and indexes (keeps converted models)
-	rm -rf .cache/calls.sqlite* .cache/indexes
+clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
+	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env reproduce test bench lab sync clean clean-cache
+.PHONY: help env judge reproduce test bench lab sync clean clean-cache

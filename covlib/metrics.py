@@ -12,6 +12,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -260,3 +261,38 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0, n_
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return float(v.mean()), float(low), float(high)
+
+
+# --------------------------------------------------------------------------- NLI judges
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def nli_scores(gold: Sequence[str], probs: Any) -> dict[str, float]:
+    """3-way accuracy and macro-F1 of argmax labels, and AUC of P(entailment) for gold == entailment."""
+    from sklearn.metrics import accuracy_score, f1_score as sk_f1, roc_auc_score
+
+    probs = np.asarray(probs, dtype=float)
+    gold = list(gold)
+    if probs.shape != (len(gold), 3):
+        raise ValueError(f"probabilities of shape {probs.shape} for {len(gold)} gold labels; expected ({len(gold)}, 3)")
+    unknown = sorted(set(gold) - set(NLI_LABELS))
+    if unknown:
+        raise ValueError(f"gold labels {unknown} are not among {NLI_LABELS}")
+    pred = [NLI_LABELS[i] for i in probs.argmax(axis=1)]
+    is_entail = [g == "entailment" for g in gold]
+    auc = roc_auc_score(is_entail, probs[:, 0]) if 0 < sum(is_entail) < len(gold) else float("nan")
+    return {
+        "accuracy": float(accuracy_score(gold, pred)),
+        "macro_f1": float(sk_f1(gold, pred, labels=list(NLI_LABELS), average="macro", zero_division=0)),
+        "entail_auc": float(auc),
+        "n": len(gold),
+    }
+
+
+def nli_confusion(gold: Sequence[str], probs: Any) -> np.ndarray:
+    """3x3 counts: rows gold, columns argmax prediction, both in (entailment, neutral, contradiction) order."""
+    from sklearn.metrics import confusion_matrix
+
+    pred = [NLI_LABELS[i] for i in np.asarray(probs).argmax(axis=1)]
+    return confusion_matrix(list(gold), pred, labels=list(NLI_LABELS))

@@ -11,14 +11,19 @@ Backends (pick with `load_judge(spec)`):
 
 | spec              | judge                                              | needs           |
 |-------------------|----------------------------------------------------|-----------------|
+| "minilm-fever-nli"| `HFNLIJudge` on the cross-encoder `make judge`     | `make judge`    |
+|                   | trains offline on FEVER (`load_trained_judge`)     | (~15 min CPU)   |
 | "overlap"         | `OverlapJudge` -- approximate, NOT an NLI model    | nothing         |
 | "llm", "llm:<m>"  | `LLMJudge(load_lm(m))` -- LLM-as-judge via scores  | covlib.lm model |
 | "true"            | `TrueT5Judge` -- google/t5_xxl_true_nli_mixture    | the TRUE weights|
 | anything else     | `HFNLIJudge(spec)` -- any HF sequence-classifier   | those weights   |
 
-The default judge (`judge=None`) is `OverlapJudge`, because it is the only
-one that runs offline without model weights; its name,
-"approx-overlap (not NLI)", is what results must record.
+The default judge (`judge=None`) is `DEFAULT_JUDGE`. Notebook 00b measures
+every judge on held-out FEVER pairs and on hand-checked credibility-setting
+pairs; the trained judge would be the default only if it beat the overlap
+heuristic on both. Every result records the judge's name; local model folders
+(the trained judge included) also enter cache keys by a hash of their files'
+contents, so retraining never returns the old model's cached probabilities.
 
 OverlapJudge: method and limits
 -------------------------------
@@ -50,9 +55,14 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from covlib import paths
 from covlib.cache import Cache, make_key
 
 LABELS = ("entailment", "neutral", "contradiction")
+TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli_pairs)
+# The judge `judge=None` means offline. The trained judge would take this place only if it beat the
+# overlap heuristic on both held-out sets (notebook 00b); see the README's "The offline NLI judge".
+DEFAULT_JUDGE = "overlap"
 CACHE_TABLE = "nli"
 CHUNK = 64  # pairs judged (and committed to the cache) per step
 
@@ -71,10 +81,28 @@ class Judge(Protocol):
 # --------------------------------------------------------------------------- caching front end
 
 
+def trained_judge_dir(name: str = TRAINED_JUDGE) -> Path:
+    """Folder of a judge built by `make judge` (scripts/build_judge.py) under the models folder."""
+    return paths.models_dir() / name
+
+
+def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, batch_size: int = 64) -> "HFNLIJudge":
+    """The cross-encoder trained offline on FEVER by `make judge`, named `name` in every cache key and result."""
+    folder = trained_judge_dir(name)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"the trained NLI judge {name!r} is not built (no {folder / 'config.json'}): run `make judge` "
+            "(about 10 min on a laptop CPU), or pick another judge: 'overlap', 'llm', 'true' or an HF NLI model id"
+        )
+    return HFNLIJudge(folder, device=device, batch_size=batch_size, max_length=256, name=name)
+
+
 def load_judge(spec: str) -> Judge:
-    """A judge from a short spec: 'overlap', 'llm', 'llm:<model>', 'true', or an HF model id/dir."""
+    """A judge from a short spec: 'minilm-fever-nli' (trained), 'overlap', 'llm', 'llm:<model>', 'true', or an HF model id/dir."""
     spec = spec.strip()
     low = spec.lower()
+    if low in (TRAINED_JUDGE, "trained"):
+        return load_trained_judge()
     if low in ("overlap", "approx", "approx-overlap"):
         return OverlapJudge()
     if low == "llm" or low.startswith("llm:"):
@@ -88,9 +116,9 @@ def load_judge(spec: str) -> Judge:
 
 
 def get_judge(judge: Judge | str | None = None) -> Judge:
-    """Resolve None (-> OverlapJudge), a spec string, or a judge object."""
+    """Resolve None (-> DEFAULT_JUDGE), a spec string, or a judge object."""
     if judge is None:
-        return OverlapJudge()
+        return load_judge(DEFAULT_JUDGE)
     if isinstance(judge, str):
         return load_judge(judge)
     return judge
@@ -170,6 +198,21 @@ def entailment_labels(
     return [LABELS[i] for i in probs.argmax(axis=1)]
 
 
+def evaluate(
+    premises: Sequence[str],
+    hypotheses: Sequence[str],
+    gold: Sequence[str],
+    judge: Judge | str | None = None,
+    progress: bool = True,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """(accuracy / macro-F1 / entailment AUC / n with the judge's name, the (N, 3) probabilities) on gold-labelled pairs."""
+    from covlib.metrics import nli_scores
+
+    judge = get_judge(judge)
+    probs = probabilities(premises, hypotheses, judge=judge, progress=progress)
+    return {"judge": judge.name, **nli_scores(gold, probs)}, probs
+
+
 # --------------------------------------------------------------------------- Hugging Face classifiers
 
 
@@ -181,13 +224,33 @@ def _default_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+_FINGERPRINTS: dict[tuple, str] = {}
+UNFINGERPRINTED = ("card.json",)  # notes beside the weights that do not change the outputs
+
+
 def _fingerprint(model_id_or_dir: str) -> str | None:
-    """For a local model folder: a hash of its files' names, sizes and mtimes (stale-cache guard)."""
+    """For a local model folder: SHA-256 of its files' names and contents (card.json aside); None for a hub id.
+
+    Retraining or replacing weights under the same name changes it, so cached
+    probabilities of the old model are never returned. Hashes are memoised per
+    (file, size, mtime), so a folder is read once per process.
+    """
     path = Path(model_id_or_dir)
     if not path.is_dir():
         return None
-    stats = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file())
-    return hashlib.sha256(repr(stats).encode()).hexdigest()[:16]
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED)
+    total = hashlib.sha256()
+    for f in files:
+        stat = f.stat()
+        memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
+        if memo not in _FINGERPRINTS:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            _FINGERPRINTS[memo] = h.hexdigest()
+        total.update(f"{f.relative_to(path).as_posix()}\0{_FINGERPRINTS[memo]}\n".encode())
+    return total.hexdigest()[:16]
 
 
 def map_nli_labels(id2label: dict[Any, str]) -> dict[int, str]:
@@ -242,13 +305,14 @@ class HFNLIJudge:
         batch_size: int = 16,
         max_length: int = 512,
         labels: dict[int, str] | None = None,
+        name: str | None = None,
     ):
         self.model_id = str(model_id_or_dir)
         self.device = device
         self.batch_size = batch_size
         self.max_length = max_length
         self.labels = labels
-        self.name = f"hf:{self.model_id}"
+        self.name = name or f"hf:{self.model_id}"
         self._model = None
         self._tokenizer = None
         self._mapping: dict[int, str] | None = None
@@ -276,24 +340,25 @@ class HFNLIJudge:
         return dict(self._mapping)
 
     def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
-        """(N, 3) entailment/neutral/contradiction probabilities, in batches."""
+        """(N, 3) entailment/neutral/contradiction probabilities, in batches of similar length (less padding)."""
         import torch
 
         self._load()
-        out = []
-        for start in range(0, len(premises), self.batch_size):
+        order = sorted(range(len(premises)), key=lambda i: len(premises[i]) + len(hypotheses[i]))
+        probs = np.zeros((len(premises), len(self._mapping)))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
             enc = self._tokenizer(
-                premises[start : start + self.batch_size],
-                hypotheses[start : start + self.batch_size],
-                truncation=True,
+                [premises[i] for i in idx],
+                [hypotheses[i] for i in idx],
+                truncation=True,  # longest first: the premise, as hypotheses are short
                 max_length=self.max_length,
                 padding=True,
                 return_tensors="pt",
             ).to(self.device)
             with torch.inference_mode():
                 logits = self._model(**enc).logits.float()
-            out.append(torch.softmax(logits, dim=-1).cpu().numpy())
-        probs = np.concatenate(out) if out else np.zeros((0, len(self._mapping)))
+            probs[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
         return _three_way(probs, self._mapping)
 
 

@@ -23,6 +23,11 @@ def root() -> Path:
     return Path(env).resolve() if env else Path(__file__).resolve().parent.parent
 
 
+def code_root() -> Path:
+    """The repository this code lives in (fixtures, scripts), whatever COVLIB_ROOT says."""
+    return Path(__file__).resolve().parent.parent
+
+
 def data_dir() -> Path:
     """Folder holding the shared evaluation data (COVLIB_DATA overrides)."""
     env = os.environ.get("COVLIB_DATA")

@@ -2,8 +2,8 @@
 
 | writer          | files                                              | name rule            |
 |-----------------|----------------------------------------------------|----------------------|
-| `save_figure`   | figures/<name>.png (dpi 150), .pdf, .json          | fig-NN[-words]       |
-| `save_table`    | tables/<name>.csv, .md (provenance line), .json    | tab-NN[-words]       |
+| `save_figure`   | figures/<name>.png (dpi 150), .pdf, .json          | fig-NN[x][-words]    |
+| `save_table`    | tables/<name>.csv, .md (provenance line), .json    | tab-NN[x][-words]    |
 | `record_metrics`| results/<name>.json = {metrics, params, meta}      | any plain file name  |
 
 `meta` always gets a UTC timestamp and the git commit of the code (when
@@ -29,8 +29,8 @@ from typing import Any
 
 from covlib import paths
 
-_FIGURE_NAME = re.compile(r"^fig-\d{2}(?:[-_.][A-Za-z0-9_.-]*)?$")
-_TABLE_NAME = re.compile(r"^tab-\d{2}(?:[-_.][A-Za-z0-9_.-]*)?$")
+_FIGURE_NAME = re.compile(r"^fig-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
+_TABLE_NAME = re.compile(r"^tab-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -20,12 +21,15 @@ sys.path.insert(0, str(ROOT))
 from covlib import paths, profiles  # noqa: E402
 
 
+NUMBERED = re.compile(r"^\d{2}[a-z]?_\w+\.ipynb$")  # 00_data_tour, 00b_nli_judges, 01_...
+
+
 def notebooks(only: str = "") -> list[Path]:
-    """The numbered notebooks in order, or only those whose number is listed (comma-separated)."""
-    found = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    """The numbered notebooks in order, or only those whose number ('00', '00b', '3') is listed (comma-separated)."""
+    found = sorted(nb for nb in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb") if NUMBERED.match(nb.name))
     if only:
         wanted = {x.strip().zfill(2) for x in only.split(",") if x.strip()}
-        found = [nb for nb in found if nb.name[:2] in wanted]
+        found = [nb for nb in found if nb.name.split("_", 1)[0] in wanted]
         if not found:
             raise SystemExit(f"no notebook numbered {only!r} in notebooks/")
     return found

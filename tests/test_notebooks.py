@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from covlib import paths
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(nb for nb in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb") if re.match(r"\d{2}[a-z]?_", nb.name))
 
 
 def _code_cells(nb) -> list[str]:
@@ -99,6 +100,33 @@ def test_00_data_tour_smoke(smoke_root):
         assert 0.5 <= values[-1] <= 1.0, f"{name}: recall@20 {values[-1]} is implausibly low"
     md = (smoke_root / "tables" / "tab-00-retrieval-recall.md").read_text()
     assert "Provenance" in md
+
+
+@pytest.mark.notebook
+def test_00b_nli_judges_smoke(smoke_root):
+    from covlib import nli
+
+    if not (nli.trained_judge_dir() / "config.json").is_file():
+        message = f"the trained NLI judge is not built at {nli.trained_judge_dir()}: run `make judge`"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (`make test` builds it first)")
+        pytest.skip(message)
+    record = run_smoke("00b", smoke_root)
+    assert_outputs(smoke_root, ["fig-00b-confusion"], ["tab-00b-nli-judges"])
+    m = record["metrics"]
+    assert m["n_fever"] == 60 and m["n_fixture"] >= 60
+    rows = {(r["spec"], r["set"]): r for r in m["rows"]}
+    specs = ("minilm-fever-nli", "overlap", "llm")
+    assert set(rows) == {(j, s) for j in specs for s in ("FEVER test", "credibility fixture")}
+    assert rows[("llm", "FEVER test")]["n"] == 30 and rows[("minilm-fever-nli", "FEVER test")]["n"] == 60
+    assert rows[("minilm-fever-nli", "FEVER test")]["judge"] == nli.TRAINED_JUDGE
+    for r in rows.values():
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1 and 0 <= r["entail_auc"] <= 1
+    for name, beats in m["trained_beats_overlap"].items():  # the notebook's verdict follows its own table
+        t, o = rows[("minilm-fever-nli", name)], rows[("overlap", name)]
+        assert beats == (t["macro_f1"] > o["macro_f1"] and t["entail_auc"] > o["entail_auc"])
+    assert m["default_judge"] == nli.DEFAULT_JUDGE
+    assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
 
 
 @pytest.mark.notebook

@@ -1,0 +1,430 @@
+"""Premise / hypothesis / label pairs for training and evaluating NLI judges.
+
+FEVER claims become NLI pairs the way FEVER-NLI (Nie et al., 2019) builds them:
+
+| claim label      | premise                                                   | label         |
+|------------------|-----------------------------------------------------------|---------------|
+| SUPPORTS         | the sentences of one of the claim's own evidence sets     | entailment    |
+| REFUTES          | the sentences of one of the claim's own evidence sets     | contradiction |
+| NOT ENOUGH INFO  | BM25-retrieved evidence sentences of *other* claims       | neutral       |
+
+* One evidence set per claim: the smallest (FEVER annotators marked each set as
+  sufficient on its own), so premises are as short as the evidence allows.
+* Neutral premises never contain a sentence of the claim's own evidence, nor of a
+  claim with the same text (FEVER repeats some claims under several ids).
+* Premise padding (`pad_fraction` of the pairs): 1..`max_pad` retrieved sentences of
+  other claims are shuffled into the premise, so a judge learns that a fact buried in
+  a longer text (an LLM's answer) still entails, and that a long on-topic text
+  without it does not. Neutral premises draw their length from the same
+  distribution, so length alone says nothing about the label.
+* FEVER sentences are PTB-tokenised ("Aruba , Curaçao", "-LRB-"); `fever_text`
+  turns them back into plain text, as the answers a judge will read are plain text.
+* Splits (`split_fever`): the paper's 1,000 `sampled_ids` claims are the test set
+  (the Verify-and-Edit test set), never trained on; a seeded fraction of the rest is
+  the validation set; claims whose text equals a held-out claim's are dropped from
+  training. Many FEVER claims share evidence sentences with other claims (mutations
+  of one sentence), so held-out FEVER accuracy is optimistic for unseen text; pairs
+  record their claim ids so a notebook can report the unseen-evidence subset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from covlib import paths
+from covlib.records import DataError, Example, Passage
+
+LABELS = ("entailment", "neutral", "contradiction")
+FEVER_TO_NLI = {"SUPPORTS": "entailment", "REFUTES": "contradiction", "NOT ENOUGH INFO": "neutral"}
+FIXTURE = "credibility_nli_pairs.jsonl"
+
+
+@dataclass(frozen=True)
+class NLIPair:
+    """One judged pair; `source` names where it came from (e.g. 'fever:91721'), `kind` how it was built."""
+
+    premise: str
+    hypothesis: str
+    label: str
+    source: str = ""
+    kind: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+# --------------------------------------------------------------------------- FEVER text
+
+_PTB = [
+    (re.compile(r"-LRB-\s*"), "("),
+    (re.compile(r"\s*-RRB-"), ")"),
+    (re.compile(r"-LSB-\s*"), "["),
+    (re.compile(r"\s*-RSB-"), "]"),
+    (re.compile(r"-LCB-\s*"), "{"),
+    (re.compile(r"\s*-RCB-"), "}"),
+    (re.compile(r"-COLON-"), ":"),
+    (re.compile(r"``\s*|\s*''"), '"'),
+    (re.compile(r"\s+([,.;:!?%)\]}])"), r"\1"),
+    (re.compile(r"([(\[{$])\s+"), r"\1"),
+    (re.compile(r"\s+('s|'re|'ve|'ll|'d|'m|n't)\b"), r"\1"),
+    (re.compile(r"\s+--\s+"), " -- "),
+    (re.compile(r"\(\s*[;,]?\s*\)"), ""),
+    (re.compile(r"\s{2,}"), " "),
+]
+
+
+def fever_text(sentence: str) -> str:
+    """A PTB-tokenised FEVER sentence as plain text ('Aruba , Curaçao -LRB- 1 -RRB- .' -> 'Aruba, Curaçao (1).')."""
+    text = sentence
+    for pattern, repl in _PTB:
+        text = pattern.sub(repl, text)
+    return text.strip()
+
+
+def _evidence_items(example: Example) -> list[list[tuple[str, str]]]:
+    """The claim's evidence sets as lists of (page, plain-text sentence); page '' when unaligned."""
+    sentences = [s for p in example.paragraphs for s in p.sentences]
+    if not sentences:
+        return []
+    facts: list[tuple] = []
+    groups: list[list[tuple]] = []
+    for group in example.metadata.get("evidence", []):
+        keys = [(item[2], item[3]) for item in group if isinstance(item[2], str) and isinstance(item[3], int)]
+        for key in keys:
+            if key not in facts:
+                facts.append(key)
+        if keys:
+            groups.append(list(dict.fromkeys(keys)))
+    if len(facts) != len(sentences):  # `pars` does not line up with the evidence items: keep them whole
+        return [[("", fever_text(s)) for s in sentences]]
+    text = {key: fever_text(s) for key, s in zip(facts, sentences)}
+    sets = [tuple((k[0], text[k]) for k in g) for g in groups]
+    return [list(s) for s in dict.fromkeys(sets)]
+
+
+def fever_evidence_sets(example: Example) -> list[list[str]]:
+    """The claim's evidence sets as lists of plain-text sentences (all sentences as one set if unaligned)."""
+    return [[text for _, text in group] for group in _evidence_items(example)]
+
+
+def _norm_claim(text: str) -> str:
+    return re.sub(r"\W+", " ", text.lower()).strip()
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def split_fever(
+    examples: Sequence[Example], test_ids: Iterable[str], val_fraction: float = 0.1, seed: int = 0
+) -> dict[str, list[Example]]:
+    """{'train', 'val', 'test'}: test = `test_ids` claims; val = a seeded fraction of the rest; duplicates of held-out claims dropped from train."""
+    if not 0 <= val_fraction < 1:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    test_ids = {str(i) for i in test_ids}
+    known = {e.id for e in examples}
+    missing = sorted(test_ids - known)
+    if missing:
+        raise ValueError(f"{len(missing)} test ids are not among the claims, e.g. {missing[:3]}")
+    test = [e for e in examples if e.id in test_ids]
+    rest = [e for e in examples if e.id not in test_ids]
+    order = list(range(len(rest)))
+    random.Random(seed).shuffle(order)
+    n_val = round(val_fraction * len(rest))
+    val_idx = set(order[:n_val])
+    val = [e for i, e in enumerate(rest) if i in val_idx]
+    held_out = {_norm_claim(e.question) for e in test + val}
+    test_claims = {_norm_claim(e.question) for e in test}
+    val = [e for e in val if _norm_claim(e.question) not in test_claims]
+    train = [e for i, e in enumerate(rest) if i not in val_idx and _norm_claim(e.question) not in held_out]
+    return {"train": train, "val": val, "test": test}
+
+
+# --------------------------------------------------------------------------- pair building
+
+
+def _sentence_index(examples: Sequence[Example]) -> tuple[list[Passage], dict[str, set[str]]]:
+    """Distinct evidence sentences as passages, and for each sentence the normalised claims it is evidence of."""
+    owners: dict[str, set[str]] = {}
+    for e in examples:
+        for s in {s for group in fever_evidence_sets(e) for s in group}:
+            owners.setdefault(s, set()).add(_norm_claim(e.question))
+    passages = [Passage(str(i), "", s) for i, s in enumerate(owners)]
+    return passages, owners
+
+
+def build_fever_pairs(
+    examples: Sequence[Example],
+    corpus: Sequence[Example] | None = None,
+    seed: int = 0,
+    pad_fraction: float = 0.5,
+    max_pad: int = 2,
+    balance: bool = True,
+    n_candidates: int = 20,
+) -> list[NLIPair]:
+    """NLI pairs from FEVER claims (table in the module docstring); neutral premises come from `corpus` claims' evidence."""
+    from covlib.retrieval import BM25Retriever
+
+    rng = random.Random(seed)
+    corpus = list(examples if corpus is None else corpus)
+    passages, owners = _sentence_index(corpus)
+    if not passages:
+        raise ValueError("the corpus has no evidence sentences to retrieve neutral premises from")
+    retriever = BM25Retriever(passages)
+    claims = [e for e in examples if e.label in FEVER_TO_NLI]
+    hits = retriever.search_batch([e.question for e in claims], k=n_candidates)
+    set_sizes = [min(len(s) for s in sets) for e in claims if (sets := fever_evidence_sets(e))] or [1]
+
+    pairs: list[NLIPair] = []
+    for e, ranked in zip(claims, hits):
+        label = FEVER_TO_NLI[e.label]
+        own_sets = fever_evidence_sets(e)
+        own = {s for group in own_sets for s in group}
+        claim = _norm_claim(e.question)
+        others = [h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())]
+        n_pad = rng.randint(1, max_pad) if rng.random() < pad_fraction else 0
+        if label == "neutral":
+            if own:
+                raise ValueError(f"FEVER claim {e.id} is NOT ENOUGH INFO but has evidence sentences")
+            want = rng.choice(set_sizes) + n_pad
+            premise_sents = others[:want]
+            rng.shuffle(premise_sents)
+            kind = "retrieved"
+        else:
+            if not own_sets:
+                raise ValueError(f"FEVER claim {e.id} is {e.label} but has no evidence sentences")
+            premise_sents = list(min(own_sets, key=len))
+            for s in others[:n_pad]:
+                premise_sents.insert(rng.randint(0, len(premise_sents)), s)
+            kind = "evidence+padding" if n_pad and len(others) else "evidence"
+        if not premise_sents:
+            continue  # BM25 found no other sentence sharing a word with this claim
+        pairs.append(NLIPair(" ".join(premise_sents), e.question, label, f"fever:{e.id}", kind))
+    return balance_pairs(pairs, seed) if balance else pairs
+
+
+_NUMBER = re.compile(r"\b(1[0-9]{3}|20[0-9]{2}|[1-9][0-9]?)\b")
+
+
+def _perturb_number(sentence: str, rng: random.Random) -> str | None:
+    """The sentence with one of its years or small numbers changed (None when it has none)."""
+    found = list(_NUMBER.finditer(sentence))
+    if not found:
+        return None
+    m = rng.choice(found)
+    value = int(m.group())
+    new = value + rng.choice([-1, 1]) * rng.randint(1, 12 if value > 999 else max(2, value // 2))
+    if new <= 0 or new == value:
+        new = value + 3
+    return sentence[: m.start()] + str(new) + sentence[m.end() :]
+
+
+def build_paragraph_pairs(examples: Sequence[Example], seed: int = 0, min_words: int = 6) -> list[NLIPair]:
+    """Pairs from the Wikipedia paragraphs of QA training questions, one sentence s of each paragraph:
+
+    paragraph -> s (entailment: a fact inside a longer text); paragraph without s -> s (neutral:
+    same topic and words, fact absent); paragraph -> s with a year or number changed
+    (contradiction), when s has one. Paragraphs with fewer than two sentences are skipped.
+    """
+    rng = random.Random(seed)
+    pairs: list[NLIPair] = []
+    seen: set[tuple[str, ...]] = set()
+    for e in examples:
+        for para in e.paragraphs:
+            sents = [x.strip() for x in para.sentences if x.strip()]
+            if len(sents) < 2 or tuple(sents) in seen:
+                continue
+            seen.add(tuple(sents))
+            candidates = [i for i, x in enumerate(sents) if len(x.split()) >= min_words]
+            if not candidates:
+                continue
+            i = rng.choice(candidates)
+            fact, rest = sents[i], sents[:i] + sents[i + 1 :]
+            source = f"{e.metadata.get('dataset', 'qa')}:{e.id}:{para.title}"
+            pairs.append(NLIPair(" ".join(sents), fact, "entailment", source, "paragraph"))
+            pairs.append(NLIPair(" ".join(rest), fact, "neutral", source, "paragraph-minus-fact"))
+            changed = _perturb_number(fact, rng)
+            if changed is not None:
+                pairs.append(NLIPair(" ".join(sents), changed, "contradiction", source, "paragraph-changed-number"))
+    return pairs
+
+
+def qa_training_paragraph_pairs(seed: int = 0) -> list[NLIPair]:
+    """`build_paragraph_pairs` over the QA *training* questions offline: the Adversarial HotpotQA and 2Wiki few-shot pools."""
+    from covlib.data import load_fewshot
+
+    examples = [e for dataset in ("hotpotqa", "2wikimultihop") for e, _ in load_fewshot(dataset)]
+    return build_paragraph_pairs(examples, seed=seed)
+
+
+def build_key_fact_pairs(
+    examples: Sequence[Example], corpus: Sequence[Example] | None = None, seed: int = 0, n_candidates: int = 20
+) -> list[NLIPair]:
+    """Pairs whose hypothesis is a whole evidence sentence, the shape of a key fact (balanced):
+
+    | premise                                              | hypothesis          | label         |
+    |------------------------------------------------------|---------------------|---------------|
+    | the sentence among 1-2 retrieved others               | an evidence sentence| entailment    |
+    | the SUPPORTS claim (much shorter than the sentence)   | its evidence        | neutral       |
+    | other sentences of the same page (not the claim's own)| an evidence sentence| neutral       |
+    | the REFUTES claim                                     | its evidence        | contradiction |
+    | the sentence among retrieved others                   | it, a number changed| contradiction |
+
+    A claim that a sentence supports says less than the sentence (FEVER claims are short),
+    so the sentence does not follow from it; a claim the sentence refutes conflicts with it.
+    """
+    from covlib.retrieval import BM25Retriever
+
+    rng = random.Random(seed)
+    corpus = list(examples if corpus is None else corpus)
+    passages, owners = _sentence_index(corpus)
+    by_page: dict[str, set[str]] = {}
+    for e in corpus:
+        for page, text in (item for group in _evidence_items(e) for item in group):
+            if page:
+                by_page.setdefault(page, set()).add(text)
+    retriever = BM25Retriever(passages)
+    claims = [e for e in examples if e.label in ("SUPPORTS", "REFUTES") and e.paragraphs]
+    hits = retriever.search_batch([e.question for e in claims], k=n_candidates)
+    pairs: list[NLIPair] = []
+    for e, ranked in zip(claims, hits):
+        items = min(_evidence_items(e), key=len)
+        page, fact = max(items, key=lambda item: len(item[1]))
+        own = {t for group in _evidence_items(e) for _, t in group}
+        claim = _norm_claim(e.question)
+        others = [h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())]
+        source = f"fever:{e.id}"
+        context = [fact] + others[: rng.randint(1, 2)]
+        rng.shuffle(context)
+        pairs.append(NLIPair(" ".join(context), fact, "entailment", source, "contains-fact"))
+        if e.label == "REFUTES":
+            pairs.append(NLIPair(e.question, fact, "contradiction", source, "refuted-claim-to-evidence"))
+        elif len(fact.split()) >= 1.5 * len(e.question.split()):
+            pairs.append(NLIPair(e.question, fact, "neutral", source, "claim-to-evidence"))
+        mates = sorted(by_page.get(page, set()) - own - {fact})
+        if page and mates:
+            rng.shuffle(mates)
+            pairs.append(NLIPair(" ".join(mates[: rng.randint(1, 3)]), fact, "neutral", source, "same-page"))
+        changed = _perturb_number(fact, rng)
+        if changed is not None:
+            pairs.append(NLIPair(" ".join(context), changed, "contradiction", source, "changed-number"))
+    return balance_pairs(pairs, seed)
+
+
+def balance_pairs(pairs: Sequence[NLIPair], seed: int = 0) -> list[NLIPair]:
+    """Downsample every label to the rarest label's count (seeded), keeping the original order."""
+    by_label: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        by_label.setdefault(p.label, []).append(i)
+    if not by_label:
+        return []
+    n = min(len(v) for v in by_label.values())
+    rng = random.Random(seed)
+    keep = {i for idx in by_label.values() for i in rng.sample(idx, n)}
+    return [p for i, p in enumerate(pairs) if i in keep]
+
+
+def label_counts(pairs: Iterable[NLIPair]) -> dict[str, int]:
+    """How many pairs carry each label, in LABELS order."""
+    counts = Counter(p.label for p in pairs)
+    return {label: counts.get(label, 0) for label in LABELS}
+
+
+def fever_nli_splits(
+    seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
+    qa_paragraphs: int = 0,
+) -> dict[str, list[NLIPair]]:
+    """Train / val / test NLI pairs from the processed FEVER file; test = the paper's sampled_ids claims (not balanced).
+
+    Train premises are retrieved from training claims only; val from every non-test
+    claim; test from every claim (as a deployed judge would see any text).
+    `key_fact_fraction` adds that share (of the FEVER training pairs' count) of
+    `build_key_fact_pairs` from the training claims, balanced by label. With
+    `qa_paragraphs` = k > 0, the training set also gets k copies of the QA-training
+    paragraph pairs (`qa_training_paragraph_pairs`).
+    """
+    from covlib.data import load_fever
+
+    claims = load_fever(ids=None)
+    test_ids = [e.id for e in load_fever(ids="default")]
+    split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)
+    non_test = split["train"] + split["val"]
+    train = build_fever_pairs(split["train"], seed=seed, pad_fraction=pad_fraction)
+    if key_fact_fraction > 0:
+        extra = build_key_fact_pairs(split["train"], seed=seed)
+        per_label = min(len(extra) // 3, round(key_fact_fraction * len(train) / 3))
+        rng = random.Random(seed)
+        train += [p for label in LABELS for p in rng.sample([x for x in extra if x.label == label], per_label)]
+    if qa_paragraphs > 0:
+        train += qa_training_paragraph_pairs(seed) * qa_paragraphs
+    if key_fact_fraction > 0 or qa_paragraphs > 0:
+        random.Random(seed).shuffle(train)
+    return {
+        "train": train,
+        "val": build_fever_pairs(split["val"], corpus=non_test, seed=seed + 1, pad_fraction=pad_fraction),
+        "test": build_fever_pairs(split["test"], corpus=claims, seed=seed + 2, pad_fraction=pad_fraction, balance=False),
+    }
+
+
+# --------------------------------------------------------------------------- files
+
+
+def pairs_hash(pairs: Iterable[NLIPair]) -> str:
+    """SHA-256 over premise, hypothesis and label of each pair, in order."""
+    h = hashlib.sha256()
+    for p in pairs:
+        h.update(json.dumps([p.premise, p.hypothesis, p.label], ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
+
+
+def save_pairs(pairs: Iterable[NLIPair], path: str | Path) -> Path:
+    """Write pairs as JSONL (one object per line), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_pairs(path: str | Path) -> list[NLIPair]:
+    """Read a pairs JSONL (save_pairs' format, or the fixture's with extra keys); errors name file, line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no NLI pairs file at {path}")
+    pairs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(path, f"not valid JSON ({e.msg})", line=n) from None
+        if not isinstance(row, dict):
+            raise DataError(path, f"expected a JSON object, got {type(row).__name__}", line=n)
+        for key in ("premise", "hypothesis", "label"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise DataError(path, "missing or empty", line=n, field=key)
+        if row["label"] not in LABELS:
+            raise DataError(path, f"label should be one of {LABELS}, got {row['label']!r}", line=n, field="label")
+        known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
+        extra = dict(row.get("extra") or {}, **{k: v for k, v in row.items() if k not in known})
+        source = row.get("source") or row.get("id", "")
+        pairs.append(NLIPair(row["premise"], row["hypothesis"], row["label"], str(source), str(row.get("kind", row.get("setting", ""))), extra))
+    return pairs
+
+
+def fixture_path() -> Path:
+    """The hand-checked credibility-setting pairs shipped with the tests (answer / answer sentence vs key fact)."""
+    return paths.code_root() / "tests" / "fixtures" / FIXTURE
+
+
+def load_credibility_fixture() -> list[NLIPair]:
+    """The hand-checked credibility-setting NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
+    return load_pairs(fixture_path())

