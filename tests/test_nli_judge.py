@@ -113,7 +113,10 @@ def test_neutral_pairs_skip_sentences_of_claims_with_the_same_text():
     twin_a = _claim("1", "Bob Dylan sang songs.", "SUPPORTS", ["Bob Dylan sang songs in 1962 ."], [[[0, 0, "Bob_Dylan", 0]]])
     twin_b = _claim("2", "Bob Dylan sang songs.", "NOT ENOUGH INFO")
     other = _claim("3", "Joan Baez sang.", "SUPPORTS", ["Joan Baez sang songs with Bob Dylan ."], [[[0, 0, "Joan_Baez", 0]]])
-    pairs = P.build_fever_pairs([twin_a, twin_b, other], seed=0, balance=False, pad_fraction=0)
+    filler = [_claim(str(10 + i), f"Filler {w}.", "SUPPORTS", [f"The {w} is a mountain ."], [[[0, 0, f"P{i}", 0]]])
+              for i, w in enumerate(["alps", "andes", "rockies", "urals", "atlas"])]  # BM25 needs idf > 0
+    pairs = P.build_fever_pairs([twin_a, twin_b, other], corpus=[twin_a, twin_b, other, *filler], seed=0,
+                                balance=False, pad_fraction=0)
     neutral = [p for p in pairs if p.label == "neutral"]
     assert [p.premise for p in neutral] == ["Joan Baez sang songs with Bob Dylan."]
 
