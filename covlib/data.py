@@ -215,8 +215,8 @@ def _json_line(raw: str, loc: _Loc) -> Any:
         raise loc.error(f"invalid JSON line: {err.msg} (column {err.colno})") from err
 
 
-def _iter_records(path: str | Path) -> Iterator[tuple[dict, _Loc]]:
-    """Records of a JSON-list file or a JSON-lines file (sniffed from the first character)."""
+def iter_records(path: str | Path) -> Iterator[tuple[dict, _Loc]]:
+    """(record, where) for each object of a JSON-list or JSON-lines file (sniffed); `where.error(msg, field)` names file and line."""
     path = Path(path)
     text = _read_text(path)
     if text.lstrip().startswith("["):
@@ -286,7 +286,7 @@ def _rows(source: str | Path, default_config: str | None, split: str, local_hint
     """Records from a local JSON/JSONL file, or from the hub when `source` is a hub id."""
     if _is_hub_id(source):
         return _hub_rows(str(source), default_config, split, local_hint)
-    return _iter_records(source)
+    return iter_records(source)
 
 
 # --------------------------------------------------------------------------- adversarial HotpotQA
@@ -332,7 +332,7 @@ def _adv_hotpot_row(row: dict, loc: _Loc) -> Example:
 def _alt_answers(path: str | Path) -> dict[str, list[str]]:
     """qas_id -> alternative answers, from a `{qas_id, answer}` JSON-lines file."""
     aliases: dict[str, list[str]] = {}
-    for record, loc in _iter_records(path):
+    for record, loc in iter_records(path):
         qid = _require(record, "qas_id", str, loc)
         aliases.setdefault(qid, []).append(_require(record, "answer", str, loc))
     return aliases
@@ -345,7 +345,7 @@ def load_adv_hotpotqa(
     path = Path(path) if path is not None else paths.dataset_path(*_SHARED_FILES["adv_hotpotqa"])
     if split not in ("calibration", "test", "all"):
         raise ValueError(f"split must be 'calibration', 'test' or 'all', got {split!r}")
-    examples = [_adv_hotpot_row(row, loc) for row, loc in _iter_records(path)]
+    examples = [_adv_hotpot_row(row, loc) for row, loc in iter_records(path)]
     if split != "all" and len(examples) < CALIBRATION_SIZE + TEST_SIZE:
         raise DataError(
             path,
@@ -465,7 +465,7 @@ def load_2wikimultihop(path: str | Path | None = None, split: str = "dev") -> li
             raise ValueError(f"split must be 'dev' or 'train', got {split!r}")
         key = "2wikimultihop" if split == "dev" else "2wikimultihop_fewshot"
         path = paths.dataset_path(*_SHARED_FILES[key])
-    return [_2wiki_row(row, loc) for row, loc in _iter_records(path)]
+    return [_2wiki_row(row, loc) for row, loc in iter_records(path)]
 
 
 # --------------------------------------------------------------------------- FEVER
@@ -544,7 +544,7 @@ def load_fever(
         path = paths.dataset_path(*_SHARED_FILES["fever" if split == "paper_test" else "fever_fewshot"])
     if ids == "default":
         ids = paths.dataset_path(*_SHARED_FILES["fever_ids"]) if split == "paper_test" else None
-    examples = [_fever_row(row, loc) for row, loc in _iter_records(path)]
+    examples = [_fever_row(row, loc) for row, loc in iter_records(path)]
     if ids is None:
         return examples
     by_id = {example.id: example for example in examples}

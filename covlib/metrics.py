@@ -265,12 +265,12 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0, n_
 
 # --------------------------------------------------------------------------- NLI judges
 
-NLI_LABELS = ("entailment", "neutral", "contradiction")
-
 
 def nli_scores(gold: Sequence[str], probs: Any) -> dict[str, float]:
     """3-way accuracy and macro-F1 of argmax labels, and AUC of P(entailment) for gold == entailment."""
     from sklearn.metrics import accuracy_score, f1_score as sk_f1, roc_auc_score
+
+    from covlib.nli import LABELS as NLI_LABELS
 
     probs = np.asarray(probs, dtype=float)
     gold = list(gold)
@@ -293,6 +293,8 @@ def nli_scores(gold: Sequence[str], probs: Any) -> dict[str, float]:
 def nli_confusion(gold: Sequence[str], probs: Any) -> np.ndarray:
     """3x3 counts: rows gold, columns argmax prediction, both in (entailment, neutral, contradiction) order."""
     from sklearn.metrics import confusion_matrix
+
+    from covlib.nli import LABELS as NLI_LABELS
 
     pred = [NLI_LABELS[i] for i in np.asarray(probs).argmax(axis=1)]
     return confusion_matrix(list(gold), pred, labels=list(NLI_LABELS))

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from covlib import paths
-from covlib.records import DataError, Example, Passage
+from covlib.nli import LABELS
+from covlib.records import Example, Passage
 
-LABELS = ("entailment", "neutral", "contradiction")
 FEVER_TO_NLI = {"SUPPORTS": "entailment", "REFUTES": "contradiction", "NOT ENOUGH INFO": "neutral"}
 FIXTURE = "credibility_nli_pairs.jsonl"
 
@@ -157,6 +157,21 @@ def _sentence_index(examples: Sequence[Example]) -> tuple[list[Passage], dict[st
     return passages, owners
 
 
+def _other_sentences(claims: Sequence[Example], corpus: Sequence[Example], k: int) -> tuple[list[list[str]], int]:
+    """For each claim, the BM25 top-k evidence sentences of *other* corpus claims (never its own evidence, nor a
+    same-text claim's), best first; and the number of distinct sentences searched."""
+    from covlib.retrieval import BM25Retriever
+
+    passages, owners = _sentence_index(corpus)
+    hits = BM25Retriever(passages).search_batch([e.question for e in claims], k=k)
+    others = []
+    for e, ranked in zip(claims, hits):
+        own = {s for group in fever_evidence_sets(e) for s in group}
+        claim = _norm_claim(e.question)
+        others.append([h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())])
+    return others, len(passages)
+
+
 def build_fever_pairs(
     examples: Sequence[Example],
     corpus: Sequence[Example] | None = None,
@@ -167,28 +182,20 @@ def build_fever_pairs(
     n_candidates: int = 20,
 ) -> list[NLIPair]:
     """NLI pairs from FEVER claims (table in the module docstring); neutral premises come from `corpus` claims' evidence."""
-    from covlib.retrieval import BM25Retriever
-
     rng = random.Random(seed)
-    corpus = list(examples if corpus is None else corpus)
-    passages, owners = _sentence_index(corpus)
-    if not passages:
-        raise ValueError("the corpus has no evidence sentences to retrieve neutral premises from")
-    retriever = BM25Retriever(passages)
     claims = [e for e in examples if e.label in FEVER_TO_NLI]
-    hits = retriever.search_batch([e.question for e in claims], k=n_candidates)
-    set_sizes = [min(len(s) for s in sets) for e in claims if (sets := fever_evidence_sets(e))] or [1]
+    others_of, n_sentences = _other_sentences(claims, list(examples if corpus is None else corpus), n_candidates)
+    if not n_sentences:
+        raise ValueError("the corpus has no evidence sentences to retrieve neutral premises from")
+    evidence_of = [fever_evidence_sets(e) for e in claims]
+    set_sizes = [min(len(s) for s in sets) for sets in evidence_of if sets] or [1]
 
     pairs: list[NLIPair] = []
-    for e, ranked in zip(claims, hits):
+    for e, own_sets, others in zip(claims, evidence_of, others_of):
         label = FEVER_TO_NLI[e.label]
-        own_sets = fever_evidence_sets(e)
-        own = {s for group in own_sets for s in group}
-        claim = _norm_claim(e.question)
-        others = [h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())]
         n_pad = rng.randint(1, max_pad) if rng.random() < pad_fraction else 0
         if label == "neutral":
-            if own:
+            if own_sets:
                 raise ValueError(f"FEVER claim {e.id} is NOT ENOUGH INFO but has evidence sentences")
             want = rng.choice(set_sizes) + n_pad
             premise_sents = others[:want]
@@ -277,26 +284,20 @@ def build_key_fact_pairs(
     A claim that a sentence supports says less than the sentence (FEVER claims are short),
     so the sentence does not follow from it; a claim the sentence refutes conflicts with it.
     """
-    from covlib.retrieval import BM25Retriever
-
     rng = random.Random(seed)
     corpus = list(examples if corpus is None else corpus)
-    passages, owners = _sentence_index(corpus)
     by_page: dict[str, set[str]] = {}
     for e in corpus:
         for page, text in (item for group in _evidence_items(e) for item in group):
             if page:
                 by_page.setdefault(page, set()).add(text)
-    retriever = BM25Retriever(passages)
     claims = [e for e in examples if e.label in ("SUPPORTS", "REFUTES") and e.paragraphs]
-    hits = retriever.search_batch([e.question for e in claims], k=n_candidates)
+    others_of, _ = _other_sentences(claims, corpus, n_candidates)
     pairs: list[NLIPair] = []
-    for e, ranked in zip(claims, hits):
-        items = min(_evidence_items(e), key=len)
-        page, fact = max(items, key=lambda item: len(item[1]))
-        own = {t for group in _evidence_items(e) for _, t in group}
-        claim = _norm_claim(e.question)
-        others = [h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())]
+    for e, others in zip(claims, others_of):
+        groups = _evidence_items(e)
+        page, fact = max(min(groups, key=len), key=lambda item: len(item[1]))
+        own = {t for group in groups for _, t in group}
         source = f"fever:{e.id}"
         context = [fact] + others[: rng.randint(1, 2)]
         rng.shuffle(context)
@@ -334,6 +335,24 @@ def label_counts(pairs: Iterable[NLIPair]) -> dict[str, int]:
     return {label: counts.get(label, 0) for label in LABELS}
 
 
+def _load_claims() -> tuple[list[Example], list[str]]:
+    """Every processed FEVER claim (file order) and the paper's sampled_ids."""
+    from covlib.data import load_fever
+
+    return load_fever(ids=None), [e.id for e in load_fever(ids="default")]
+
+
+def _test_pairs(claims: Sequence[Example], test_ids: Sequence[str], seed: int, pad_fraction: float) -> list[NLIPair]:
+    wanted = set(test_ids)
+    test = [e for e in claims if e.id in wanted]
+    return build_fever_pairs(test, corpus=claims, seed=seed + 2, pad_fraction=pad_fraction, balance=False)
+
+
+def fever_test_pairs(seed: int = 0, pad_fraction: float = 0.5) -> list[NLIPair]:
+    """The held-out FEVER test pairs of `fever_nli_splits` (same seed), without building the training pairs."""
+    return _test_pairs(*_load_claims(), seed=seed, pad_fraction=pad_fraction)
+
+
 def fever_nli_splits(
     seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
     qa_paragraphs: int = 0,
@@ -347,10 +366,7 @@ def fever_nli_splits(
     `qa_paragraphs` = k > 0, the training set also gets k copies of the QA-training
     paragraph pairs (`qa_training_paragraph_pairs`).
     """
-    from covlib.data import load_fever
-
-    claims = load_fever(ids=None)
-    test_ids = [e.id for e in load_fever(ids="default")]
+    claims, test_ids = _load_claims()
     split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)
     non_test = split["train"] + split["val"]
     train = build_fever_pairs(split["train"], seed=seed, pad_fraction=pad_fraction)
@@ -366,7 +382,7 @@ def fever_nli_splits(
     return {
         "train": train,
         "val": build_fever_pairs(split["val"], corpus=non_test, seed=seed + 1, pad_fraction=pad_fraction),
-        "test": build_fever_pairs(split["test"], corpus=claims, seed=seed + 2, pad_fraction=pad_fraction, balance=False),
+        "test": _test_pairs(claims, test_ids, seed, pad_fraction),
     }
 
 
@@ -395,25 +411,19 @@ def save_pairs(pairs: Iterable[NLIPair], path: str | Path) -> Path:
 
 def load_pairs(path: str | Path) -> list[NLIPair]:
     """Read a pairs JSONL (save_pairs' format, or the fixture's with extra keys); errors name file, line and field."""
+    from covlib.data import iter_records
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no NLI pairs file at {path}")
+    known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
     pairs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(path, f"not valid JSON ({e.msg})", line=n) from None
-        if not isinstance(row, dict):
-            raise DataError(path, f"expected a JSON object, got {type(row).__name__}", line=n)
+    for row, loc in iter_records(path):
         for key in ("premise", "hypothesis", "label"):
             if not isinstance(row.get(key), str) or not row[key].strip():
-                raise DataError(path, "missing or empty", line=n, field=key)
+                raise loc.error("missing or empty", field=key)
         if row["label"] not in LABELS:
-            raise DataError(path, f"label should be one of {LABELS}, got {row['label']!r}", line=n, field="label")
-        known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
+            raise loc.error(f"label should be one of {LABELS}, got {row['label']!r}", field="label")
         extra = dict(row.get("extra") or {}, **{k: v for k, v in row.items() if k not in known})
         source = row.get("source") or row.get("id", "")
         pairs.append(NLIPair(row["premise"], row["hypothesis"], row["label"], str(source), str(row.get("kind", row.get("setting", ""))), extra))

@@ -67,7 +67,7 @@ plotting.set_style()
 # subsample is stratified by label. The fixture is read as shipped.
 
 # %%
-fever_test = P.fever_nli_splits(seed=seed)["test"]
+fever_test = P.fever_test_pairs(seed=seed)
 rng = np.random.default_rng(seed)
 
 

@@ -118,7 +118,7 @@ def bench_cross_encoder(args) -> None:
     if not (nli.trained_judge_dir() / "config.json").is_file():
         print("5. skipped: the trained judge is not built (`make judge`)")
         return
-    test = P.fever_nli_splits()["test"][:192] + P.load_credibility_fixture()[:64]
+    test = P.fever_test_pairs()[:192] + P.load_credibility_fixture()[:64]
     prem, hyp = [p.premise for p in test], [p.hypothesis for p in test]
     judge = nli.load_trained_judge(device=args.device or None)
     judge.probabilities(prem[:4], hyp[:4])  # load the model and warm up
