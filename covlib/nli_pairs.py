@@ -150,8 +150,8 @@ def split_fever(
 def _sentence_index(examples: Sequence[Example]) -> tuple[list[Passage], dict[str, set[str]]]:
     """Distinct evidence sentences as passages, and for each sentence the normalised claims it is evidence of."""
     owners: dict[str, set[str]] = {}
-    for e in examples:
-        for s in {s for group in fever_evidence_sets(e) for s in group}:
+    for e in examples:  # dict, not set: the corpus order (BM25's tie-break) must not depend on the hash seed
+        for s in dict.fromkeys(s for group in fever_evidence_sets(e) for s in group):
             owners.setdefault(s, set()).add(_norm_claim(e.question))
     passages = [Passage(str(i), "", s) for i, s in enumerate(owners)]
     return passages, owners

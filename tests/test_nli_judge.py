@@ -109,6 +109,19 @@ def test_neutral_premises_never_use_the_claims_own_evidence(fever_split):
             assert any(all(s in p.premise for s in group) for group in sets)
 
 
+def test_pairs_do_not_depend_on_the_python_hash_seed(shared_data):
+    """`make judge` skips retraining when the training pairs' hash is unchanged: it must repeat across processes."""
+    import subprocess
+    import sys
+
+    shared_data("fever", "paper_test_processed.jsonl")
+    code = ("from covlib import data, nli_pairs as P; claims = data.load_fever(ids=None)[:1500]; "
+            "print(P.pairs_hash(P.build_fever_pairs(claims, seed=0)))")
+    hashes = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                             capture_output=True, text=True, check=True).stdout for seed in (1, 2)}
+    assert len(hashes) == 1, hashes
+
+
 def test_neutral_pairs_skip_sentences_of_claims_with_the_same_text():
     twin_a = _claim("1", "Bob Dylan sang songs.", "SUPPORTS", ["Bob Dylan sang songs in 1962 ."], [[[0, 0, "Bob_Dylan", 0]]])
     twin_b = _claim("2", "Bob Dylan sang songs.", "NOT ENOUGH INFO")
