@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from covlib import paths
 from covlib.cache import Cache, make_key
@@ -52,6 +52,30 @@ class Completion:
     def logprob(self) -> float:
         """Total log-probability of the generated tokens."""
         return float(sum(self.token_logprobs))
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """What every generation backend offers: `LM` here, a scripted generator in the tests."""
+
+    name: str
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 128,
+        stop: Sequence[str] = (),
+        seed: int = 0,
+        chat: bool = False,
+        progress: bool = True,
+        desc: str = "generate",
+    ) -> list[list[Completion]]:
+        """`n` completions for each prompt."""
+        ...
 
 
 def embedded_model_dir() -> Path:

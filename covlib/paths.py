@@ -66,6 +66,11 @@ def results_dir() -> Path:
     return root() / "results"
 
 
+def build_dir() -> Path:
+    """Built artefacts worth keeping apart from caches (benchmark key facts, review sheets): <root>/build."""
+    return root() / "build"
+
+
 def dataset_path(*parts: str) -> Path:
     """A file under the shared data folder, e.g. dataset_path('fever', 'sampled_ids.json')."""
     return data_dir().joinpath(*parts)

@@ -117,8 +117,9 @@ def hist(values: Sequence[float], ax: Any = None, bins: int | Sequence[float] = 
     return ax
 
 
-def recall_curve(recalls: Mapping[str, Mapping[int, float]], ax: Any = None) -> Any:
-    """Recall@k against k, one line per retriever (log-scaled k when it spans over a decade)."""
+def recall_curve(recalls: Mapping[str, Mapping[int, float]], ax: Any = None, xlabel: str = "k",
+                 ylabel: str = "recall@k") -> Any:
+    """Recall@k against k, one line per retriever or model (log-scaled k when it spans over a decade)."""
     ax = _ax(ax)
     ks: set[int] = set()
     for name, by_k in recalls.items():
@@ -128,8 +129,8 @@ def recall_curve(recalls: Mapping[str, Mapping[int, float]], ax: Any = None) -> 
     if ks and min(ks) > 0 and max(ks) / min(ks) > 10:
         ax.set_xscale("log")
     ax.set_xticks(sorted(ks), [str(k) for k in sorted(ks)])
-    ax.set_xlabel("k")
-    ax.set_ylabel("recall@k")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
     return ax
 

@@ -1,0 +1,134 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Missing knowledge: closed-book, partial and complete references (credibility paper, Table 3)
+#
+# §6.3 controls *knowledge recall*: no references (closed-book), 5 references with one of the
+# two gold paragraphs replaced by a distractor (partial), and 5 with both gold (complete, the
+# setting of Table 1). The paper finds complete > partial > closed-book in key-fact precision and
+# recall for every model.
+#
+# Partial sets drop one gold paragraph (a seeded choice per question) and keep the distractor
+# order of the complete set (`credibility.partial`); the complete answers are notebook 04's,
+# from the cache.
+#
+# Deviations as in notebook 04 (question sample, key facts, judge, model).
+#
+# Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib import credibility as C
+from covlib import lm, plotting, profiles, results
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
+n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
+seed: int = 0  # question sample, reference order and distractor choice
+n_refs: int = 5  # references in the partial and complete settings (paper: 5)
+key_facts: str = "supporting"  # supporting (gold sentences), llm (the paper's prompts) or llm+reviewed
+judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
+max_new_tokens: int = 160  # longest answer
+
+# %%
+profile = profiles.resolve(profile, device or None)
+n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
+max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
+model_ids = C.model_list(model, models, profile)
+settings = ("closed-book", "partial", "complete")
+params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
+              seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+print(profiles.describe(profile, n_questions=n_questions, models=model_ids))
+plotting.set_style()
+
+# %% [markdown]
+# ## 1. Three knowledge conditions per question
+
+# %%
+examples = C.load_questions(questions, n_questions, seed)
+generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
+facts = C.build_key_facts(key_facts, examples, generator=generators[0] if key_facts == "llm" else None)
+sets = {"closed-book": [C.closed_book(ex) for ex in examples],
+        "partial": [C.partial(ex, n_refs, seed) for ex in examples],
+        "complete": [C.with_gold(ex, n_refs, seed) for ex in examples]}
+for s in settings:
+    print(f"{s:12s}", [p.title for p in sets[s][0].paragraphs], "gold at", sets[s][0].gold)
+
+# %% [markdown]
+# ## 2. Answers and metrics (one generate call per model, one NLI call per metric)
+
+# %%
+flat_sets = [r for s in settings for r in sets[s]]
+flat_examples = examples * len(settings)
+answers = {g.name: C.generate_answers(g, flat_examples, flat_sets, max_new_tokens=max_new_tokens, desc=g.name)
+           for g in generators}
+names = list(answers)
+rows = C.score_answers([a for n in names for a in answers[n]], flat_sets * len(names),
+                       facts * len(settings) * len(names), [ex.answers for ex in flat_examples] * len(names),
+                       judge=judge)
+judge_name = rows[0]["judge"]
+q = len(examples)
+summary = {name: {s: C.summarize(rows[(i * len(settings) + j) * q:(i * len(settings) + j + 1) * q])
+                  for j, s in enumerate(settings)} for i, name in enumerate(names)}
+print("closed-book answer:", answers[names[0]][0][:300])
+
+# %%
+records = []
+for name, by_s in summary.items():
+    records.append({"source": "ours", "model": name, **{f"{s} {m}": by_s[s][m] for s in settings for m in ("P", "R")},
+                    "n": q})
+for name, by_s in C.PAPER_TABLE3.items():
+    records.append({"source": "paper", "model": name, **{f"{s} {m}": by_s[s][k] for s in settings
+                                                          for k, m in enumerate(("P", "R"))}, "n": 500})
+table = pd.DataFrame(records)
+results.save_table(table, "tab-06-knowledge-recall", params=params, judge=judge_name, key_facts=facts[0].author,
+                   n=q, floatfmt=".2f")
+table
+
+# %%
+long = pd.DataFrame([{"setting": s, "metric": m, "value": by_s[s][m], "model": name}
+                     for name, by_s in summary.items() for s in settings for m in ("P", "R")])
+fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+for ax, m in zip(axes, ("P", "R")):
+    ours = long[(long.metric == m) & (long.model == names[0])][["setting", "value"]]
+    paper = {s: sum(v[s][0 if m == "P" else 1] for v in C.PAPER_TABLE3.values()) / len(C.PAPER_TABLE3)
+             for s in settings}
+    plotting.bar_with_reference(ours, x="setting", y="value", reference=paper, ax=ax)
+    ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
+    ax.set_ylabel("%")
+plotting.caption(axes[0], model=names[0], judge=judge_name, n=q)
+results.save_figure(fig, "fig-06-knowledge-recall", params=params, judge=judge_name)
+
+# %%
+ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-book"][m] for m in ("P", "R")}
+           for name, by_s in summary.items()}
+print("complete ≥ partial ≥ closed-book:", ordered, "(paper: yes for every model)")
+headline = {
+    "models": names,
+    "judge": judge_name,
+    "key_facts": facts[0].author,
+    "n_questions": q,
+    "settings": {name: {s: {m: by_s[s][m] for m in ("P", "R", "F1_of_means", "CitP", "CitR", "EM_recall")}
+                        for s in settings} for name, by_s in summary.items()},
+    "ordered_complete_partial_closed": ordered,
+    "paper": {"table3": C.PAPER_TABLE3},
+}
+results.record_metrics("06_knowledge_recall", headline, params=params, judge=judge_name)
+headline["settings"]
