@@ -273,26 +273,24 @@ def load_key_facts(path: str | Path) -> list[KeyFacts]:
 
 def build_key_facts(source: str, examples: Sequence[Example], generator: Generator | None = None,
                     rebuild: bool = False, **kw: Any) -> list[KeyFacts]:
-    """Key facts from `source` for `examples`, read from build/key_facts/ when stored there for the same questions."""
+    """Key facts from `source` for `examples`, read from build/key_facts/ when stored there for the same questions
+    (and, for 'llm', by the same generator, which only that source uses)."""
+    if source == "llm" and generator is None:
+        raise ValueError("key-fact source 'llm' needs a generator")
     if source not in SOURCES and not source.endswith("+reviewed"):
         raise ValueError(f"unknown key-fact source {source!r}; choose one of {SOURCES} (or a reviewed set)")
     path = key_facts_path(source)
-    wanted = [ex.id for ex in examples]
-    if path.exists() and not rebuild:
-        stored = {r.question_id: r for r in load_key_facts(path)}
-        if set(wanted) <= set(stored) and (source != "llm" or generator is None
-                                           or all(stored[q].author == generator.name for q in wanted)):
-            return [stored[q] for q in wanted]
-    if source.endswith("+reviewed"):
-        raise FileNotFoundError(f"no reviewed key facts for these questions at {path}: read a review sheet first")
-    if source == "supporting":
-        records = supporting_key_facts(examples)
-    else:
-        if generator is None:
-            raise ValueError("source 'llm' needs a generator")
-        records = llm_key_facts(generator, examples, **kw)
-    save_key_facts(records, path)
-    return records
+    stored = {r.question_id: r for r in load_key_facts(path)} if path.exists() and not rebuild else {}
+    missing = [ex for ex in examples if ex.id not in stored
+               or (source == "llm" and stored[ex.id].author != generator.name)]
+    if missing:
+        if source.endswith("+reviewed"):
+            raise FileNotFoundError(f"{len(missing)} question(s) have no reviewed key facts at {path} "
+                                    f"(e.g. {missing[0].id!r}): read a review sheet first")
+        new = supporting_key_facts(missing) if source == "supporting" else llm_key_facts(generator, missing, **kw)
+        stored.update({r.question_id: r for r in new})
+        save_key_facts(list(stored.values()), path)  # kept beside the questions built before
+    return [stored[ex.id] for ex in examples]
 
 
 REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "keep", "edit")
@@ -442,6 +440,36 @@ def generate_answers(generator: Generator, examples: Sequence[Example], ref_sets
     return [c[0].text.strip() for c in out]
 
 
+Run = tuple[list[str], list[ReferenceSet]]  # answers and the reference sets they were written from
+
+
+def answer_runs(generators: Sequence[Generator], examples: Sequence[Example], sets: dict[str, list[ReferenceSet]],
+                max_new_tokens: int = 160, progress: bool = True) -> dict[tuple[str, str], Run]:
+    """Answers for every (model, setting): one batched generate call per model over all settings."""
+    settings = list(sets)
+    flat_sets = [r for s in settings for r in sets[s]]
+    q = len(examples)
+    out = {}
+    for g in generators:
+        answers = generate_answers(g, list(examples) * len(settings), flat_sets, max_new_tokens=max_new_tokens,
+                                   progress=progress, desc=g.name)
+        for j, s in enumerate(settings):
+            out[(g.name, s)] = (answers[j * q:(j + 1) * q], sets[s])
+    return out
+
+
+def score_runs(runs: dict[tuple[str, str], Run], examples: Sequence[Example], facts: Sequence[KeyFacts],
+               judge: nli.Judge | str | None = None, progress: bool = True) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per-answer metrics for every run at once: three NLI calls in all (see `score_answers`)."""
+    keys, q = list(runs), len(examples)
+    for key in keys:
+        if len(runs[key][0]) != q or len(runs[key][1]) != q:
+            raise ValueError(f"run {key} has {len(runs[key][0])} answers for {q} questions")
+    rows = score_answers([a for k in keys for a in runs[k][0]], [r for k in keys for r in runs[k][1]],
+                         list(facts) * len(keys), [ex.answers for ex in examples] * len(keys), judge, progress)
+    return {k: rows[i * q:(i + 1) * q] for i, k in enumerate(keys)}
+
+
 # --------------------------------------------------------------------------- metrics (§4)
 
 
@@ -478,7 +506,8 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     - key-fact recall R = (1/|K|) Σ_k f(answer, k): premise the whole answer (citations
       stripped), hypothesis each key fact;
     - key-fact precision P = (1/|S|) Σ_s [∃k f(s, k)]: premise the answer sentence s,
-      hypothesis each key fact (0 for an answer with no sentence);
+      hypothesis each key fact (0 for an answer with no sentence; R and P are NaN, left out
+      of the means, for a question with no key fact);
     - self-consistency SC = (1/n) Σ_i f(concat(refs cited by s_i), s_i): premise the
       concatenated cited references, hypothesis the sentence; `sc_cited` averages over
       sentences with a citation (NaN when none has one), `sc_all` over all sentences
@@ -497,7 +526,7 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     sentences: list[list[CitedSentence]] = [cited_sentences(a) for a in answers]
     plain = [" ".join(s.text for s in ss) or strip_citations(a) for a, ss in zip(answers, sentences)]
     # 1. recall: (answer, key fact)
-    rec_pairs = [(i, plain[i], k) for i in range(n) for k in key_facts[i].key_facts]
+    rec_pairs = [(i, plain[i], k) for i in range(n) if plain[i].strip() for k in key_facts[i].key_facts]
     # 2. precision: (sentence, key fact)
     pre_pairs = [(i, j, s.text, k) for i in range(n) for j, s in enumerate(sentences[i]) for k in key_facts[i].key_facts]
     # 3. self-consistency: (concat cited refs, sentence)
@@ -521,14 +550,17 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     for i in range(n):
         ss, refs = sentences[i], ref_sets[i]
         n_s, cited_n = len(ss), sum(1 for s in ss if s.citations)
-        recall = float(np.mean(rec_by.get(i, [0.0])))
-        precision = sum(sent_hit.get((i, j), 0.0) for j in range(n_s)) / n_s if n_s else 0.0
+        if key_facts[i].key_facts:
+            recall = float(np.mean(rec_by.get(i, [0.0])))
+            precision = sum(sent_hit.get((i, j), 0.0) for j in range(n_s)) / n_s if n_s else 0.0
+        else:  # nothing to recall (an LLM list that parsed to nothing): left out of the means
+            recall = precision = float("nan")
         sc_sum = sum(sc_hit.get((i, j), 0.0) for j in range(n_s))
         rows.append({
             "question_id": refs.question_id,
             "recall": recall,
             "precision": precision,
-            "f1": f1(precision, recall),
+            "f1": f1(precision, recall) if key_facts[i].key_facts else float("nan"),
             "sc_cited": sc_sum / cited_n if cited_n else float("nan"),
             "sc_all": sc_sum / n_s if n_s else 0.0,
             **citation_scores(cited_ids(ss), refs.gold, len(refs)),

@@ -72,7 +72,7 @@ print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new
 # %%
 examples = C.load_questions(questions, n_questions, seed)
 generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generator=generators[0] if key_facts == "llm" else None)
+facts = C.build_key_facts(key_facts, examples, generators[0])
 ref_sets = [C.with_gold(ex, n_refs, seed) for ex in examples]
 print(f"{len(examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
 print("Q:", examples[0].question, "| gold:", examples[0].answer)
@@ -93,8 +93,9 @@ print("review sheet:", sheet)
 # ## 2. Answers with citations, one batched call per model
 
 # %%
-answers = {g.name: C.generate_answers(g, examples, ref_sets, max_new_tokens=max_new_tokens, desc=g.name)
-           for g in generators}
+runs = C.answer_runs(generators, examples, {"complete": ref_sets}, max_new_tokens=max_new_tokens)
+names = [g.name for g in generators]
+answers = {n: runs[(n, "complete")][0] for n in names}
 for name, ans in answers.items():
     print(f"--- {name}\n{ans[0]}")
 
@@ -102,12 +103,10 @@ for name, ans in answers.items():
 # ## 3. Metrics: three NLI calls for all models (recall, precision, self-consistency)
 
 # %%
-names = list(answers)
-rows = C.score_answers([a for n in names for a in answers[n]], ref_sets * len(names), facts * len(names),
-                       [ex.answers for ex in examples] * len(names), judge=judge)
-judge_name = rows[0]["judge"]
-per_model = {n: rows[i * len(examples):(i + 1) * len(examples)] for i, n in enumerate(names)}
+rows = C.score_runs(runs, examples, facts, judge)
+per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
+judge_name = summary[names[0]]["judge"]
 
 # One answer sentence by sentence: what f said about it.
 first = C.cited_sentences(answers[names[0]][0])

@@ -67,7 +67,7 @@ plotting.set_style()
 # %%
 examples = C.load_questions(questions, n_questions, seed)
 generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generator=generators[0] if key_facts == "llm" else None)
+facts = C.build_key_facts(key_facts, examples, generators[0])
 sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in examples] for n in sizes}
 for n in sizes:
     print(n, "refs:", [p.title for p in sets[n][0].paragraphs], "gold at", sets[n][0].gold)
@@ -76,17 +76,12 @@ for n in sizes:
 # ## 2. Answers (one batched call per model over every size) and one NLI call per metric
 
 # %%
-flat_sets = [s for n in sizes for s in sets[n]]
-flat_examples = examples * len(sizes)
-answers = {g.name: C.generate_answers(g, flat_examples, flat_sets, max_new_tokens=max_new_tokens, desc=g.name)
-           for g in generators}
-names = list(answers)
-rows = C.score_answers([a for n in names for a in answers[n]], flat_sets * len(names), facts * len(sizes) * len(names),
-                       [ex.answers for ex in flat_examples] * len(names), judge=judge)
-judge_name = rows[0]["judge"]
+runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
+rows = C.score_runs(runs, examples, facts, judge)
+names = [g.name for g in generators]
+summary = {name: {n: C.summarize(rows[(name, n)]) for n in sizes} for name in names}
+judge_name = summary[names[0]][sizes[0]]["judge"]
 q = len(examples)
-summary = {name: {n: C.summarize(rows[(i * len(sizes) + j) * q:(i * len(sizes) + j + 1) * q])
-                  for j, n in enumerate(sizes)} for i, name in enumerate(names)}
 
 # %%
 table = pd.DataFrame([{"model": name, "n_refs": n, "noise": n - 2, "R": s["R"], "P": s["P"], "F1": s["F1_of_means"],

@@ -64,7 +64,7 @@ plotting.set_style()
 # %%
 examples = C.load_questions(questions, n_questions, seed)
 generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generator=generators[0] if key_facts == "llm" else None)
+facts = C.build_key_facts(key_facts, examples, generators[0])
 sets = {"closed-book": [C.closed_book(ex) for ex in examples],
         "partial": [C.partial(ex, n_refs, seed) for ex in examples],
         "complete": [C.with_gold(ex, n_refs, seed) for ex in examples]}
@@ -75,19 +75,13 @@ for s in settings:
 # ## 2. Answers and metrics (one generate call per model, one NLI call per metric)
 
 # %%
-flat_sets = [r for s in settings for r in sets[s]]
-flat_examples = examples * len(settings)
-answers = {g.name: C.generate_answers(g, flat_examples, flat_sets, max_new_tokens=max_new_tokens, desc=g.name)
-           for g in generators}
-names = list(answers)
-rows = C.score_answers([a for n in names for a in answers[n]], flat_sets * len(names),
-                       facts * len(settings) * len(names), [ex.answers for ex in flat_examples] * len(names),
-                       judge=judge)
-judge_name = rows[0]["judge"]
+runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
+rows = C.score_runs(runs, examples, facts, judge)
+names = [g.name for g in generators]
+summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
+judge_name = summary[names[0]]["complete"]["judge"]
 q = len(examples)
-summary = {name: {s: C.summarize(rows[(i * len(settings) + j) * q:(i * len(settings) + j + 1) * q])
-                  for j, s in enumerate(settings)} for i, name in enumerate(names)}
-print("closed-book answer:", answers[names[0]][0][:300])
+print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
 # %%
 records = []

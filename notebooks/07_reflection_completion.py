@@ -75,7 +75,7 @@ print(profiles.describe(profile, n_questions=n_questions, cap=cap, k_initial=k_i
 # %%
 examples = C.load_questions(questions, n_questions, seed)
 generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generator=generators[0] if key_facts == "llm" else None)
+facts = C.build_key_facts(key_facts, examples, generators[0])
 corpus = data.default_corpus()
 bm25 = retrieval.load_or_build("bm25", corpus, "hotpot-corpus")
 print(f"{len(examples)} questions; BM25 over {len(corpus)} paragraphs")
@@ -99,13 +99,13 @@ for g in generators:
 
 # %%
 baseline_sets = C.bm25_references(bm25, examples, k=cap)
-pipelines = {}
+runs = C.answer_runs(generators, examples, {"baseline": baseline_sets}, max_new_tokens=max_new_tokens)
+completed = {}
 for g in generators:
-    base = C.generate_answers(g, examples, baseline_sets, max_new_tokens=max_new_tokens, desc=f"BM25 ({g.name})")
     done = C.self_complete(g, examples, bm25, k_initial=k_initial, cap=cap, max_rounds=max_rounds,
                            max_new_tokens=max_new_tokens)
-    pipelines[g.name] = {"baseline": (base, baseline_sets), "completion": ([d.answer for d in done],
-                                                                          [d.references for d in done]), "done": done}
+    completed[g.name] = done
+    runs[(g.name, "completion")] = ([d.answer for d in done], [d.references for d in done])
     asked = [d for d in done if d.queries]
     print(f"{g.name}: refused on {sum(d.refused for d in done)}/{len(done)}; asked {len(asked)}; "
           f"rounds {dict(Counter(d.rounds for d in done))}; replies without the marker {sum(d.unmarked for d in done)}")
@@ -116,14 +116,12 @@ for g in generators:
 # Both pipelines are scored together: one NLI call per metric.
 
 # %%
-names = list(pipelines)
-order = [(n, p) for n in names for p in ("baseline", "completion")]
-rows = C.score_answers([a for n, p in order for a in pipelines[n][p][0]], [r for n, p in order for r in pipelines[n][p][1]],
-                       facts * len(order), [ex.answers for ex in examples] * len(order), judge=judge)
-judge_name = rows[0]["judge"]
+names = [g.name for g in generators]
+rows = C.score_runs(runs, examples, facts, judge)
+summary = {key: C.summarize(r) for key, r in rows.items()}
+judge_name = summary[(names[0], "baseline")]["judge"]
 q = len(examples)
-summary = {(n, p): C.summarize(rows[i * q:(i + 1) * q]) for i, (n, p) in enumerate(order)}
-gold_found = {(n, p): 100 * sum(len(r.gold) for r in pipelines[n][p][1]) / (2 * q) for n, p in order}
+gold_found = {key: 100 * sum(len(r.gold) for r in refs) / (2 * q) for key, (_, refs) in runs.items()}
 
 # %%
 records = []
@@ -155,9 +153,9 @@ headline = {
     "completion": {n: summary[(n, "completion")] for n in names},
     "completion_helps": {n: summary[(n, "completion")]["F1_of_means"] > summary[(n, "baseline")]["F1_of_means"]
                          for n in names},
-    "refused": {n: sum(d.refused for d in pipelines[n]["done"]) for n in names},
-    "rounds": {n: dict(Counter(d.rounds for d in pipelines[n]["done"])) for n in names},
-    "unmarked_replies": {n: sum(d.unmarked for d in pipelines[n]["done"]) for n in names},
+    "refused": {n: sum(d.refused for d in completed[n]) for n in names},
+    "rounds": {n: dict(Counter(d.rounds for d in completed[n])) for n in names},
+    "unmarked_replies": {n: sum(d.unmarked for d in completed[n]) for n in names},
     "gold_refs_found": {f"{n} / {p}": v for (n, p), v in gold_found.items()},
     "paper": {"table4": C.PAPER_TABLE4},
 }

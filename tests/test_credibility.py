@@ -400,3 +400,37 @@ def test_ratings_errors(tmp_path, line, message):
     path.write_text("question_id,model,rater,helpful,completeness\n" + line + "\n")
     with pytest.raises(DataError, match=message):
         C.read_ratings(path)
+
+
+def test_build_key_facts_keeps_earlier_questions(tmp_path, monkeypatch, hotpot):
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    first = C.build_key_facts("supporting", hotpot[:2])
+    both = C.build_key_facts("supporting", hotpot[1:4])
+    assert both[0] == first[1] and len(C.load_key_facts(C.key_facts_path("supporting"))) == 4
+    gen = ScriptedGenerator({C.KEY_FACTS_INSTRUCTION: "1. VIVA Media AG became VIVA Media GmbH."}, name="m1")
+    assert C.build_key_facts("llm", hotpot[:1], gen)[0].author == "m1" and len(gen.calls) == 2
+    C.build_key_facts("llm", hotpot[:1], gen)
+    assert len(gen.calls) == 2  # stored: no new call
+    other = ScriptedGenerator({}, default="1. Another model wrote this fact.", name="m2")
+    assert C.build_key_facts("llm", hotpot[:1], other)[0].author == "m2"  # another author: rebuilt
+    with pytest.raises(ValueError, match="needs a generator"):
+        C.build_key_facts("llm", hotpot[:1])
+    with pytest.raises(FileNotFoundError, match="no reviewed key facts"):
+        C.build_key_facts("llm+reviewed", hotpot[:1])
+
+
+def test_runs_answer_once_per_model_and_score_with_three_nli_calls(isolated_cache, monkeypatch):
+    ex = Example("q1", "What is the capital of France?", ["Paris"])
+    gens = [ScriptedGenerator({}, default="Paris is the capital of France [1].", name="a"),
+            ScriptedGenerator({}, default="I do not know.", name="b")]
+    sets = {"complete": [REFS], "closed-book": [C.ReferenceSet("q1", "closed-book", (), ())]}
+    runs = C.answer_runs(gens, [ex], sets, progress=False)
+    assert [len(g.calls) for g in gens] == [1, 1] and len(gens[0].calls[0][1]) == 2
+    calls = []
+    real = C.nli.probabilities
+    monkeypatch.setattr(C.nli, "probabilities", lambda p, h, *a, **k: calls.append(len(p)) or real(p, h, *a, **k))
+    rows = C.score_runs(runs, [ex], [FACTS], judge="overlap", progress=False)
+    assert len(calls) == 3 and set(rows) == {("a", "complete"), ("a", "closed-book"), ("b", "complete"),
+                                             ("b", "closed-book")}
+    assert rows[("a", "complete")][0]["cit_precision"] == 1.0 and rows[("b", "complete")][0]["recall"] == 0.0
+    assert math.isnan(rows[("a", "closed-book")][0]["cit_recall"])  # no gold to cite without references
