@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from covlib import nli
+from scripted import ScriptedGenerator
 from covlib.nli import HFNLIJudge, LLMJudge, OverlapJudge, TrueT5Judge, entailment, entailment_labels, load_judge, map_nli_labels
 
 PREMISE = (
@@ -29,20 +30,9 @@ class CountingJudge:
         return self.inner.probabilities(premises, hypotheses)
 
 
-class FakeLM:
-    """Same interface as covlib.lm.LM; `score` returns fixed log-probs per continuation."""
-
-    name = "fake-lm"
-
-    def __init__(self, logprobs):
-        self.logprobs, self.seen = logprobs, []
-
-    def score(self, prompts, continuations, *, chat=False, progress=True):
-        self.seen += list(zip(prompts, continuations))
-        return [self.logprobs[c] for c in continuations]
-
-    def generate(self, prompts, **kw):
-        raise NotImplementedError
+def FakeLM(logprobs: dict[str, float]) -> ScriptedGenerator:
+    """The shared scripted generator scoring each continuation with a fixed log-prob."""
+    return ScriptedGenerator({}, name="fake-lm", score=logprobs)
 
 
 # --------------------------------------------------------------------------- OverlapJudge
@@ -109,8 +99,8 @@ def test_llm_judge_softmax_by_hand(isolated_cache):
     probs = nli.probabilities(["The sky is blue.", "Grass is green."], ["The sky has a colour.", "Grass is red."], judge=judge, progress=False)
     e = np.exp([-0.5, -2.0, -3.0])
     np.testing.assert_allclose(probs, np.vstack([e / e.sum()] * 2), rtol=1e-9)
-    assert len(lm.seen) == 6 and lm.seen[0][0].startswith("Premise: The sky is blue.")
-    assert {c for _, c in lm.seen} == {" yes", " unclear", " no"}
+    assert len(lm.scored) == 6 and lm.scored[0][0].startswith("Premise: The sky is blue.")
+    assert {c for _, c in lm.scored} == {" yes", " unclear", " no"}
 
 
 def test_llm_judge_spec_loads_lm_lazily(monkeypatch):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from covlib import prompting as P
-from covlib.lm import Completion
+from scripted import ScriptedGenerator
 from covlib.records import Example
 
 SHOTS = [
@@ -17,31 +17,10 @@ SHOTS = [
 ]
 
 
-class ScriptedLM:
-    """generate/score with covlib.lm.LM's signature; completions are looked up by the prompt's last question."""
-
-    def __init__(self, paths: dict[str, list[tuple[str, float]]], answer_logprob: float = math.log(0.5)):
-        self.paths = paths  # question -> [(text, mean token log-prob)], cycled to n
-        self.answer_logprob = answer_logprob
-        self.generate_calls: list[tuple[str, int, int]] = []  # (desc, prompts, n)
-        self.score_calls: list[int] = []
-
-    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0,
-                 chat=False, progress=True, desc="generate"):
-        assert not isinstance(prompts, str)
-        self.generate_calls.append((desc, len(prompts), n))
-        out = []
-        for prompt in prompts:
-            question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:", prompt)[-1]
-            scripted = self.paths[question]
-            picks = [scripted[i % len(scripted)] for i in range(n if temperature > 0 else 1)] * (1 if temperature > 0 else n)
-            out.append([Completion(t, t.split(), [m] * len(t.split())) for t, m in picks])
-        return out
-
-    def score(self, prompts, continuations, *, chat=False, progress=True, desc="score"):
-        assert len(prompts) == len(continuations)
-        self.score_calls.append(len(prompts))
-        return [self.answer_logprob for _ in prompts]
+def ScriptedLM(paths: dict[str, list[tuple[str, float]]], answer_logprob: float = math.log(0.5)) -> ScriptedGenerator:
+    """The shared scripted generator, answering each prompt by its last question: paths[question] = [(text, mean lp)]."""
+    return ScriptedGenerator(lambda prompt: paths[re.findall(r"(?:Q|Question|Claim): (.*)\nA:", prompt)[-1]],
+                             score=answer_logprob)
 
 
 # --------------------------------------------------------------------------- prompts on the real few-shot pools

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from covlib import prompting as P
+from scripted import ScriptedGenerator
 from covlib import verify_edit as V
 from covlib.embedding import Encoder
-from covlib.lm import Completion
 from covlib.records import Example, Paragraph, Passage
 
 N = 5
@@ -48,45 +48,23 @@ REANSWERS = {"Who wrote Book A?": " Alice Smith.", "Where is Town B?": " Germany
 GOLD = {"Who wrote Book A?": "Alice Smith", "Where is Town B?": "France", "When was C founded?": "1990", "Who is D?": "Dan"}
 
 
-class ScriptedLM:
-    """generate/score with covlib.lm.LM's signature, answering each Verify-and-Edit prompt kind from scripts."""
-
-    def __init__(self, paths=PATHS, reanswers=REANSWERS, answer_logprob=math.log(0.5)):
-        self.paths, self.reanswers, self.answer_logprob = paths, reanswers, answer_logprob
-        self.generate_calls: list[tuple[str, int]] = []  # (desc, number of prompts)
-        self.score_calls: list[int] = []
-
-    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0,
-                 chat=False, progress=True, desc="generate"):
-        assert not isinstance(prompts, str)
-        self.generate_calls.append((desc, len(prompts)))
-        return [self._complete(p, n, temperature) for p in prompts]
-
-    def _complete(self, prompt: str, n: int, temperature: float) -> list[Completion]:
-        if prompt.startswith("Write a question that"):  # verifying question for the last rationale sentence
-            sentence = re.findall(r"\n(?:Answer|Reason): (.*)\nQuestion:$", prompt)[0]
-            return [_comp(f" Is it true that {sentence.rstrip('.')}?", -0.1)] * n
-        if prompt.endswith(P.ANSWER_MARKER):  # answering again from the edited rationale
-            question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:", prompt)[-1]
-            return [_comp(self.reanswers[question], -0.2)] * n
-        if prompt.endswith("\nAnswer:") or "The answer is" not in prompt:  # verifying answer
-            verifying = re.findall(r"(?:Q|Question): (.*)\n(?:A|Answer):$", prompt)[0]
-            return [_comp(f" Verified [{verifying}]", -0.3)] * n
-        question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:$", prompt)[0]
-        scripted = self.paths[question]
-        if temperature == 0:
-            return [_comp(*scripted[0])] * n
-        return [_comp(*scripted[i % len(scripted)]) for i in range(n)]
-
-    def score(self, prompts, continuations, *, chat=False, progress=True, desc="score"):
-        assert len(prompts) == len(continuations)
-        self.score_calls.append(len(prompts))
-        return [self.answer_logprob] * len(prompts)
+def _reply(prompt: str, reanswers: dict[str, str] = REANSWERS, paths: dict = PATHS):
+    """Each Verify-and-Edit prompt kind answered from the scripts above."""
+    if prompt.startswith("Write a question that"):  # verifying question for the last rationale sentence
+        sentence = re.findall(r"\n(?:Answer|Reason): (.*)\nQuestion:$", prompt)[0]
+        return (f" Is it true that {sentence.rstrip('.')}?", -0.1)
+    if prompt.endswith(P.ANSWER_MARKER):  # answering again from the edited rationale
+        question = re.findall(r"(?:Q|Question|Claim): (.*)\nA:", prompt)[-1]
+        return (reanswers[question], -0.2)
+    if prompt.endswith("\nAnswer:") or "The answer is" not in prompt:  # verifying answer
+        verifying = re.findall(r"(?:Q|Question): (.*)\n(?:A|Answer):$", prompt)[0]
+        return (f" Verified [{verifying}]", -0.3)
+    return paths[re.findall(r"(?:Q|Question|Claim): (.*)\nA:$", prompt)[0]]
 
 
-def _comp(text: str, mean: float) -> Completion:
-    tokens = text.split()
-    return Completion(text, tokens, [mean] * len(tokens))
+def ScriptedLM(answer_logprob: float = math.log(0.5)) -> ScriptedGenerator:
+    """The shared scripted generator with the Verify-and-Edit scripts."""
+    return ScriptedGenerator(_reply, score=answer_logprob)
 
 
 class _HashedWords:
@@ -204,14 +182,15 @@ def test_every_step_is_one_batched_call(results):
     lm = ScriptedLM()
     _ve(lm, results, threshold=N)
     # 3 edited examples with 2 + 1 + 2 rationale sentences: one call per step, never one per example
-    assert lm.generate_calls == [("verifying questions", 5), ("verifying answers", 5), ("answering again", 3)]
+    assert [c[:2] for c in lm.generate_calls] == [("verifying questions", 5), ("verifying answers", 5),
+                                                  ("answering again", 3)]
     assert lm.score_calls == [3]
     doubled = results + [P.PromptResult(**{**vars(r), "id": r.id + "b"}) for r in results]
     examples = _examples() + [Example(e.id + "b", e.question, e.answers, paragraphs=e.paragraphs) for e in _examples()]
     lm2 = ScriptedLM()
     V.verify_and_edit(lm2, doubled, examples, "2wikimultihop", V.DatasetKnowledge(), threshold=N, shots=SHOTS,
                       encoder=ENCODER, progress=False)
-    assert [n for _, n in lm2.generate_calls] == [10, 10, 6] and lm2.score_calls == [6]
+    assert [c[1] for c in lm2.generate_calls] == [10, 10, 6] and lm2.score_calls == [6]
     assert not _ve(ScriptedLM(), results, threshold=0)[0].edited
 
 
