@@ -21,6 +21,7 @@ from typing import Sequence
 
 from covlib.data import split_sentences
 from covlib.records import Paragraph, Passage
+from covlib.retrieval import passage_string
 
 _GROUP = re.compile(r"\[\s*(\d+(?:\s*(?:[,;]|[-–])\s*\d+)*)\s*\]")
 _RUN = r"(?:\s*\[\s*\d+(?:\s*(?:[,;]|[-–])\s*\d+)*\s*\])+"
@@ -38,19 +39,9 @@ class CitedSentence:
     citations: tuple[int, ...]
 
 
-def _title_text(ref: Paragraph | Passage | tuple[str, str]) -> tuple[str, str]:
-    if isinstance(ref, tuple):
-        return ref
-    return ref.title, ref.text
-
-
-def format_references(refs: Sequence[Paragraph | Passage | tuple[str, str]]) -> str:
-    """The reference list as numbered lines '[n] Title: text', n from 1."""
-    lines = []
-    for n, ref in enumerate(refs, 1):
-        title, text = _title_text(ref)
-        lines.append(f"[{n}] {title}: {text}" if title else f"[{n}] {text}")
-    return "\n".join(lines)
+def format_references(refs: Sequence[Paragraph | Passage]) -> str:
+    """The reference list as numbered lines '[n] Title: text' (as `retrieval.passage_string` writes a passage), n from 1."""
+    return "\n".join(f"[{n}] {passage_string(ref)}" for n, ref in enumerate(refs, 1))
 
 
 def _ids(group: str) -> list[int]:

@@ -40,7 +40,7 @@
 import pandas as pd
 
 from covlib import credibility as C
-from covlib import lm, nli, paths, profiles, references, results
+from covlib import lm, paths, profiles, references, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
