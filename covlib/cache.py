@@ -23,6 +23,36 @@ def make_key(**parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+_FINGERPRINTS: dict[tuple, str] = {}
+UNFINGERPRINTED = ("card.json",)  # notes beside the weights that do not change the outputs
+
+
+def fingerprint_dir(model_id_or_dir: str | Path) -> str | None:
+    """For a local folder (model, adapter, judge): SHA-256 of its files' names and contents (card.json aside);
+    None for anything else (a hub id).
+
+    Retraining or replacing weights under the same name changes it, so cache keys that hold it
+    never return the old model's outputs. Hashes are memoised per (file, size, mtime), so a
+    folder is read once per process.
+    """
+    path = Path(model_id_or_dir)
+    if not path.is_dir():
+        return None
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED)
+    total = hashlib.sha256()
+    for f in files:
+        stat = f.stat()
+        memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
+        if memo not in _FINGERPRINTS:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            _FINGERPRINTS[memo] = h.hexdigest()
+        total.update(f"{f.relative_to(path).as_posix()}\0{_FINGERPRINTS[memo]}\n".encode())
+    return total.hexdigest()[:16]
+
+
 class Cache:
     """A JSON-valued SQLite table; `None` path means the project's default cache file."""
 

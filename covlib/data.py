@@ -9,8 +9,8 @@ Formats accepted, and the decisions a notebook needs to know:
 | load_hotpotqa        | HF `hotpot_qa` JSONL rows, official HotpotQA JSON list, hub id | id / _id             |
 | load_2wikimultihop   | official 2Wiki JSON, question-only `{test_id, question, answer}` | _id / `2wiki-0007`   |
 | load_fever           | Verify-and-Edit processed JSONL, FEVER train JSONL             | str(id)              |
-| load_nq_open         | `{question, answer[]}` JSONL (WebGLM 400), HF `nq_open`, hub id | `nq-0000` (line order) |
-| load_web_questions   | `{question, answer[]}` JSONL, HF `web_questions` (`answers`), hub id | `webq-0000`       |
+| load_nq_open         | `{question, answer[]}` JSONL (WebGLM 400), HF `nq_open`, DPR `nq-*.qa.csv`, hub id | `nq-0000` (line order) |
+| load_web_questions   | `{question, answer[]}` JSONL, HF `web_questions` (`answers`), DPR TSV, hub id | `webq-0000`  |
 | load_triviaqa        | HF `trivia_qa` rc.nocontext (JSONL / JSON list), DPR TSV, hub id | question_id / `tqa-0000` |
 | load_mintaka         | official Mintaka JSON list, HF `AmazonScience/mintaka` rows, hub id | id               |
 
@@ -39,6 +39,10 @@ Formats accepted, and the decisions a notebook needs to know:
 * Corpora: `build_corpus` keeps the first paragraph of each title (ids are the titles);
   adversarial "added" paragraphs are all distinct texts, so they are deduplicated by
   text and get ids "added-<sha1 of text, 10 hex>" while keeping the title "added".
+* DPR `*.qa.csv` files (NQ-open, TriviaQA, WebQuestions) are read with the `csv` module as DPR
+  wrote them: tab-separated, quoted fields with doubled quotes, the answers column the Python
+  repr of a list (a JSON list also reads). Empty questions and empty answer lists are errors.
+* `sample(examples, n, seed)` draws a seeded sample kept in file order.
 * Bad input raises `DataError` naming the file, the 1-based line (JSONL/TSV/txt) or
   "record N" (0-based index into a JSON list) and the field; nothing is skipped.
 """
@@ -49,6 +53,7 @@ import ast
 import csv
 import hashlib
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -202,7 +207,7 @@ def _existing_file(path: str | Path) -> Path:
 def _read_text(path: str | Path) -> str:
     path = _existing_file(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first record
     except UnicodeDecodeError as err:
         raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from err
 
@@ -561,17 +566,33 @@ def load_fever(
 
 def _open_qa_row(row: dict, loc: _Loc, example_id: str, dataset: str) -> Example:
     """A `{question, answer[]}` row (also HF `web_questions` with `answers`, and `url`)."""
-    question = _require(row, "question", str, loc)
+    question = _nonempty_question(_require(row, "question", str, loc), loc)
     field = "answer" if "answer" in row or "answers" not in row else "answers"
-    answers = _str_list(_require(row, field, (list, str), loc), loc, field)
+    answers = _nonempty_answers(_str_list(_require(row, field, (list, str), loc), loc, field), loc, field)
     metadata = {"dataset": dataset}
     if "url" in row:
         metadata["url"] = row["url"]
-    return Example(example_id, question, _unique(answers), metadata=metadata)
+    return Example(example_id, question, answers, metadata=metadata)
+
+
+def _nonempty_question(question: str, loc: _Loc) -> str:
+    if not question.strip():
+        raise loc.error("empty question", field="question")
+    return question.strip()
+
+
+def _nonempty_answers(answers: list[str], loc: _Loc, field: str) -> list[str]:
+    kept = _unique(answers)
+    if not kept:
+        raise loc.error(f"no answer: {field!r} is empty (accuracy against no answer is always 0)", field=field)
+    return kept
 
 
 def _load_open_qa(source: str | Path, prefix: str, dataset: str, split: str, local_name: str) -> list[Example]:
-    hint = f"e.g. ../shared/data/{'/'.join(_SHARED_FILES[local_name])}"
+    if _is_qa_tsv(source):
+        return [Example(f"{prefix}-{n:04d}", question, answers, metadata={"dataset": dataset})
+                for n, (question, answers, _) in enumerate(_iter_qa_tsv(source))]
+    hint = f"e.g. ../shared/data/{'/'.join(_SHARED_FILES[local_name])} or a DPR *.qa.csv file"
     return [
         _open_qa_row(row, loc, f"{prefix}-{n:04d}", dataset)
         for n, (row, loc) in enumerate(_rows(source, None, split, hint))
@@ -579,13 +600,13 @@ def _load_open_qa(source: str | Path, prefix: str, dataset: str, split: str, loc
 
 
 def load_nq_open(path: str | Path | None = None, split: str = "validation") -> list[Example]:
-    """NQ-open `{question, answer[]}` JSONL (default: the 400 WebGLM questions) or hub id; ids `nq-0000` by order."""
+    """NQ-open `{question, answer[]}` JSONL (default: the 400 WebGLM questions), DPR nq-*.qa.csv, or hub id; ids `nq-0000`."""
     source = path if path is not None else paths.dataset_path(*_SHARED_FILES["nq_open"])
     return _load_open_qa(source, "nq", "nq_open", split, "nq_open")
 
 
 def load_web_questions(path: str | Path | None = None, split: str = "test") -> list[Example]:
-    """WebQuestions `{question, answer[]}` or HF `{url, question, answers[]}` JSONL (default: WebGLM 400) or hub id."""
+    """WebQuestions `{question, answer[]}` or HF `{url, question, answers[]}` JSONL (default: WebGLM 400), DPR TSV, hub id."""
     source = path if path is not None else paths.dataset_path(*_SHARED_FILES["web_questions"])
     return _load_open_qa(source, "webq", "web_questions", split, "web_questions")
 
@@ -607,40 +628,63 @@ def _triviaqa_row(row: dict, loc: _Loc) -> Example:
 
 
 def _parse_answer_list(text: str, loc: _Loc) -> list[str]:
-    """A DPR answer column: a JSON list or a Python-literal list of strings."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+    """A DPR answer column: the Python repr of a list (as DPR wrote it) or a JSON list of strings."""
+    value: Any = None
+    for parse in (ast.literal_eval, json.loads):
         try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError) as err:
-            raise loc.error(f"answer column is not a list literal: {text!r:.80}", field="answers") from err
+            value = parse(text)
+            break
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    if not isinstance(value, list):
+        raise loc.error(f"answer column is not a list literal: {text!r:.80}", field="answers")
     return _str_list(value, loc, "answers")
 
 
+def _is_qa_tsv(source: str | Path) -> bool:
+    """A local DPR-style `question<TAB>answers` file: .csv/.tsv/.txt, or a file that is not JSON."""
+    if _is_hub_id(source) or not Path(source).is_file():
+        return False
+    if Path(source).suffix.lower() in (".tsv", ".csv", ".txt"):
+        return True
+    return _read_text(source).lstrip()[:1] not in ("[", "{", "")
+
+
 def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], _Loc]]:
-    """DPR-style `question<TAB>["alias", ...]` lines (no header)."""
+    """DPR `*.qa.csv` rows: question, then the answers' list, tab-separated, quoted as Python's csv module writes them.
+
+    Fields may be quoted (a quote inside doubled, tabs and newlines allowed inside quotes); no header.
+    Each row's error names the line it starts on.
+    """
     path = Path(path)
-    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
-        if not raw.strip():
+    lines = _read_text(path).splitlines(keepends=True)
+    reader = csv.reader(lines, delimiter="\t", quotechar='"', doublequote=True, strict=True)
+    start = 1
+    while True:
+        loc = _Loc(path, line=start)
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise loc.error(f"malformed quoting: {err}") from err
+        start = reader.line_num + 1
+        if not row or not any(cell.strip() for cell in row):
             continue
-        loc = _Loc(path, line=number)
-        parts = raw.split("\t")
-        if len(parts) != 2:
-            raise loc.error(f"expected 2 tab-separated columns (question, answers), got {len(parts)}")
-        yield parts[0].strip(), _parse_answer_list(parts[1].strip(), loc), loc
+        if len(row) != 2:
+            raise loc.error(f"expected 2 tab-separated columns (question, answers), got {len(row)}"
+                            + (" (an unclosed quote swallows the tabs after it)" if any("\t" in c for c in row) else ""))
+        question = _nonempty_question(row[0], loc)
+        answers = _nonempty_answers(_parse_answer_list(row[1].strip(), loc), loc, "answers")
+        yield question, answers, loc
 
 
 def load_triviaqa(path: str | Path, split: str = "validation") -> list[Example]:
     """TriviaQA: HF `trivia_qa` rc.nocontext rows (JSONL / JSON list), DPR TSV (ids `tqa-0000`), or a hub id."""
     hint = "a JSONL dump of trivia_qa rc.nocontext or a DPR trivia-*.qa.csv TSV"
-    is_tsv = not _is_hub_id(path) and Path(path).suffix.lower() in (".tsv", ".csv", ".txt")
-    if not is_tsv and not _is_hub_id(path) and Path(path).is_file():
-        first = _read_text(path).lstrip()[:1]
-        is_tsv = first not in ("[", "{", "")
-    if is_tsv:
+    if _is_qa_tsv(path):
         return [
-            Example(f"tqa-{n:04d}", question, _unique(answers), metadata={"dataset": "triviaqa"})
+            Example(f"tqa-{n:04d}", question, answers, metadata={"dataset": "triviaqa"})
             for n, (question, answers, _) in enumerate(_iter_qa_tsv(path))
         ]
     return [_triviaqa_row(row, loc) for row, loc in _rows(path, "rc.nocontext", split, hint)]
@@ -866,6 +910,31 @@ def iter_jsonl_corpus(path: str | Path, limit: int | None = None) -> Iterator[Pa
 def read_jsonl_corpus(path: str | Path, limit: int | None = None) -> list[Passage]:
     """Passages of a JSONL corpus (the first `limit` only, read lazily, when given)."""
     return list(iter_jsonl_corpus(path, limit))
+
+
+def load_corpus(path: str | Path = "") -> tuple[list[Passage], str]:
+    """(passages, index name): "" for the offline HotpotQA paragraph corpus, a DPR `psgs_w100.tsv`, or an
+    `{id, contents}` / `{id, title, text}` JSONL corpus (read in one streamed pass; indexes persist by name)."""
+    if not str(path):
+        return default_corpus(), "hotpot-corpus"
+    path = _existing_file(path)
+    name = re.sub(r"[^\w.-]+", "-", path.name.split(".")[0]) or "corpus"
+    if path.suffix.lower() in (".tsv", ".csv", ".txt"):
+        return read_dpr_tsv(path), name
+    return read_jsonl_corpus(path), name
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def sample(examples: Sequence[Example], n: int | None, seed: int = 0) -> list[Example]:
+    """A seeded sample of n examples, kept in their original order (all of them when n is None or >= len)."""
+    if n is None or n >= len(examples):
+        return list(examples)
+    if n < 0:
+        raise ValueError(f"sample size must be >= 0, not {n}")
+    keep = sorted(random.Random(seed).sample(range(len(examples)), n))
+    return [examples[i] for i in keep]
 
 
 # --------------------------------------------------------------------------- catalogue

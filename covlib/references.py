@@ -39,9 +39,10 @@ class CitedSentence:
     citations: tuple[int, ...]
 
 
-def format_references(refs: Sequence[Paragraph | Passage]) -> str:
-    """The reference list as numbered lines '[n] Title: text' (as `retrieval.passage_string` writes a passage), n from 1."""
-    return "\n".join(f"[{n}] {passage_string(ref)}" for n, ref in enumerate(refs, 1))
+def format_references(refs: Sequence[Paragraph | Passage], template: str = "[{n}] {text}", sep: str = "\n") -> str:
+    """The numbered reference list, n from 1: `template` per reference ('[n] Title: text' by default, the text as
+    `retrieval.passage_string` writes a passage), joined by `sep` (a paper's own layout, e.g. 'Reference [{n}]: {text}')."""
+    return sep.join(template.format(n=n, text=passage_string(ref)) for n, ref in enumerate(refs, 1))
 
 
 def _ids(group: str) -> list[int]:

@@ -1,9 +1,15 @@
-"""Fine-tuning a sentence-pair classifier (a cross-encoder) with the transformers Trainer.
+"""Fine-tuning with the transformers Trainer: a sentence-pair classifier, and LoRA on a causal LM.
 
-Nothing here knows about papers or datasets: it takes (text_a, text_b, label) triples,
-a base encoder (a model folder or hub id) and the label names, and writes a standard
-Hugging Face sequence-classification folder that `AutoModelForSequenceClassification`
-(and so `covlib.nli.HFNLIJudge`) loads, with a `card.json` beside the weights.
+Nothing here knows about papers or datasets.
+
+* `fine_tune_pair_classifier` takes (text_a, text_b, label) triples, a base encoder (a model
+  folder or hub id) and the label names, and writes a standard Hugging Face
+  sequence-classification folder that `AutoModelForSequenceClassification` (and so
+  `covlib.nli.HFNLIJudge`) loads, with a `card.json` beside the weights.
+* `fine_tune_lora` takes (prompt, target) pairs and a causal LM and trains a LoRA adapter
+  (peft) on the target tokens only: the loss is the sum of -log p(target | prompt) over the
+  pairs, so mixing two tasks' pairs in one list trains their summed loss (multi-task SFT).
+  It writes a peft adapter folder that `covlib.lm.load_lm(model, adapter=folder)` loads.
 
 * Seeded (`seed`: head initialisation, shuffling, dropout), with the Trainer's
   progress bar; length-grouped batches with dynamic padding to spend less on pads.
@@ -36,6 +42,37 @@ def _dataset(tokenizer: Any, triples: Sequence[Triple], label2id: dict[str, int]
     enc = tokenizer([t[0] for t in triples], [t[1] for t in triples], truncation=True, max_length=max_length)
     enc["labels"] = [label2id[t[2]] for t in triples]
     return Dataset.from_dict(dict(enc))
+
+
+def _work_dir(out_dir: Path, settings: dict[str, Any]) -> Path:
+    """`<out_dir>.work/` for checkpoints, emptied when it holds another run's settings or data."""
+    work = out_dir.with_name(out_dir.name + ".work")
+    stamp = work / "settings.json"
+    if work.exists() and (not stamp.exists() or json.loads(stamp.read_text()) != settings):
+        shutil.rmtree(work)  # checkpoints of other settings or data: never resume from them
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(settings, indent=2))
+    return work
+
+
+def _publish(out_dir: Path, work: Path, info: dict[str, Any], save: Any) -> None:
+    """`save(tmp)` plus the card into a temporary folder, renamed into `out_dir` (old or complete new, never half)."""
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save(tmp)
+    (tmp / CARD).write_text(json.dumps(info, indent=2, ensure_ascii=False))
+    old = out_dir.with_name(out_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    tmp.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _data_hash(items: Sequence[Any]) -> str:
+    return hashlib.sha256(json.dumps(list(items), ensure_ascii=False).encode()).hexdigest()
 
 
 HEAD_PARTS = ("classifier", "pooler", "score")  # parameters a sentence encoder never trained for classification
@@ -108,14 +145,9 @@ def fine_tune_pair_classifier(
         "base_model": str(base_model), "labels": labels, "epochs": epochs, "batch_size": batch_size,
         "learning_rate": learning_rate, "head_learning_rate": head_learning_rate, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay,
         "max_length": max_length, "seed": seed, "max_steps": max_steps, "n_train": len(train),
-        "data": hashlib.sha256(json.dumps(list(train), ensure_ascii=False).encode()).hexdigest(),
+        "data": _data_hash(train),
     }
-    work = out_dir.with_name(out_dir.name + ".work")
-    stamp = work / "settings.json"
-    if work.exists() and (not stamp.exists() or json.loads(stamp.read_text()) != settings):
-        shutil.rmtree(work)  # checkpoints of other settings or data: never resume from them
-    work.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(json.dumps(settings, indent=2))
+    work = _work_dir(out_dir, settings)
 
     set_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(str(base_model))
@@ -164,18 +196,138 @@ def fine_tune_pair_classifier(
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     })
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_model(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    (tmp / CARD).write_text(json.dumps(info, indent=2, ensure_ascii=False))
-    old = out_dir.with_name(out_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out_dir.exists():
-        out_dir.rename(old)
-    tmp.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
+    _publish(out_dir, work, info, lambda tmp: (trainer.save_model(str(tmp)), tokenizer.save_pretrained(str(tmp))))
+    return info
+
+
+# --------------------------------------------------------------------------- LoRA on a causal LM
+
+Pair = tuple[str, str]  # (prompt, target): the loss is on the target's tokens only
+
+
+def target_dataset(tokenizer: Any, pairs: Sequence[Pair], max_length: int) -> list[dict[str, list[int]]]:
+    """Token ids of prompt + target (+ EOS) with labels -100 on the prompt; long prompts lose their start, not the target."""
+    rows = []
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    for prompt, target in pairs:
+        if not target:
+            raise ValueError(f"empty target for prompt {prompt[:60]!r}...: nothing to learn")
+        p = tokenizer(prompt, add_special_tokens=False).input_ids
+        t = tokenizer(target, add_special_tokens=False).input_ids + eos
+        t = t[:max_length]
+        p = p[max(0, len(p) - (max_length - len(t))):] if max_length > len(t) else []
+        rows.append({"input_ids": p + t, "labels": [-100] * len(p) + t})
+    return rows
+
+
+def _pad_collator(pad_id: int) -> Any:
+    def collate(rows: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        width = max(len(r["input_ids"]) for r in rows)
+        ids = [r["input_ids"] + [pad_id] * (width - len(r["input_ids"])) for r in rows]
+        labels = [r["labels"] + [-100] * (width - len(r["labels"])) for r in rows]
+        mask = [[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in rows]
+        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask)}
+    return collate
+
+
+def target_loss(model: Any, tokenizer: Any, pairs: Sequence[Pair], batch_size: int = 8, max_length: int = 1024) -> float:
+    """Mean -log p(target token | prompt, earlier target tokens) over all target tokens of the pairs."""
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rows, collate = target_dataset(tokenizer, pairs, max_length), _pad_collator(pad)
+    model.eval()
+    total, count = 0.0, 0
+    with torch.inference_mode():
+        for start in range(0, len(rows), batch_size):
+            batch = {k: v.to(model.device) for k, v in collate(rows[start:start + batch_size]).items()}
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+            labels = batch["labels"][:, 1:]
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                     ignore_index=-100, reduction="sum")
+            total, count = total + float(loss), count + int((labels != -100).sum())
+    return total / max(count, 1)
+
+
+def fine_tune_lora(
+    train: Sequence[Pair],
+    base_model: str | Path,
+    out_dir: str | Path,
+    *,
+    rank: int = 16,
+    alpha: int = 32,
+    dropout: float = 0.05,
+    target_modules: str | Sequence[str] = "all-linear",
+    epochs: float = 1.0,
+    max_steps: int = -1,
+    batch_size: int = 8,
+    learning_rate: float = 2e-4,
+    warmup_ratio: float = 0.05,
+    max_length: int = 1024,
+    seed: int = 0,
+    save_steps: int = 50,
+    dtype: str | None = None,
+    progress: bool = True,
+    card: dict[str, Any] | None = None,
+    reuse: bool = True,
+) -> dict[str, Any]:
+    """Train a LoRA adapter for `base_model` on (prompt, target) pairs; write it to `out_dir`; return its card.
+
+    With `reuse`, an adapter already in `out_dir` trained with the same settings and data is kept as it is.
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, set_seed
+
+    if not train:
+        raise ValueError("no training pairs")
+    out_dir = Path(out_dir)
+    cuda = torch.cuda.is_available()
+    dtype = dtype or ("bfloat16" if cuda else "float32")
+    modules = target_modules if isinstance(target_modules, str) else list(target_modules)
+    settings = {
+        "base_model": str(base_model), "rank": rank, "alpha": alpha, "dropout": dropout, "target_modules": modules,
+        "epochs": epochs, "max_steps": max_steps, "batch_size": batch_size, "learning_rate": learning_rate,
+        "warmup_ratio": warmup_ratio, "max_length": max_length, "seed": seed, "dtype": dtype, "n_train": len(train),
+        "data": _data_hash(train),
+    }
+    done = read_card(out_dir)
+    if reuse and done.get("settings") == settings and (out_dir / "adapter_config.json").is_file():
+        return done
+    work = _work_dir(out_dir, settings)
+    set_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=getattr(torch, dtype))
+    model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
+                                             target_modules=modules, task_type="CAUSAL_LM"))
+    rows = target_dataset(tokenizer, train, max_length)
+    total_steps = max_steps if max_steps > 0 else math.ceil(epochs * math.ceil(len(rows) / batch_size))
+    args = TrainingArguments(
+        output_dir=str(work), num_train_epochs=epochs, max_steps=max_steps, per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate, warmup_steps=int(warmup_ratio * total_steps), lr_scheduler_type="linear",
+        logging_steps=max(1, min(25, total_steps // 20)), save_strategy="steps", save_steps=save_steps,
+        save_total_limit=1, seed=seed, data_seed=seed, report_to=[], disable_tqdm=not progress, use_cpu=not cuda,
+        bf16=cuda and dtype == "bfloat16", dataloader_num_workers=0, remove_unused_columns=False,
+    )
+    pad = tokenizer.pad_token_id
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=_pad_collator(pad))
+    resume = any(work.glob("checkpoint-*"))
+    start = time.time()
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    seconds = time.time() - start
+    info = dict(card or {})
+    info.update({
+        "settings": settings, "train_seconds": round(seconds, 1), "resumed_from_checkpoint": resume,
+        "steps": trainer.state.global_step,
+        "loss_curve": [(h["step"], h["loss"]) for h in trainer.state.log_history if "loss" in h],
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "torch": torch.__version__, "device": "cuda" if cuda else "cpu",
+    })
+    _publish(out_dir, work, info, lambda tmp: (model.save_pretrained(str(tmp)), tokenizer.save_pretrained(str(tmp))))
     return info
 
 

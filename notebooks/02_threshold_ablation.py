@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, lm, plotting, profiles, prompting, results, verify_edit
+from covlib.knowledge import make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -63,7 +64,7 @@ generator = lm.load_lm(model or None, device=device or None)
 examples = data.load_adv_hotpotqa(split="test")[:n_questions]
 cot_sc = prompting.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
                               seed=seed, max_new_tokens=max_new_tokens)
-source = verify_edit.make_knowledge(knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
+source = make_knowledge(knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
 print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
 
 # %% [markdown]

@@ -44,6 +44,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, lm, metrics, plotting, profiles, prompting, results, verify_edit
+from covlib.knowledge import make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -152,7 +153,7 @@ for name in wanted:
             print(f"{name}: no Dataset source (the paper ran none for FEVER; our 2Wiki dev file has no paragraphs)")
             continue
         try:
-            source = verify_edit.make_knowledge(kind, corpus=passages, corpus_name=index_name)
+            source = make_knowledge(kind, corpus=passages, corpus_name=index_name)
         except RuntimeError as err:  # web search without an endpoint
             print(f"{name}: {kind} unavailable: {err}")
             rows.append({"dataset": name, "method": "CoT-SC + VE", "knowledge": f"{kind} (unavailable offline)",

@@ -263,6 +263,75 @@ def test_triviaqa_dpr_tsv(tmp_path):
         data.load_triviaqa(path)
 
 
+def _write_dpr_qa(path, rows):
+    """A *.qa.csv exactly as DPR's scripts write it: csv.writer with a tab delimiter, answers as str(list)."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t")
+        for question, answers in rows:
+            writer.writerow([question, str(answers)])
+
+
+DPR_ROWS = [
+    ("who said hi", ['He said "hi"', "O'Neil"]),
+    ("where is paris", ["Paris", "Paris, France"]),
+    ('the "quoted"\tquestion', ["a\tb", 'x "y" z']),
+    ("a question written\nover two lines", ["two"]),
+]
+
+
+@pytest.mark.parametrize("loader", ["load_triviaqa", "load_nq_open", "load_web_questions"])
+def test_dpr_qa_csv_quoted_as_the_csv_module_writes_it(tmp_path, loader):
+    path = tmp_path / "test.qa.csv"
+    _write_dpr_qa(path, DPR_ROWS)
+    examples = getattr(data, loader)(path)
+    assert [(e.question, e.answers) for e in examples] == [(q, a) for q, a in DPR_ROWS]
+    assert examples[0].id.endswith("-0000") and examples[-1].id.endswith("-0003")
+    # a byte-order mark is not part of the first question
+    path.write_bytes("\ufeff".encode() + path.read_bytes())
+    assert getattr(data, loader)(path)[0].question == "who said hi"
+
+
+def test_dpr_qa_csv_errors_name_the_line_and_field(tmp_path):
+    path = tmp_path / "bad.qa.csv"
+    cases = [
+        ("q1\t['a']\n\t['b']\n", "line 2", "question"),
+        ("q1\t['a']\nq2\t['a']\nq3\t[]\n", "line 3", "answers"),
+        ("q1\t['a']\nq2\tnot a list\n", "line 2", "answers"),
+        ('q1\t[\'a\']\n"unclosed\t[\'b\']\nq3\t[\'c\']\n', "line 2", None),
+        ("q1\t['a']\tsurplus\n", "line 1", None),
+    ]
+    for text, where, field in cases:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(DataError, match=where) as err:
+            data.load_nq_open(path)
+        if field:
+            assert err.value.field == field, text
+
+
+def test_open_qa_jsonl_rejects_empty_questions_and_answers(tmp_path):
+    path = tmp_path / "nq.jsonl"
+    path.write_text('{"question": "", "answer": ["x"]}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="line 1.*empty question"):
+        data.load_nq_open(path)
+    path.write_text('{"question": "q?", "answer": ["x"]}\n{"question": "q2?", "answer": [" "]}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="line 2.*no answer"):
+        data.load_nq_open(path)
+
+
+def test_sample_is_seeded_and_keeps_file_order():
+    examples = data.load_nq_open() if data.available_datasets().get("nq_open") else [
+        Example(f"x{i}", f"q{i}?", ["a"]) for i in range(400)]
+    a, b = data.sample(examples, 100, seed=3), data.sample(examples, 100, seed=3)
+    assert a == b and len(a) == 100 and len({e.id for e in a}) == 100
+    assert [e.id for e in a] == sorted(e.id for e in a)
+    assert data.sample(examples, 100, seed=4) != a
+    assert data.sample(examples, None) == list(examples) and data.sample(examples, 10_000) == list(examples)
+    with pytest.raises(ValueError):
+        data.sample(examples, -1)
+
+
 MINTAKA_OFFICIAL = [
     {
         "id": "9ace9041",

@@ -18,9 +18,10 @@ from covlib.records import DataError, Example, Paragraph
 # (README, "The offline NLI judge") minus a margin for retraining noise: a judge that
 # falls below them has degraded. The overlap heuristic's measured values are the
 # baselines it must beat (the reason it is the offline default).
-FIXTURE_ACCURACY_FLOOR = 0.50  # measured 0.589 (overlap heuristic: 0.644)
-FIXTURE_AUC_FLOOR = 0.90  # measured 0.976 (overlap heuristic: 0.974)
-FEVER_TEST_ACCURACY_FLOOR = 0.55  # measured 0.610 (overlap heuristic: 0.375)
+FLOORS = {  # what each built judge must reach (overlap heuristic: fixture accuracy 0.644, AUC 0.974; FEVER test 0.375)
+    "full": {"fixture_accuracy": 0.50, "fixture_auc": 0.90, "fever_test_accuracy": 0.55},  # measured 0.589, 0.976, 0.610
+    "smoke": {"fixture_accuracy": 0.40, "fixture_auc": 0.80, "fever_test_accuracy": 0.45},  # measured (see card) TBD
+}
 
 
 @pytest.fixture(scope="module")
@@ -220,6 +221,10 @@ def test_a_trained_judge_loads_by_name_and_scores(tiny_judge_dir, tmp_path, monk
     assert (probs.argmax(axis=1) == [P.LABELS.index(t[2]) for t in TINY]).mean() >= 2 / 3
     scores, _ = nli.evaluate([t[0] for t in TINY], [t[1] for t in TINY], [t[2] for t in TINY], judge=judge, progress=False)
     assert scores["judge"] == nli.TRAINED_JUDGE and scores["n"] == 9
+    shutil.copytree(out, tmp_path / "my-judge")  # any folder build_judge.py writes loads by its name
+    assert nli.load_judge("my-judge").name == "my-judge"
+    with pytest.raises(OSError):  # an unknown name is not mistaken for a trained judge: it goes to the hub loader
+        nli.load_judge("no-such-judge")
 
 
 def test_retrained_weights_change_the_cache_key(tiny_judge_dir, tmp_path, isolated_cache):
@@ -248,28 +253,33 @@ def test_retrained_weights_change_the_cache_key(tiny_judge_dir, tmp_path, isolat
 # --------------------------------------------------------------------------- the judge `make judge` builds
 
 
-@pytest.fixture(scope="module")
-def built_judge():
-    folder = nli.trained_judge_dir()
+@pytest.fixture(scope="module", params=["full", "smoke"])
+def built_judge(request):
+    """The judge `make judge` builds (skipped when absent) and the smoke judge `make test` builds (required in CI)."""
+    name = nli.TRAINED_JUDGE if request.param == "full" else nli.SMOKE_JUDGE
+    folder = nli.trained_judge_dir(name)
     if not (folder / "config.json").is_file():
-        message = f"the trained judge is not built at {folder}: run `make judge`"
-        if os.environ.get("CI"):
+        command = "make judge" if request.param == "full" else "python scripts/build_judge.py --smoke"
+        message = f"the judge {name} is not built at {folder}: run `{command}`"
+        if os.environ.get("CI") and request.param == "smoke":
             pytest.fail(message + " (CI builds it in `make test`)")
         pytest.skip(message)
-    return nli.load_trained_judge()
+    return nli.load_trained_judge(name), FLOORS[request.param]
 
 
 def test_built_judge_beats_its_accuracy_floor_on_the_credibility_fixture(built_judge, isolated_cache):
+    judge, floors = built_judge
     pairs = P.load_credibility_fixture()
     scores, _ = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs],
-                             judge=built_judge, progress=False)
-    assert scores["accuracy"] >= FIXTURE_ACCURACY_FLOOR, scores
-    assert scores["entail_auc"] >= FIXTURE_AUC_FLOOR, scores
+                             judge=judge, progress=False)
+    assert scores["accuracy"] >= floors["fixture_accuracy"], scores
+    assert scores["entail_auc"] >= floors["fixture_auc"], scores
 
 
 def test_built_judge_card_records_its_data_and_held_out_metrics(built_judge):
-    card = training.read_card(nli.trained_judge_dir())
-    assert card["name"] == nli.TRAINED_JUDGE and len(card["pairs_sha256"]["train"]) == 64
-    assert card["metrics"]["fever_test"]["accuracy"] >= FEVER_TEST_ACCURACY_FLOOR, card["metrics"]
+    judge, floors = built_judge
+    card = training.read_card(nli.trained_judge_dir(judge.name))
+    assert card["name"] == judge.name and len(card["pairs_sha256"]["train"]) == 64
+    assert card["metrics"]["fever_test"]["accuracy"] >= floors["fever_test_accuracy"], card["metrics"]
     assert card["pair_counts"]["train"]["entailment"] > 3000
-    assert card["fingerprint"] == built_judge.config["files"]
+    assert card["fingerprint"] == judge.config["files"]

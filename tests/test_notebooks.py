@@ -57,14 +57,14 @@ def smoke_root(tmp_path_factory):
             os.environ[k] = v
 
 
-def run_smoke(number: str, root: Path) -> dict:
-    """Execute notebook `number` with papermill in the smoke profile; return its recorded metrics."""
+def run_smoke(number: str, root: Path, **parameters) -> dict:
+    """Execute notebook `number` with papermill in the smoke profile (plus `parameters`); return its recorded metrics."""
     import papermill as pm
 
     if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
         pytest.skip(f"real data not found under {paths.data_dir()}")
     (ipynb,) = [nb for nb in NOTEBOOKS if nb.name.startswith(number + "_")]
-    pm.execute_notebook(str(ipynb), str(root / ipynb.name), parameters={"profile": "smoke"},
+    pm.execute_notebook(str(ipynb), str(root / ipynb.name), parameters={"profile": "smoke", **parameters},
                         cwd=str(ipynb.parent), progress_bar=False, kernel_name="python3")
     record = json.loads((root / "results" / f"{ipynb.stem}.json").read_text())
     assert record["params"]["profile"] == "smoke"
@@ -102,35 +102,37 @@ def test_00_data_tour_smoke(smoke_root):
     assert "Provenance" in md
 
 
-def require_trained_judge() -> None:
-    """Skip (fail under CI, where `make test` builds it first) when the trained NLI judge is missing."""
+def require_trained_judge() -> str:
+    """The smoke judge's spec; skip (fail under CI, where `make test` builds it first) when it is missing."""
     from covlib import nli
 
-    if not (nli.trained_judge_dir() / "config.json").is_file():
-        message = f"the trained NLI judge is not built at {nli.trained_judge_dir()}: run `make judge`"
+    folder = nli.trained_judge_dir(nli.SMOKE_JUDGE)
+    if not (folder / "config.json").is_file():
+        message = f"the smoke NLI judge is not built at {folder}: run `python scripts/build_judge.py --smoke`"
         if os.environ.get("CI"):
             pytest.fail(message + " (`make test` builds it first)")
         pytest.skip(message)
+    return nli.SMOKE_JUDGE
 
 
 @pytest.mark.notebook
 def test_00b_nli_judges_smoke(smoke_root):
     from covlib import nli
 
-    require_trained_judge()
-    record = run_smoke("00b", smoke_root)
+    trained = require_trained_judge()
+    record = run_smoke("00b", smoke_root, judges=f"{trained},overlap,llm")
     assert_outputs(smoke_root, ["fig-00b-confusion"], ["tab-00b-nli-judges"])
     m = record["metrics"]
     assert m["n_fever"] == 60 and m["n_fixture"] >= 60
     rows = {(r["spec"], r["set"]): r for r in m["rows"]}
-    specs = ("minilm-fever-nli", "overlap", "llm")
+    specs = (trained, "overlap", "llm")
     assert set(rows) == {(j, s) for j in specs for s in ("FEVER test", "credibility fixture")}
-    assert rows[("llm", "FEVER test")]["n"] == 30 and rows[("minilm-fever-nli", "FEVER test")]["n"] == 60
-    assert rows[("minilm-fever-nli", "FEVER test")]["judge"] == nli.TRAINED_JUDGE
+    assert rows[("llm", "FEVER test")]["n"] == 30 and rows[(trained, "FEVER test")]["n"] == 60
+    assert rows[(trained, "FEVER test")]["judge"] == trained
     for r in rows.values():
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1 and 0 <= r["entail_auc"] <= 1
     for name, beats in m["trained_beats_overlap"].items():  # the notebook's verdict follows its own table
-        t, o = rows[("minilm-fever-nli", name)], rows[("overlap", name)]
+        t, o = rows[(trained, name)], rows[("overlap", name)]
         assert beats == (t["macro_f1"] > o["macro_f1"] and t["entail_auc"] > o["entail_auc"])
     assert m["default_judge"] == nli.DEFAULT_JUDGE
     assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
@@ -192,14 +194,12 @@ def _percent(value) -> bool:
 
 @pytest.mark.notebook
 def test_04_credibility_models_smoke(smoke_root):
-    from covlib import nli
-
-    require_trained_judge()
-    record = run_smoke("04", smoke_root)
+    judge = require_trained_judge()
+    record = run_smoke("04", smoke_root, judge=judge)
     assert_outputs(smoke_root, [], ["tab-04-credibility-models"])
     m = record["metrics"]
     assert len(m["models"]) == 1 and m["n_questions"] == 8 and m["n_refs"] == 5
-    assert m["judge"] == nli.TRAINED_JUDGE and m["key_facts"] == "HotpotQA gold supporting sentences"
+    assert m["judge"] == judge and m["key_facts"] == "HotpotQA gold supporting sentences"
     (s,) = m["summary"].values()
     assert s["n"] == 8 and all(_percent(s[k]) for k in ("P", "R", "F1_mean", "F1_of_means", "SC_all", "CitP", "CitR"))
     assert m["human_correlation"] is None  # no ratings offline: the paper's values are shown instead
@@ -211,8 +211,8 @@ def test_04_credibility_models_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_05_knowledge_precision_smoke(smoke_root):
-    require_trained_judge()
-    record = run_smoke("05", smoke_root)
+    judge = require_trained_judge()
+    record = run_smoke("05", smoke_root, judge=judge)
     assert_outputs(smoke_root, ["fig-05-knowledge-precision"], ["tab-05-knowledge-precision"])
     m = record["metrics"]
     assert m["n_refs"] == [2, 5] and m["n_questions"] == 8
@@ -226,8 +226,8 @@ def test_05_knowledge_precision_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_06_knowledge_recall_smoke(smoke_root):
-    require_trained_judge()
-    record = run_smoke("06", smoke_root)
+    judge = require_trained_judge()
+    record = run_smoke("06", smoke_root, judge=judge)
     assert_outputs(smoke_root, ["fig-06-knowledge-recall"], ["tab-06-knowledge-recall"])
     m = record["metrics"]
     (settings,) = m["settings"].values()
@@ -243,8 +243,8 @@ def test_06_knowledge_recall_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_07_reflection_completion_smoke(smoke_root):
-    require_trained_judge()
-    record = run_smoke("07", smoke_root)
+    judge = require_trained_judge()
+    record = run_smoke("07", smoke_root, judge=judge)
     assert_outputs(smoke_root, [], ["tab-07-reflection-completion"])
     m = record["metrics"]
     (name,) = m["models"]
@@ -256,3 +256,68 @@ def test_07_reflection_completion_smoke(smoke_root):
         assert m[pipeline][name]["n"] == 8 and _percent(m[pipeline][name]["R"])
     assert m["corpus_size"] > 2000
     assert "77.20" in (smoke_root / "tables" / "tab-07-reflection-completion.md").read_text()
+
+
+@pytest.mark.notebook
+def test_08_covrag_verifier_smoke(smoke_root):
+    record = run_smoke("08", smoke_root)
+    assert_outputs(smoke_root, ["fig-08-verifier-scores"], ["tab-08-verifier", "tab-08-sigma"])
+    m = record["metrics"]
+    assert m["datasets"] == {"NQ": 6, "WebQ": 6} and m["n"] == 12
+    assert 0 <= m["answerable"]["NQ"] <= 6 and m["corpus"] == "hotpot-corpus"
+    p = m["parse"]
+    assert p["n"] == 12 and p["ok"] + p["repaired"] + p["failed"] == 12
+    assert 0 <= m["judgment"]["accuracy"] <= 1 and sum(m["judgment"]["labels"].values()) == 12
+    assert m["sigma"]["σ (all)"] <= m["sigma"]["σ (any)"] <= 12  # the conjunction never fires more often
+    md = (smoke_root / "tables" / "tab-08-verifier.md").read_text()
+    assert "answerable" in md and "Provenance" in md and "60.0" in md  # the paper's Jdg beside ours
+
+
+@pytest.mark.notebook
+def test_09_covrag_iterations_smoke(smoke_root):
+    record = run_smoke("09", smoke_root)
+    assert_outputs(smoke_root, ["fig-09-single-vs-multi", "fig-09-rounds"], ["tab-09-accuracy", "tab-09-retrieval"])
+    m = record["metrics"]
+    assert m["counts"] == {"NQ": 6, "WebQ": 6}
+    (name,) = m["models"]
+    acc = m["accuracy"][name]
+    assert set(acc) == {"closed-book", "single-iteration (CoV-RAG-S)", "multi-iteration (CoV-RAG)"}
+    for setting in acc.values():
+        assert all(v is None or 0 <= v <= 100 for v in setting.values())
+    s = m["summary"][name]
+    assert sum(m["rounds"][name].values()) == 12 and set(m["rounds"][name]) <= {"0", "1"}
+    assert m["rounds"][name].get("1", 0) == s["fired"]  # max_rounds = 1: exactly the fired answers re-retrieved
+    md = (smoke_root / "tables" / "tab-09-accuracy.md").read_text()
+    assert "70.0" in md and "answerable" in md  # the paper's CoV-RAG Llama2-13b Avg beside ours
+
+
+@pytest.mark.notebook
+def test_10_covrag_finetune_smoke(smoke_root):
+    record = run_smoke("10", smoke_root)
+    assert_outputs(smoke_root, ["fig-10-loss"], ["tab-10-finetune"])
+    m = record["metrics"]
+    assert m["labels"] == "gold" and m["n_train"] == 8 and m["n_qa_pairs"] == 8 and m["n_test"] == 8
+    assert set(m["loss"]) == {"QA only (WebGLM-like)", "QA + verification w/o CoL", "QA + verification w/ CoL"}
+    for name, loss in m["loss"].items():
+        assert loss["steps"] == 3, name
+        assert m["probe_loss"][name]["after"] < m["probe_loss"][name]["before"], name  # training lowered the loss
+    for name, row in m["table4"].items():
+        if not name.startswith("paper"):
+            assert 0 <= row["Fmt"] <= 100 and 0 <= row["Si"] <= 100
+    assert (smoke_root / "build" / "adapters" / "10-smoke-qa-verify-chain" / "adapter_config.json").is_file()
+
+
+@pytest.mark.notebook
+def test_11_covrag_judge_smoke(smoke_root):
+    record = run_smoke("11", smoke_root)
+    assert_outputs(smoke_root, ["fig-11-judge"], ["tab-11-judge"])
+    m = record["metrics"]
+    assert m["n"] == 6 and "not GPT-4" in m["judge"]
+    for criterion in ("Correctness", "Truthfulness", "Conciseness", "Citation Accuracy"):
+        r = m["ranks"][criterion]
+        assert r["n"] + r["unparsed"] == 6, criterion
+        for system, value in r.items():
+            if system not in ("n", "unparsed") and value is not None:
+                assert 1 <= value <= (2 if criterion == "Citation Accuracy" else 3)
+    if (smoke_root / "build" / "adapters" / "10-smoke-qa-only" / "adapter_config.json").is_file():
+        assert m["systems"]["RAG"].endswith("+adapter:10-smoke-qa-only")  # notebook 10's adapters are picked up

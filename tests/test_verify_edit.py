@@ -12,6 +12,7 @@ import pytest
 
 from covlib import prompting as P
 from scripted import ScriptedGenerator
+from covlib import knowledge as K
 from covlib import verify_edit as V
 from covlib.embedding import Encoder
 from covlib.records import Example, Paragraph, Passage
@@ -107,7 +108,7 @@ def results(lm):
 
 
 def _ve(lm, results, threshold=None, consistency="wang", **kw):
-    return V.verify_and_edit(lm, results, _examples(), "2wikimultihop", V.DatasetKnowledge(), threshold=threshold,
+    return V.verify_and_edit(lm, results, _examples(), "2wikimultihop", K.DatasetKnowledge(), threshold=threshold,
                              n=N, consistency=consistency, shots=SHOTS, encoder=ENCODER, progress=False, **kw)
 
 
@@ -165,7 +166,7 @@ def test_edits_contain_verifying_answers(lm, results):
 @pytest.mark.parametrize("consistency", ["majority", "wang"])
 def test_threshold_sweep_matches_separate_runs(results, consistency):
     lm = ScriptedLM()
-    edits = V.compute_edits(lm, results, _examples(), "2wikimultihop", V.DatasetKnowledge(), consistency=consistency,
+    edits = V.compute_edits(lm, results, _examples(), "2wikimultihop", K.DatasetKnowledge(), consistency=consistency,
                             shots=SHOTS, encoder=ENCODER, progress=False)  # max_threshold defaults to n
     assert len(lm.generate_calls) == 3
     for t in range(N + 1):
@@ -188,7 +189,7 @@ def test_every_step_is_one_batched_call(results):
     doubled = results + [P.PromptResult(**{**vars(r), "id": r.id + "b"}) for r in results]
     examples = _examples() + [Example(e.id + "b", e.question, e.answers, paragraphs=e.paragraphs) for e in _examples()]
     lm2 = ScriptedLM()
-    V.verify_and_edit(lm2, doubled, examples, "2wikimultihop", V.DatasetKnowledge(), threshold=N, shots=SHOTS,
+    V.verify_and_edit(lm2, doubled, examples, "2wikimultihop", K.DatasetKnowledge(), threshold=N, shots=SHOTS,
                       encoder=ENCODER, progress=False)
     assert [c[1] for c in lm2.generate_calls] == [10, 10, 6] and lm2.score_calls == [6]
     assert not _ve(ScriptedLM(), results, threshold=0)[0].edited
@@ -206,34 +207,34 @@ def test_knowledge_sources(monkeypatch):
     from covlib.retrieval import BM25Retriever
 
     ex = _examples()[0]
-    assert V.DatasetKnowledge().retrieve("q?", ex) == [s for p in ex.paragraphs for s in p.sentences]
-    assert V.DatasetKnowledge(unit="paragraph").retrieve("q?", ex) == [p.text for p in ex.paragraphs]
+    assert K.DatasetKnowledge().retrieve("q?", ex) == [s for p in ex.paragraphs for s in p.sentences]
+    assert K.DatasetKnowledge(unit="paragraph").retrieve("q?", ex) == [p.text for p in ex.paragraphs]
     with pytest.raises(ValueError, match="no paragraphs"):
-        V.DatasetKnowledge().retrieve("q?", Example("x", "Q?", ["a"]))
+        K.DatasetKnowledge().retrieve("q?", Example("x", "Q?", ["a"]))
     corpus = [Passage("p1", "Book A", "Book A was written by Alice Smith. It is long."),
               Passage("p2", "Trains", "Trains run on rails."), Passage("p3", "Cats", "Cats sleep a lot."),
               Passage("p4", "Rome", "Rome is in Italy."), Passage("p5", "Tea", "Tea is a drink.")]
-    knowledge = V.RetrieverKnowledge(BM25Retriever(corpus), k=1)
+    knowledge = K.RetrieverKnowledge(BM25Retriever(corpus), k=1)
     assert knowledge.label.startswith("BM25")
     assert knowledge.retrieve_batch(["Who wrote Book A?", "rails"], [ex, ex]) == [
         ["Book A was written by Alice Smith.", "It is long."], ["Trains run on rails."]]
     monkeypatch.delenv("COVLIB_SEARCH_ENDPOINT", raising=False)
     with pytest.raises(RuntimeError, match="COVLIB_SEARCH_ENDPOINT"):
-        V.WebKnowledge()
+        K.WebKnowledge()
 
 
 def test_make_knowledge(isolated_cache, monkeypatch):
     corpus = [Passage(f"p{i}", f"T{i}", f"Topic {i} has fact number {i}. Also more.") for i in range(6)]
-    assert isinstance(V.make_knowledge("dataset"), V.DatasetKnowledge)
-    bm25 = V.make_knowledge("bm25", corpus=corpus, corpus_name="tiny", k=2)
+    assert isinstance(K.make_knowledge("dataset"), K.DatasetKnowledge)
+    bm25 = K.make_knowledge("bm25", corpus=corpus, corpus_name="tiny", k=2)
     assert bm25.label.startswith("BM25") and bm25.retrieve("topic 3", Example("x", "Q?"))[0] == "Topic 3 has fact number 3."
     assert (isolated_cache / "indexes" / "tiny-bm25" / "meta.json").exists()
-    assert V.make_knowledge("tfidf", corpus=corpus, corpus_name="tiny").label.startswith("TF-IDF")
+    assert K.make_knowledge("tfidf", corpus=corpus, corpus_name="tiny").label.startswith("TF-IDF")
     monkeypatch.delenv("COVLIB_SEARCH_ENDPOINT", raising=False)
     with pytest.raises(RuntimeError):
-        V.make_knowledge("web")
+        K.make_knowledge("web")
     with pytest.raises(ValueError, match="unknown knowledge"):
-        V.make_knowledge("google")
+        K.make_knowledge("google")
 
 
 def test_verifying_prompts(shared_data):
@@ -274,7 +275,7 @@ def test_end_to_end_on_the_embedded_model(shared_data, tmp_path, one_torch_threa
     assert [r.n for r in results] == [2, 2] and all(len(r.texts) == 2 for r in results)
     assert all(0 <= r.wang <= 2 and 0 <= r.majority <= 2 for r in results)
     short = dict(vq_max_new_tokens=20, va_max_new_tokens=24, answer_max_new_tokens=8, progress=False)
-    records = V.verify_and_edit(lm, results, examples, "hotpotqa", V.DatasetKnowledge(), threshold=3, **short)
+    records = V.verify_and_edit(lm, results, examples, "hotpotqa", K.DatasetKnowledge(), threshold=3, **short)
     assert all(r.edited for r in records)
     sentences = {s.strip() for ex in examples for p in ex.paragraphs for s in p.sentences}
     for r in records:
@@ -283,5 +284,5 @@ def test_end_to_end_on_the_embedded_model(shared_data, tmp_path, one_torch_threa
         assert r.edited_rationale.startswith("First, ")
         assert 0 <= r.confidence <= 2 and r.correct in (0.0, 1.0)
     calls = lm.forward_calls
-    assert V.verify_and_edit(lm, results, examples, "hotpotqa", V.DatasetKnowledge(), threshold=3, **short) == records
+    assert V.verify_and_edit(lm, results, examples, "hotpotqa", K.DatasetKnowledge(), threshold=3, **short) == records
     assert lm.forward_calls == calls  # everything came from the cache

@@ -1,0 +1,178 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · The CoV-RAG verifier: scores, judgment, revised query, and when σ fires
+#
+# CoV-RAG (§2, Table 1, Table 6) asks one model to check its own retrieval-augmented answer: it
+# scores the references (`reference_correctness`) and the answer (correctness, citation accuracy,
+# truthfulness, bias, conciseness), judges it true / false / unclear, and proposes a revised
+# query. Footnote 2's indicator σ then decides whether to retrieve again.
+#
+# This notebook runs steps 1-3 of Algorithm 1 (retrieve top-5, answer with `[n]` citations,
+# verify) on NQ and WebQuestions and looks at the verifier alone:
+#
+# * the scores' distributions for correct vs wrong answers (is the verifier informative?);
+# * judgment accuracy against the gold answer, and the format rate (Table 4's "Fmt");
+# * every parse repair the outputs needed (a failed parse never counts as a passing verification);
+# * how often σ fires, condition by condition, in footnote 2's conjunction (`all`) and in `any` mode.
+#
+# **Deviations.** The paper's verifier is a fine-tuned 6-13B model and its retrieval is a web
+# search; offline we use the embedded SmolLM2-135M (untuned: notebook 10 fine-tunes it) and BM25
+# over the HotpotQA paragraph corpus, which holds the answer to few of these open-domain questions
+# (the tables say how many). Point `corpus` at a Wikipedia passage file (DPR `psgs_w100.tsv`) and
+# `model` at a hub model on a GPU for the paper's setting.
+#
+# Outputs: `figures/fig-08-verifier-scores.*`, `tables/tab-08-verifier.*`, `tables/tab-08-sigma.*`,
+# `results/08_covrag_verifier.json`.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib import covrag as C
+from covlib import data, lm, plotting, profiles, results, retrieval
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # answering model: hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+adapter: str = ""  # a LoRA adapter folder for `model` (notebook 10 trains one); empty for none
+verifier: str = ""  # verifying model; empty: the answering model (the paper's one CoV-augmented model)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+datasets: str = "NQ,WebQ"  # which of NQ, WebQ, TriviaQA, Mintaka (TriviaQA / Mintaka need a path or hub id below)
+n_per_dataset: int = 400  # questions per dataset (paper: NQ 400, WebQ 400; TriviaQA and Mintaka 100)
+triviaqa: str = ""  # TriviaQA validation: DPR trivia-dev.qa.csv, HF JSONL or hub id (test answers are not public)
+mintaka: str = ""  # Mintaka test: official mintaka_test.json or hub id
+corpus: str = ""  # passages to retrieve from: DPR psgs_w100.tsv or {id, contents} JSONL; empty: offline corpus
+k: int = 5  # references per question (paper: top-5)
+seed: int = 0  # question samples
+chat: bool = True  # wrap prompts in the model's chat template (instruction-tuned models)
+max_new_tokens: int = 128  # longest answer
+verify_tokens: int = 160  # longest verification
+reference_correctness_max: float = 0.27  # σ: s_k <= this (footnote 2)
+correctness_below: float = 0.26  # σ: correctness < this
+bias_above: float = 0.7  # σ: bias > this
+truthfulness_max: float = 0.92  # σ: truthfulness <= this
+sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and any one other condition)
+
+# %%
+profile = profiles.resolve(profile, device or None)
+n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 40), smoke=6)
+max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 64), smoke=24)
+verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48)
+names = [d.strip() for d in datasets.split(",") if d.strip()]
+sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
+thresholds = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, sigma_mode)
+params = dict(profile=profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same", datasets=names,
+              sizes=sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed, chat=chat,
+              max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, thresholds=thresholds.__dict__)
+print(profiles.describe(profile, sizes=sizes, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens))
+plotting.set_style()
+
+# %% [markdown]
+# ## 1. Questions, corpus, and what the corpus can answer at all
+
+# %%
+sets = C.load_datasets(triviaqa=triviaqa, mintaka=mintaka, sizes=sizes, seed=seed)
+missing = [n for n in names if n not in sets]
+if missing:
+    print(f"left out (no file given, none offline): {missing}; pass triviaqa= / mintaka= a path or hub id")
+sets = {n: sets[n] for n in names if n in sets}
+passages, corpus_name = data.load_corpus(corpus)
+retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+reachable = {n: C.answerable(exs, passages) for n, exs in sets.items()}
+for n, exs in sets.items():
+    print(f"{n}: {len(exs)} questions, gold answer anywhere in the corpus for {sum(reachable[n].values())}")
+print(f"corpus: {corpus_name}, {len(passages)} passages")
+
+# %% [markdown]
+# ## 2. Retrieve, answer, verify (Algorithm 1, steps 1-3; `max_rounds=0`: σ is recorded, nothing re-retrieved)
+
+# %%
+answerer = lm.load_lm(model or None, device=device or None, adapter=adapter or None)
+checker = lm.load_lm(verifier, device=device or None) if verifier else answerer
+examples = [ex for exs in sets.values() for ex in exs]
+records = C.cov_rag(answerer, examples, retriever, verifier=checker, k=k, max_rounds=0, thresholds=thresholds,
+                    max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat)
+by_set = {n: [r for r in records if r.id in {ex.id for ex in exs}] for n, exs in sets.items()}
+print(records[0].rounds[0].answer, "\n", records[0].rounds[0].verification.raw[:300])
+
+# %% [markdown]
+# ## 3. Do the scores separate correct from wrong answers?
+
+# %%
+verifs = [r.rounds[0].verification for r in records]
+outcome = ["correct" if C.is_correct(r.first_answer, r.gold) else "wrong" for r in records]
+fig, ax = plt.subplots(figsize=(9, 4))
+plotting.scores_by_group({name: [getattr(v, name) for v in verifs] for name in C.SCORES}, outcome, ax=ax)
+ax.set_ylabel("verifier score")
+ax.set_title(f"Verifier scores for correct vs wrong answers ({answerer.name})")
+plotting.caption(ax, model=checker.name, corpus=corpus_name, n=len(records))
+results.save_figure(fig, "fig-08-verifier-scores", params=params, model=checker.name, corpus=corpus_name)
+
+# %% [markdown]
+# ## 4. Judgment accuracy, format rate and parsing, per dataset (paper, Table 4 "w/ CoL": Jdg 60.0, Fmt 99.5)
+
+# %%
+ok_ids = {i for d in reachable.values() for i, ok in d.items() if ok}
+rows = []
+for n, recs in {**by_set, "all": records}.items():
+    s = C.summarize(recs)
+    judged = s["judgment"]["accuracy_judged"]
+    on_answerable = C.accuracy([r for r in recs if r.id in ok_ids], first=True)
+    rows.append({"dataset": n, "n": s["n"], "answerable": sum(r.id in ok_ids for r in recs),
+                 "accuracy": 100 * s["accuracy_single"],
+                 "accuracy (answerable)": None if on_answerable is None else 100 * on_answerable,
+                 "Jdg": 100 * s["judgment"]["accuracy"], "Jdg (true/false only)": None if judged is None else 100 * judged,
+                 "Fmt": 100 * s["parse"]["format_rate"], "parsed": 100 * s["parse"]["parse_rate"],
+                 "σ fired": s["fired"], "unverified": s["unverified"],
+                 "paper Jdg": C.PAPER_TABLE4["w/ CoL"]["Jdg"], "paper Fmt": C.PAPER_TABLE4["w/ CoL"]["Fmt"]})
+table = pd.DataFrame(rows)
+results.save_table(table, "tab-08-verifier", params=params, model=checker.name, corpus=corpus_name,
+                   note="answerable = a gold answer occurs somewhere in the corpus", floatfmt=".1f")
+report = C.parse_report(verifs)
+print("repairs needed:", report["repairs"])
+table
+
+# %% [markdown]
+# ## 5. How often σ fires, condition by condition and in both modes
+
+# %%
+conditions = [C.sigma_conditions(v, thresholds) if v.parsed else None for v in verifs]
+parsed = [c for c in conditions if c is not None]
+sigma_rows = [{"condition": name, "holds": sum(c[name] for c in parsed), "of parsed": len(parsed)}
+              for name in (parsed[0] if parsed else C.sigma_conditions(C.Verification()))]
+for mode in ("all", "any"):
+    t = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
+    sigma_rows.append({"condition": f"σ ({mode})", "holds": sum(C.sigma(v, t) for v in verifs), "of parsed": len(parsed)})
+sigma_table = pd.DataFrame(sigma_rows)
+sigma_table["share %"] = 100 * sigma_table["holds"] / sigma_table["of parsed"].clip(lower=1)
+results.save_table(sigma_table, "tab-08-sigma", params=params, model=checker.name, floatfmt=".1f")
+sigma_table
+
+# %%
+headline = {
+    "model": answerer.name,
+    "verifier": checker.name,
+    "corpus": corpus_name,
+    "n": len(records),
+    "datasets": {n: len(r) for n, r in by_set.items()},
+    "answerable": {n: sum(v.values()) for n, v in reachable.items()},
+    "accuracy_single": C.accuracy(records, first=True),
+    "judgment": C.judgment_accuracy(records),
+    "parse": report,
+    "sigma": {row["condition"]: row["holds"] for row in sigma_rows},
+    "paper": C.PAPER_TABLE4["w/ CoL"],
+}
+results.record_metrics("08_covrag_verifier", headline, params=params, model=answerer.name)
+headline["parse"]

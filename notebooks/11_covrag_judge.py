@@ -1,0 +1,154 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 11 · An LLM judge ranks the systems' answers (Table 3, Table 16)
+#
+# §4.2 feeds each test question and the answers of several systems to GPT-4 with the prompts of
+# Table 16, asks it to score and rank them per criterion (citation accuracy; correctness against
+# the golden label, truthfulness, conciseness), and reports each system's mean rank
+# rank = Σ x_i / N (lower is better). CoV-RAG gets no citation rank in the paper: its multi-
+# iteration answers cite different references from the others.
+#
+# Systems here: **RAG** (the QA-only model: notebook 10's WebGLM-like adapter when it exists,
+# else the base model), **CoV-RAG-S** (the first answer of the CoV-augmented model) and
+# **CoV-RAG** (its answer after re-retrieval). Answers are shown to the judge in a seeded random
+# order per question, so position bias cannot favour one system; rankings the judge does not
+# finish (a system missing, a malformed list) are counted, not guessed.
+#
+# **Deviation.** The judge is not GPT-4: offline it is the strongest local model (the embedded
+# SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `judge` to a hub
+# model (e.g. a 70B instruct model on a GPU) for a meaningful ranking.
+#
+# Outputs: `tables/tab-11-judge.*`, `figures/fig-11-judge.*`, `results/11_covrag_judge.json`.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib import covrag as C
+from covlib import data, lm, paths, plotting, profiles, results, retrieval
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # base model: hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+qa_adapter: str = ""  # the QA-only adapter (RAG row); empty: notebook 10's when present, else the base model
+covrag_adapter: str = ""  # the QA + verification adapter; empty: notebook 10's w/ CoL adapter when present
+judge: str = ""  # the ranking model (the paper: GPT-4); empty for the embedded model, labelled as such
+device: str = ""  # cpu or cuda; empty picks cuda when available
+datasets: str = "NQ,WebQ"  # questions to rank on
+n_per_dataset: int = 400  # questions per dataset
+corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs
+k: int = 5  # references per question
+seed: int = 0  # question samples and the order answers are shown in
+chat: bool = False  # raw prompts for the answering models (as notebook 10 trained them)
+max_new_tokens: int = 128  # longest answer
+verify_tokens: int = 160  # longest verification
+judge_tokens: int = 200  # longest ranking
+
+# %%
+profile = profiles.resolve(profile, device or None)
+n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 20), smoke=3)
+max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
+verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
+judge_tokens = profiles.pick(profile, full=judge_tokens, cpu=min(judge_tokens, 160), smoke=48)
+names = [d.strip() for d in datasets.split(",") if d.strip()]
+
+
+def adapter_or_default(given: str, slug: str) -> str:
+    """The adapter asked for, else notebook 10's (same profile) when it was trained, else none."""
+    if given:
+        return given
+    folder = paths.build_dir() / "adapters" / f"10-{profile}-{slug}"
+    return str(folder) if (folder / "adapter_config.json").is_file() else ""
+
+
+qa_adapter = adapter_or_default(qa_adapter, "qa-only")
+covrag_adapter = adapter_or_default(covrag_adapter, "qa-verify-chain")
+params = dict(profile=profile, model=model or "embedded", qa_adapter=qa_adapter or "none",
+              covrag_adapter=covrag_adapter or "none", judge=judge or "embedded (not GPT-4)", datasets=names,
+              n_per_dataset=n_per_dataset, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed)
+print(profiles.describe(profile, n_per_dataset=n_per_dataset, judge=params["judge"],
+                        qa_adapter=params["qa_adapter"], covrag_adapter=params["covrag_adapter"]))
+plotting.set_style()
+
+# %% [markdown]
+# ## 1. The systems' answers (each one batched call per step, cached)
+
+# %%
+sets = C.load_datasets(sizes={n: n_per_dataset for n in names}, seed=seed)
+examples = [ex for n in names if n in sets for ex in sets[n]]
+passages, corpus_name = data.load_corpus(corpus)
+retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+rag_model = lm.load_lm(model or None, device=device or None, adapter=qa_adapter or None)
+cov_model = lm.load_lm(model or None, device=device or None, adapter=covrag_adapter or None)
+references = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in examples], k=k)]
+rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
+                     desc="RAG answer")
+records = C.cov_rag(cov_model, examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
+                    verify_tokens=verify_tokens, chat=chat)
+answers = {"RAG": rag, "CoV-RAG-S": [r.first_answer for r in records], "CoV-RAG": [r.answer for r in records]}
+print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
+      "correct of", len(examples))
+
+# %% [markdown]
+# ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
+
+# %%
+ranker = lm.load_lm(judge or None, device=device or None)
+judge_label = ranker.name if judge else f"{ranker.name} (offline stand-in, not GPT-4)"
+others = C.rank_answers(ranker, "others", [ex.question for ex in examples], answers,
+                        ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],
+                        seed=seed, max_new_tokens=judge_tokens)
+two = {name: answers[name] for name in ("RAG", "CoV-RAG-S")}  # same references: citations are comparable
+citation = C.rank_answers(ranker, "citation", [ex.question for ex in examples], two, ["Citation Accuracy"],
+                          references=references, seed=seed, max_new_tokens=judge_tokens)
+ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
+rows = []
+for criterion, r in ranks.items():
+    for system in answers:
+        rows.append({"criterion": criterion, "system": system, "mean rank": r.get(system), "ranked": r["n"],
+                     "unparsed": r["unparsed"], "systems": len(two) if criterion == "Citation Accuracy" else len(answers)})
+paper_rows = [{"criterion": c, "system": f"paper: {s}", "mean rank": v, "ranked": None, "unparsed": None,
+               "systems": 3 if c == "Citation Accuracy" else 4}
+              for s, by_c in C.PAPER_TABLE3.items() for c, v in by_c.items()]
+table = pd.DataFrame(rows + paper_rows)
+results.save_table(table, "tab-11-judge", params=params, judge=judge_label, n=len(examples), corpus=corpus_name,
+                   note="lower is better; the paper ranks 3-4 systems with GPT-4", floatfmt=".2f")
+table
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.5))
+ours = pd.DataFrame([r for r in rows if r["mean rank"] is not None])
+if ours.empty:
+    ax.text(0.5, 0.5, f"the judge finished no ranking ({judge_label})", ha="center", va="center",
+            transform=ax.transAxes, fontsize=9)
+else:
+    reference = pd.DataFrame([{"criterion": c, "system": s, "mean rank": v} for s, by_c in C.PAPER_TABLE3.items()
+                              for c, v in by_c.items() if v is not None and s in ("CoV-RAG-S", "CoV-RAG")])
+    plotting.bar_with_reference(ours, x="criterion", y="mean rank", hue="system", reference=reference, ax=ax)
+ax.set_ylabel("mean rank (lower is better)")
+plotting.caption(ax, judge=judge_label, n=len(examples))
+results.save_figure(fig, "fig-11-judge", params=params, judge=judge_label)
+
+# %%
+headline = {
+    "judge": judge_label,
+    "systems": {"RAG": rag_model.name, "CoV-RAG": cov_model.name},
+    "n": len(examples),
+    "correct": {name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
+    "ranks": ranks,
+    "paper": C.PAPER_TABLE3,
+}
+results.record_metrics("11_covrag_judge", headline, params=params, judge=judge_label)
+headline["ranks"]
