@@ -35,8 +35,7 @@ judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .
 reproduce: env judge ## run every notebook in order with papermill; writes figures/, tables/, results/
 	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)"
 
-test: env ## run the test suite (builds the short smoke NLI judge first when missing; notebooks run in the smoke profile)
-	$(PY) scripts/build_judge.py --if-data --smoke
+test: env ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
 bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI (LLM judge, trained judge)

@@ -129,6 +129,18 @@ PAPER_TABLE5 = {  # reference accuracy single -> multi iteration
 PAPER_MODELS = ("THUDM/chatglm2-6b", "lmsys/vicuna-13b-v1.5", "meta-llama/Llama-2-13b-hf")  # the paper's backbones
 
 
+def profile_caps(profile: str, n_per_dataset: int, k: int, max_new_tokens: int,
+                 verify_tokens: int) -> tuple[int, int, int, int]:
+    """Questions per dataset, references, answer and verification tokens for a resolved profile: full keeps the
+    paper's settings, cpu caps them at 40 / k / 64 / 128, smoke at 4 / 2 / 24 / 48."""
+    from covlib import profiles
+
+    return (profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 40), smoke=4),
+            profiles.pick(profile, full=k, smoke=min(k, 2)),
+            profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 64), smoke=24),
+            profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48))
+
+
 def load_datasets(nq: str = "", webq: str = "", triviaqa: str = "", mintaka: str = "",
                   sizes: dict[str, int] | None = None, seed: int = 0) -> dict[str, list[Example]]:
     """The paper's four test sets by name: NQ and WebQ (default: the shared WebGLM 400s), TriviaQA (validation:
@@ -199,10 +211,12 @@ _KEY_ALIASES = {
 }
 
 
-def _balanced(text: str) -> tuple[str, bool]:
-    """The first {...} object in text and whether it closed; braces inside strings are ignored."""
-    start = text.find("{")
-    depth, quote, escaped = 0, "", False
+def _walk(text: str, start: int = 0) -> tuple[list[tuple[int, str]], str]:
+    """The (index, char) pairs outside string literals from `start`, and the quote left open at the end ('' if none).
+
+    An apostrophe inside a word ("Tolkien's") does not open a string.
+    """
+    outside, quote, escaped = [], "", False
     for i in range(start, len(text)):
         ch = text[i]
         if quote:
@@ -212,17 +226,22 @@ def _balanced(text: str) -> tuple[str, bool]:
                 escaped = True
             elif ch == quote:
                 quote = ""
+        elif ch == "'" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
+            continue
         elif ch in "\"'":
-            # an apostrophe inside a word ("Tolkien's") is not a quote
-            if ch == "'" and i > 0 and text[i - 1].isalnum() and i + 1 < len(text) and text[i + 1].isalnum():
-                continue
             quote = ch
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1], True
+        else:
+            outside.append((i, ch))
+    return outside, quote
+
+
+def _balanced(text: str) -> tuple[str, bool]:
+    """The first {...} object in text and whether it closed; braces inside strings are ignored."""
+    start, depth = text.find("{"), 0
+    for i, ch in _walk(text, start)[0]:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "}" and depth == 0:
+            return text[start:i + 1], True
     return text[start:], False
 
 
@@ -235,18 +254,10 @@ _DANGLING = [
 
 def _close(fragment: str) -> str:
     """A truncated object closed: an open string ended, a dangling key or comma dropped, brackets closed."""
-    stack, quote, escaped = [], "", False
-    for ch in fragment:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
+    outside, quote = _walk(fragment)
+    stack: list[str] = []
+    for _, ch in outside:
+        if ch in "{[":
             stack.append("}" if ch == "{" else "]")
         elif ch in "}]" and stack:
             stack.pop()

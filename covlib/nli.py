@@ -59,7 +59,6 @@ from covlib.cache import Cache, fingerprint_dir, make_key
 
 LABELS = ("entailment", "neutral", "contradiction")
 TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli_pairs)
-SMOKE_JUDGE = "minilm-fever-nli-smoke"  # the same recipe on a few hundred steps: what `make test` builds and the smoke tests use
 # The judge `judge=None` means offline. The trained judge would take this place only if it beat the
 # overlap heuristic on both held-out sets (notebook 00b); see the README's "The offline NLI judge".
 DEFAULT_JUDGE = "overlap"
@@ -103,7 +102,7 @@ def load_judge(spec: str) -> Judge:
     low = spec.lower()
     if low in (TRAINED_JUDGE, "trained"):
         return load_trained_judge()
-    if low == SMOKE_JUDGE or (spec and "/" not in spec and (trained_judge_dir(spec) / "card.json").is_file()):
+    if spec and "/" not in spec and (trained_judge_dir(spec) / "card.json").is_file():
         return load_trained_judge(spec)  # any judge scripts/build_judge.py wrote under the models folder, by name
     if low in ("overlap", "approx", "approx-overlap"):
         return OverlapJudge()

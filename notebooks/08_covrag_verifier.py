@@ -67,16 +67,15 @@ sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and 
 
 # %%
 profile = profiles.resolve(profile, device or None)
-n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 40), smoke=6)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 64), smoke=24)
-verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48)
+n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
+                                                                 verify_tokens)
 names = [d.strip() for d in datasets.split(",") if d.strip()]
 sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
 thresholds = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, sigma_mode)
 params = dict(profile=profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same", datasets=names,
               sizes=sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed, chat=chat,
               max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, thresholds=thresholds.__dict__)
-print(profiles.describe(profile, sizes=sizes, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens))
+print(profiles.describe(profile, sizes=sizes, k=k, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens))
 plotting.set_style()
 
 # %% [markdown]

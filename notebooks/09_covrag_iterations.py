@@ -62,9 +62,8 @@ sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
 profile = profiles.resolve(profile, device or None)
-n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 40), smoke=6)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 64), smoke=24)
-verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48)
+n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
+                                                                 verify_tokens)
 names = [d.strip() for d in datasets.split(",") if d.strip()]
 sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
 model_ids = [m.strip() for m in models.split(",") if m.strip()] or (
@@ -73,7 +72,7 @@ thresholds = C.Thresholds(mode=sigma_mode)
 params = dict(profile=profile, models=[m or "embedded" for m in model_ids], adapter=adapter, datasets=names,
               sizes=sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, max_rounds=max_rounds, seed=seed,
               chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
-print(profiles.describe(profile, sizes=sizes, models=model_ids, max_rounds=max_rounds))
+print(profiles.describe(profile, sizes=sizes, k=k, models=model_ids, max_rounds=max_rounds))
 plotting.set_style()
 
 # %% [markdown]

@@ -70,12 +70,13 @@ verify_tokens: int = 160  # longest verification at test time
 
 # %%
 profile = profiles.resolve(profile, device or None)
-n_train = profiles.pick(profile, full=n_train, cpu=min(n_train, 48), smoke=8)
-n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 20), smoke=4)
-max_steps = profiles.pick(profile, full=max_steps, cpu=24 if max_steps < 0 else max_steps, smoke=3)
-batch_size = profiles.pick(profile, full=batch_size, cpu=4, smoke=4)
-learning_rate = profiles.pick(profile, full=learning_rate, cpu=max(learning_rate, 5e-4), smoke=1e-3)
-max_length = profiles.pick(profile, full=max_length, cpu=min(max_length, 768), smoke=512)
+n_train = profiles.pick(profile, full=n_train, cpu=min(n_train, 48), smoke=6)
+n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 20), smoke=2)
+k = profiles.pick(profile, full=k, smoke=min(k, 2))
+max_steps = profiles.pick(profile, full=max_steps, cpu=24 if max_steps < 0 else max_steps, smoke=2)
+batch_size = profiles.pick(profile, full=batch_size, cpu=4, smoke=2)
+learning_rate = profiles.pick(profile, full=learning_rate, cpu=max(learning_rate, 5e-4), smoke=2e-3)
+max_length = profiles.pick(profile, full=max_length, cpu=min(max_length, 768), smoke=192)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
 verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
 names = [d.strip() for d in test_datasets.split(",") if d.strip()]
@@ -83,8 +84,8 @@ params = dict(profile=profile, model=model or "embedded", teacher=teacher or "go
               test_datasets=names, n_test=n_test, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
               chat=chat, lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,
               max_steps=max_steps, batch_size=batch_size, max_length=max_length)
-print(profiles.describe(profile, n_train=n_train, n_test=n_test, max_steps=max_steps, batch_size=batch_size,
-                        learning_rate=learning_rate))
+print(profiles.describe(profile, n_train=n_train, n_test=n_test, k=k, max_steps=max_steps, batch_size=batch_size,
+                        learning_rate=learning_rate, max_length=max_length))
 plotting.set_style()
 
 # %% [markdown]
@@ -124,7 +125,7 @@ cards, probes, probe_loss = {}, {}, {}
 for name, (slug, pairs) in variants.items():
     rendered = [(base.render(p, chat), t) for p, t in pairs]
     probes[name] = rendered[:8]  # a fixed probe of this variant's own training pairs, scored before and after
-    probe_loss[name] = {"before": training.target_loss(base.model, base.tokenizer, probes[name])}
+    probe_loss[name] = {"before": training.target_loss(base.model, base.tokenizer, probes[name], max_length=max_length)}
     cards[name] = training.fine_tune_lora(
         rendered, base_dir, adapters_dir / f"10-{profile}-{slug}", rank=lora_rank, alpha=lora_alpha, epochs=epochs,
         max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
@@ -151,7 +152,7 @@ results.save_figure(fig, "fig-10-loss", params=params, model=base.name)
 rows, summaries = [], {}
 for name, card in cards.items():
     tuned = lm.load_lm(model or None, device=device or None, adapter=card["folder"])
-    probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name])
+    probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name], max_length=max_length)
     records = C.cov_rag(tuned, test_examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
                         verify_tokens=verify_tokens, chat=chat)
     s = summaries[name] = C.summarize(records)

@@ -3,7 +3,6 @@
     python scripts/build_judge.py            # build once; later runs say "up to date"
     python scripts/build_judge.py --force    # retrain
     python scripts/build_judge.py --if-data  # do nothing (exit 0) when ../shared/data is absent
-    python scripts/build_judge.py --smoke    # the short build `make test` uses (minilm-fever-nli-smoke)
 
 Writes <models>/minilm-fever-nli/ (weights, tokenizer, card.json with settings, the
 training-data hash, the loss curve, training time and held-out metrics) and the
@@ -25,16 +24,12 @@ from covlib import nli, paths  # noqa: E402
 from covlib import nli_pairs as P  # noqa: E402
 from covlib import training  # noqa: E402
 
-SMOKE_STEPS = 160  # a fifth of the full build's 776 steps: enough to beat chance clearly, a few minutes on 2 cores
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--name", default=None, help=f"folder name under the models folder (default {nli.TRAINED_JUDGE})")
+    ap.add_argument("--name", default=nli.TRAINED_JUDGE, help="folder name under the models folder")
     ap.add_argument("--epochs", type=float, default=2.0)
     ap.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimiser steps (overrides --epochs)")
-    ap.add_argument("--smoke", action="store_true",
-                    help=f"the short build for the tests: {SMOKE_STEPS} steps, named {nli.SMOKE_JUDGE} (unless --name/--max-steps say otherwise)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-4, help="encoder learning rate")
     ap.add_argument("--head-lr", type=float, default=1e-3, help="learning rate of the new classification head")
@@ -48,10 +43,6 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="retrain even when the model is up to date")
     ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
     args = ap.parse_args()
-    if args.name is None:
-        args.name = nli.SMOKE_JUDGE if args.smoke else nli.TRAINED_JUDGE
-    if args.smoke and args.max_steps < 0:
-        args.max_steps = SMOKE_STEPS
 
     fever = paths.dataset_path("fever", "paper_test_processed.jsonl")
     if not fever.exists():
@@ -100,8 +91,6 @@ def main() -> None:
     judge = nli.load_trained_judge(args.name)
     metrics = {}
     held_out = {"fever_val": splits["val"], "fever_test": splits["test"], "credibility_fixture": P.load_credibility_fixture()}
-    if args.smoke:
-        del held_out["fever_val"]  # the tests read the test and fixture numbers; a minute saved in CI
     for set_name, pairs in held_out.items():
         scores, _ = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs], judge=judge)
         metrics[set_name] = {k: v for k, v in scores.items() if k != "judge"}

@@ -102,37 +102,35 @@ def test_00_data_tour_smoke(smoke_root):
     assert "Provenance" in md
 
 
-def require_trained_judge() -> str:
-    """The smoke judge's spec; skip (fail under CI, where `make test` builds it first) when it is missing."""
+def smoke_judge() -> str:
+    """The NLI judge for the credibility smoke runs: the trained one when `make judge` built it, else the overlap
+    heuristic (`make test` does not train it: 15-55 minutes on 2 cores is over the suite's budget)."""
     from covlib import nli
 
-    folder = nli.trained_judge_dir(nli.SMOKE_JUDGE)
-    if not (folder / "config.json").is_file():
-        message = f"the smoke NLI judge is not built at {folder}: run `python scripts/build_judge.py --smoke`"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (`make test` builds it first)")
-        pytest.skip(message)
-    return nli.SMOKE_JUDGE
+    return nli.TRAINED_JUDGE if (nli.trained_judge_dir() / "config.json").is_file() else "overlap"
 
 
 @pytest.mark.notebook
 def test_00b_nli_judges_smoke(smoke_root):
     from covlib import nli
 
-    trained = require_trained_judge()
-    record = run_smoke("00b", smoke_root, judges=f"{trained},overlap,llm")
+    trained = nli.TRAINED_JUDGE if smoke_judge() != "overlap" else None
+    specs = tuple(s for s in (trained, "overlap", "llm") if s)
+    record = run_smoke("00b", smoke_root, judges=",".join(specs))
     assert_outputs(smoke_root, ["fig-00b-confusion"], ["tab-00b-nli-judges"])
     m = record["metrics"]
     assert m["n_fever"] == 60 and m["n_fixture"] >= 60
     rows = {(r["spec"], r["set"]): r for r in m["rows"]}
-    specs = (trained, "overlap", "llm")
     assert set(rows) == {(j, s) for j in specs for s in ("FEVER test", "credibility fixture")}
-    assert rows[("llm", "FEVER test")]["n"] == 30 and rows[(trained, "FEVER test")]["n"] == 60
-    assert rows[(trained, "FEVER test")]["judge"] == trained
+    assert rows[("llm", "FEVER test")]["n"] == 30 and rows[("overlap", "FEVER test")]["n"] == 60
     for r in rows.values():
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1 and 0 <= r["entail_auc"] <= 1
     for name, beats in m["trained_beats_overlap"].items():  # the notebook's verdict follows its own table
+        if trained is None:
+            assert beats is False  # no trained judge: nothing can beat the heuristic
+            continue
         t, o = rows[(trained, name)], rows[("overlap", name)]
+        assert t["judge"] == trained
         assert beats == (t["macro_f1"] > o["macro_f1"] and t["entail_auc"] > o["entail_auc"])
     assert m["default_judge"] == nli.DEFAULT_JUDGE
     assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
@@ -194,7 +192,7 @@ def _percent(value) -> bool:
 
 @pytest.mark.notebook
 def test_04_credibility_models_smoke(smoke_root):
-    judge = require_trained_judge()
+    judge = smoke_judge()
     record = run_smoke("04", smoke_root, judge=judge)
     assert_outputs(smoke_root, [], ["tab-04-credibility-models"])
     m = record["metrics"]
@@ -211,7 +209,7 @@ def test_04_credibility_models_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_05_knowledge_precision_smoke(smoke_root):
-    judge = require_trained_judge()
+    judge = smoke_judge()
     record = run_smoke("05", smoke_root, judge=judge)
     assert_outputs(smoke_root, ["fig-05-knowledge-precision"], ["tab-05-knowledge-precision"])
     m = record["metrics"]
@@ -226,7 +224,7 @@ def test_05_knowledge_precision_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_06_knowledge_recall_smoke(smoke_root):
-    judge = require_trained_judge()
+    judge = smoke_judge()
     record = run_smoke("06", smoke_root, judge=judge)
     assert_outputs(smoke_root, ["fig-06-knowledge-recall"], ["tab-06-knowledge-recall"])
     m = record["metrics"]
@@ -243,7 +241,7 @@ def test_06_knowledge_recall_smoke(smoke_root):
 
 @pytest.mark.notebook
 def test_07_reflection_completion_smoke(smoke_root):
-    judge = require_trained_judge()
+    judge = smoke_judge()
     record = run_smoke("07", smoke_root, judge=judge)
     assert_outputs(smoke_root, [], ["tab-07-reflection-completion"])
     m = record["metrics"]
@@ -263,12 +261,12 @@ def test_08_covrag_verifier_smoke(smoke_root):
     record = run_smoke("08", smoke_root)
     assert_outputs(smoke_root, ["fig-08-verifier-scores"], ["tab-08-verifier", "tab-08-sigma"])
     m = record["metrics"]
-    assert m["datasets"] == {"NQ": 6, "WebQ": 6} and m["n"] == 12
-    assert 0 <= m["answerable"]["NQ"] <= 6 and m["corpus"] == "hotpot-corpus"
+    assert m["datasets"] == {"NQ": 4, "WebQ": 4} and m["n"] == 8
+    assert 0 <= m["answerable"]["NQ"] <= 4 and m["corpus"] == "hotpot-corpus"
     p = m["parse"]
-    assert p["n"] == 12 and p["ok"] + p["repaired"] + p["failed"] == 12
-    assert 0 <= m["judgment"]["accuracy"] <= 1 and sum(m["judgment"]["labels"].values()) == 12
-    assert m["sigma"]["σ (all)"] <= m["sigma"]["σ (any)"] <= 12  # the conjunction never fires more often
+    assert p["n"] == 8 and p["ok"] + p["repaired"] + p["failed"] == 8
+    assert 0 <= m["judgment"]["accuracy"] <= 1 and sum(m["judgment"]["labels"].values()) == 8
+    assert m["sigma"]["σ (all)"] <= m["sigma"]["σ (any)"] <= 8  # the conjunction never fires more often
     md = (smoke_root / "tables" / "tab-08-verifier.md").read_text()
     assert "answerable" in md and "Provenance" in md and "60.0" in md  # the paper's Jdg beside ours
 
@@ -278,14 +276,14 @@ def test_09_covrag_iterations_smoke(smoke_root):
     record = run_smoke("09", smoke_root)
     assert_outputs(smoke_root, ["fig-09-single-vs-multi", "fig-09-rounds"], ["tab-09-accuracy", "tab-09-retrieval"])
     m = record["metrics"]
-    assert m["counts"] == {"NQ": 6, "WebQ": 6}
+    assert m["counts"] == {"NQ": 4, "WebQ": 4}
     (name,) = m["models"]
     acc = m["accuracy"][name]
     assert set(acc) == {"closed-book", "single-iteration (CoV-RAG-S)", "multi-iteration (CoV-RAG)"}
     for setting in acc.values():
         assert all(v is None or 0 <= v <= 100 for v in setting.values())
     s = m["summary"][name]
-    assert sum(m["rounds"][name].values()) == 12 and set(m["rounds"][name]) <= {"0", "1"}
+    assert sum(m["rounds"][name].values()) == 8 and set(m["rounds"][name]) <= {"0", "1"}
     assert m["rounds"][name].get("1", 0) == s["fired"]  # max_rounds = 1: exactly the fired answers re-retrieved
     md = (smoke_root / "tables" / "tab-09-accuracy.md").read_text()
     assert "70.0" in md and "answerable" in md  # the paper's CoV-RAG Llama2-13b Avg beside ours
@@ -296,10 +294,10 @@ def test_10_covrag_finetune_smoke(smoke_root):
     record = run_smoke("10", smoke_root)
     assert_outputs(smoke_root, ["fig-10-loss"], ["tab-10-finetune"])
     m = record["metrics"]
-    assert m["labels"] == "gold" and m["n_train"] == 8 and m["n_qa_pairs"] == 8 and m["n_test"] == 8
+    assert m["labels"] == "gold" and m["n_train"] == 6 and m["n_qa_pairs"] == 6 and m["n_test"] == 4
     assert set(m["loss"]) == {"QA only (WebGLM-like)", "QA + verification w/o CoL", "QA + verification w/ CoL"}
     for name, loss in m["loss"].items():
-        assert loss["steps"] == 3, name
+        assert loss["steps"] == 2, name
         assert m["probe_loss"][name]["after"] < m["probe_loss"][name]["before"], name  # training lowered the loss
     for name, row in m["table4"].items():
         if not name.startswith("paper"):
