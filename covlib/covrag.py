@@ -27,7 +27,6 @@ Deviations, each labelled where it is made:
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections import Counter
@@ -87,11 +86,15 @@ def closed_book_prompt(question: str) -> str:
     return QA_TASK + "Question: " + question.strip() + SEP + "Answer:"
 
 
-def verification_prompt(question: str, answer: str, references: Sequence[Passage]) -> str:
-    """Table 6's verification prompt for (question, answer, references), ending with Table 13's 'Output:' cue."""
+def verification_prompt(question: str, answer: str, references: Sequence[Passage],
+                        label: Sequence[str] | None = None) -> str:
+    """Table 6's verification prompt for (question, answer, references), ending with Table 13's 'Output:' cue; with
+    `label`, Table 13's 'Label: [gold]' line before it (how a teacher labels training data)."""
     passages = format_references(references, template=REFERENCE_TEMPLATE, sep=SEP)
     text = (VERIFICATION_TEMPLATE.replace("<question>", question.strip()).replace("<answer>", answer.strip())
             .replace("<passages>", passages))
+    if label:
+        text += SEP + "Label: " + json.dumps(list(label), ensure_ascii=False)
     return text + OUTPUT_CUE
 
 
@@ -132,12 +135,12 @@ PAPER_MODELS = ("THUDM/chatglm2-6b", "lmsys/vicuna-13b-v1.5", "meta-llama/Llama-
 def profile_caps(profile: str, n_per_dataset: int, k: int, max_new_tokens: int,
                  verify_tokens: int) -> tuple[int, int, int, int]:
     """Questions per dataset, references, answer and verification tokens for a resolved profile: full keeps the
-    paper's settings, cpu caps them at 40 / k / 64 / 128, smoke at 4 / 2 / 24 / 48."""
+    paper's settings, cpu caps them at 20 / k / 48 / 128, smoke at 4 / 2 / 24 / 48."""
     from covlib import profiles
 
-    return (profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 40), smoke=4),
+    return (profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 20), smoke=4),
             profiles.pick(profile, full=k, smoke=min(k, 2)),
-            profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 64), smoke=24),
+            profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=24),
             profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48))
 
 
@@ -167,8 +170,9 @@ def load_datasets(nq: str = "", webq: str = "", triviaqa: str = "", mintaka: str
 class Verification:
     """One parsed verifier output: Table 1's scores, the judgment, the revised query, and how it was parsed.
 
-    `status` is "ok" (valid JSON of Table 6's shape), "repaired" (read after the fixes in `repairs`)
-    or "failed" (nothing usable: `raw` is kept). Scores missing from the output are None.
+    `status` is "ok" (valid JSON of Table 6's exact shape), "repaired" (read after the fixes listed in
+    `repairs`) or "failed" (nothing usable: `raw` is kept). Scores missing from the output are None.
+    `chain=False` marks a verification written without its chain of scores (Table 4's "w/o CoL").
     """
 
     reference_correctness: float | None = None
@@ -182,6 +186,7 @@ class Verification:
     status: str = "failed"
     repairs: tuple[str, ...] = ()
     raw: str = ""
+    chain: bool = True
 
     @property
     def parsed(self) -> bool:
@@ -190,8 +195,14 @@ class Verification:
 
     @property
     def well_formed(self) -> bool:
-        """Table 4's "Fmt": valid JSON with every key of Table 6, nothing repaired."""
+        """Table 4's "Fmt": valid JSON with every key of Table 6 (of its own schema), nothing repaired."""
         return self.status == "ok"
+
+    @property
+    def complete(self) -> bool:
+        """Parsed with every field present and valid (no missing, mistyped or cut value): fit to train on."""
+        return self.parsed and not any(r.split(":")[0] in ("missing", "bad_type", "bad_value", "cut")
+                                       for r in self.repairs)
 
     def scores(self) -> dict[str, float | None]:
         """The six scores by name."""
@@ -199,24 +210,22 @@ class Verification:
 
 
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)\s*(?:```|$)", re.S)
-_SEMICOLON_KEY = re.compile(r"""(["'])\s*;(?=\s*[\[{"'\d.\-tfnTFN])""")
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_BARE_WORD = re.compile(r"(?<=[:\[,]\s)(true|false|unclear)(?=\s*[,}\]])|(?<=[:\[,])(true|false|unclear)(?=\s*[,}\]])",
-                        re.I)
 _KEY_ALIASES = {
     "1": "1", "2": "2", "3": "3", "4": "4",
     "reference": "1", "references": "1",
     "judgment": "3", "judgement": "3", "judge": "3",
     "revised_query": "4", "revisedquery": "4", "revised_question": "4", "revision": "4", "revise": "4", "query": "4",
 }
+NO_REVISION = ("", "none", "n/a", "na", "null", "-", "no revision", "no", "nothing")
+TEMPLATE_EXAMPLE = {"1": {"reference_correctness": 0.9},
+                    "2": {"correctness": 1, "citation_accuracy": 0.8, "truthfulness": 0.7, "bias": 0.8,
+                          "conciseness": 0.9}, "3": "true", "4": ""}  # Table 6's format example
 
 
-def _walk(text: str, start: int = 0) -> tuple[list[tuple[int, str]], str]:
-    """The (index, char) pairs outside string literals from `start`, and the quote left open at the end ('' if none).
-
-    An apostrophe inside a word ("Tolkien's") does not open a string.
-    """
-    outside, quote, escaped = [], "", False
+def _walk(text: str, start: int = 0) -> tuple[list[tuple[int, str]], str, list[tuple[int, int, str]]]:
+    """(the (index, char) pairs outside string literals from `start`, the quote left open at the end or '',
+    the string literals as (start, end, quote) spans). An apostrophe inside a word does not open a string."""
+    outside, spans, quote, opened, escaped = [], [], "", 0, False
     for i in range(start, len(text)):
         ch = text[i]
         if quote:
@@ -225,24 +234,44 @@ def _walk(text: str, start: int = 0) -> tuple[list[tuple[int, str]], str]:
             elif ch == "\\":
                 escaped = True
             elif ch == quote:
+                spans.append((opened, i + 1, quote))
                 quote = ""
         elif ch == "'" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
-            continue
+            outside.append((i, ch))
         elif ch in "\"'":
-            quote = ch
+            quote, opened = ch, i
         else:
             outside.append((i, ch))
-    return outside, quote
+    return outside, quote, spans
 
 
-def _balanced(text: str) -> tuple[str, bool]:
-    """The first {...} object in text and whether it closed; braces inside strings are ignored."""
-    start, depth = text.find("{"), 0
-    for i, ch in _walk(text, start)[0]:
-        depth += {"{": 1, "}": -1}.get(ch, 0)
-        if ch == "}" and depth == 0:
-            return text[start:i + 1], True
-    return text[start:], False
+def _outside_strings(text: str, fix) -> str:
+    """`text` with `fix` applied to every stretch between string literals (the literals kept as they are)."""
+    _, quote, spans = _walk(text)
+    out, last = [], 0
+    for a, b, _ in spans:
+        out += [fix(text[last:a]), text[a:b]]
+        last = b
+    out.append(text[last:] if quote else fix(text[last:]))
+    return "".join(out)
+
+
+def _objects(text: str) -> list[tuple[int, str, bool]]:
+    """Every top-level {...} object in text as (start, text, closed); the last may be cut off."""
+    found, pos = [], text.find("{")
+    while pos != -1:
+        depth, end = 0, None
+        for i, ch in _walk(text, pos)[0]:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            if ch == "}" and depth == 0:
+                end = i + 1
+                break
+        if end is None:
+            found.append((pos, text[pos:], False))
+            break
+        found.append((pos, text[pos:end], True))
+        pos = text.find("{", end)
+    return found
 
 
 _DANGLING = [
@@ -250,19 +279,22 @@ _DANGLING = [
     re.compile(r"""([{\[,]\s*)["'][^"']*["']\s*[:;]?\s*$"""),  # a key with no value (or a bare string in a list)
     re.compile(r"""(\S)\s*,\s*$"""),  # a trailing comma
 ]
+_CUT_VALUE = re.compile(r"""["']([^"']+)["']\s*[:;]\s*["'][^"']*$""")
 
 
-def _close(fragment: str) -> str:
-    """A truncated object closed: an open string ended, a dangling key or comma dropped, brackets closed."""
-    outside, quote = _walk(fragment)
+def _close(fragment: str) -> tuple[str, str | None]:
+    """A truncated object closed (an open string ended, a dangling key or comma dropped, brackets closed), and the
+    key whose string value was cut, if any."""
+    outside, quote, _ = _walk(fragment)
     stack: list[str] = []
     for _, ch in outside:
         if ch in "{[":
             stack.append("}" if ch == "{" else "]")
         elif ch in "}]" and stack:
             stack.pop()
+    cut = _CUT_VALUE.search(fragment) if quote else None
     out = fragment.rstrip() + quote
-    if quote and re.search(r"""[{,]\s*["'][^"']*["']$""", out):
+    if quote and not cut:
         out = _DANGLING[1].sub(r"\1", out)  # the cut string was a key, not a value
     changed = True
     while changed:
@@ -270,73 +302,113 @@ def _close(fragment: str) -> str:
         for pattern in _DANGLING:
             before = pattern.sub(r"\1", before).rstrip()
         changed, out = before != out, before
-    return out + "".join(reversed(stack))
+    return out + "".join(reversed(stack)), (cut.group(1) if cut else None)
+
+
+_FIXES = (  # (repair name, fix of a stretch outside string literals)
+    ("semicolon", lambda run: re.sub(r"^(\s*);", r"\1:", run)),  # "key"; value (Table 13)
+    ("trailing_comma", lambda run: re.sub(r",(\s*[}\]])", r"\1", run)),
+    ("bare_word", lambda run: re.sub(r"\bunclear\b", '"unclear"', run)),
+    ("python_literals", lambda run: re.sub(r"\b(True|False|None)\b",
+                                           lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)], run)),
+)
+
+
+def _double_quoted(text: str) -> str:
+    """Single-quoted string literals rewritten as JSON strings."""
+    _, _, spans = _walk(text)
+    out, last = [], 0
+    for a, b, quote in spans:
+        if quote == "'":
+            out += [text[last:a], json.dumps(text[a + 1:b - 1].replace("\\'", "'"))]
+            last = b
+    return "".join(out) + text[last:]
 
 
 def _load(text: str) -> tuple[Any, list[str]]:
-    """json.loads, else the repairs real models need (';' for ':', single quotes, trailing commas, bare words)."""
+    """json.loads, else the repairs real models need, applied outside string literals only: ';' for ':' (Table 13),
+    trailing commas, bare `unclear`, Python's True/False/None, then single quotes."""
     try:
         return json.loads(text), []
     except json.JSONDecodeError:
         pass
-    repairs = []
-    fixed = text
-    if _SEMICOLON_KEY.search(fixed):
-        fixed, _ = _SEMICOLON_KEY.subn(r"\1:", fixed)
-        repairs.append("semicolon")
-    if _TRAILING_COMMA.search(fixed):
-        fixed = _TRAILING_COMMA.sub(r"\1", fixed)
-        repairs.append("trailing_comma")
-    bare = _BARE_WORD.sub(lambda m: json.dumps((m.group(1) or m.group(2)).lower()), fixed)
-    if bare != fixed:
-        fixed = bare
-        repairs.append("bare_word")
+    repairs, fixed = [], text
+    for name, fix in _FIXES:
+        changed = _outside_strings(fixed, fix)
+        if changed != fixed:
+            repairs.append(name)
+            fixed = changed
     try:
         return json.loads(fixed), repairs
     except json.JSONDecodeError:
         pass
-    try:  # single quotes, Python's True/False/None
-        value = ast.literal_eval(re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False",
-                                                                    re.sub(r"\bnull\b", "None", fixed))))
-        return value, repairs + ["single_quotes"]
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    try:
+        return json.loads(_double_quoted(fixed)), repairs + ["single_quotes"]
+    except json.JSONDecodeError:
         return None, repairs
 
 
-def _flatten(obj: Any, out: dict[str, Any], top: bool = True) -> None:
+def _canonical(key: Any) -> str:
+    return re.sub(r"[\s\-]+", "_", str(key).strip().lower())
+
+
+_SCORE_BY_SQUASHED = {s.replace("_", ""): s for s in SCORES}
+
+
+def _flatten(obj: Any, out: dict[str, Any], renamed: list[str], path: str = "") -> None:
     """Known fields found anywhere in the object: scores by name, '3'/'4' (or aliases) at the top level."""
     if not isinstance(obj, dict):
         return
     for key, value in obj.items():
-        name = re.sub(r"[\s\-]+", "_", str(key).strip().lower())
-        if name in SCORES or name.replace("_", "") in {s.replace("_", "") for s in SCORES}:
-            canonical = next(s for s in SCORES if s.replace("_", "") == name.replace("_", ""))
-            out.setdefault(canonical, value)
+        name = _canonical(key)
+        score = _SCORE_BY_SQUASHED.get(name.replace("_", ""))
+        if score:
+            if str(key) != score or path not in ({"reference_correctness": "1"}.get(score, "2"),):
+                renamed.append(score)
+            out.setdefault(score, value)
         elif isinstance(value, dict):
-            _flatten(value, out, top=False)
-        elif top and name in _KEY_ALIASES:
+            _flatten(value, out, renamed, path=name if not path else f"{path}.{name}")
+        elif not path and name in _KEY_ALIASES:
+            if str(key) != _KEY_ALIASES[name]:
+                renamed.append(_KEY_ALIASES[name])
             out.setdefault(_KEY_ALIASES[name], value)
 
 
-def _score(value: Any, name: str, repairs: list[str]) -> float | None:
+def _number(value: Any, name: str, repairs: list[str]) -> float | None:
     if value is None:
         repairs.append(f"missing:{name}")
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         repairs.append(f"bad_type:{name}")
         return None
+    text = str(value).strip()
     try:
-        x = float(str(value).strip().rstrip("%")) / (100 if str(value).strip().endswith("%") else 1)
+        x = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
         repairs.append(f"bad_type:{name}")
         return None
     if x != x:  # NaN
         repairs.append(f"bad_type:{name}")
         return None
-    if not 0.0 <= x <= 1.0:
-        repairs.append(f"clipped:{name}")
-        x = min(1.0, max(0.0, x))
     return x
+
+
+def _scaled(scores: dict[str, float | None], repairs: list[str]) -> dict[str, float | None]:
+    """Scores on a 0-10 or 0-100 scale brought to [0, 1] (all of them, so their order holds); what is still out of
+    [0, 1] is clipped."""
+    top = max((x for x in scores.values() if x is not None), default=0.0)
+    scale = 10.0 if 1.0 < top <= 10.0 else 100.0 if 10.0 < top <= 100.0 else 1.0
+    if scale != 1.0:
+        repairs.append(f"rescaled:{int(scale)}")
+    out = {}
+    for name, x in scores.items():
+        if x is not None:
+            x /= scale
+            if not 0.0 <= x <= 1.0:
+                repairs.append(f"clipped:{name}")
+                x = min(1.0, max(0.0, x))
+        out[name] = x
+    return out
 
 
 def _judgment(value: Any, repairs: list[str]) -> str | None:
@@ -346,23 +418,33 @@ def _judgment(value: Any, repairs: list[str]) -> str | None:
     if isinstance(value, bool):
         repairs.append("bad_type:judgment")
         return "true" if value else "false"
-    word = str(value).strip().strip(".").lower()
+    word = str(value).strip().strip(".!").lower()
     if word in JUDGMENTS:
         return word
-    for label in JUDGMENTS:  # "False." / "the answer is false"
-        if re.search(rf"\b{label}\b", word):
-            repairs.append("judgment_in_text")
-            return label
-    repairs.append("bad_value:judgment")
+    named = {label for label in JUDGMENTS if re.search(rf"\b{label}\b", word)}
+    if len(named) == 1 and not re.search(r"\bnot\b|n't\b|\bnor\b", word):  # "False." / "the answer is false"
+        repairs.append("judgment_in_text")
+        return named.pop()
+    repairs.append("bad_value:judgment")  # "not true", "true or false", "maybe"
     return None
 
 
-def parse_verification(text: str) -> Verification:
+def _usable(value: Any) -> bool:
+    fields: dict[str, Any] = {}
+    _flatten(value, fields, [])
+    return isinstance(value, dict) and any(k in fields for k in (*SCORES, "3", "4"))
+
+
+def parse_verification(text: str, chain: bool = True) -> Verification:
     """Read a verifier's output into a `Verification`, tolerating what models emit and recording every repair.
 
-    Handled: code fences, text before or after the JSON, a truncated object, ';' for ':' (Table 13),
-    single quotes, trailing commas, bare true/false, scores as strings or percentages, scores outside
-    [0, 1] (clipped), flat or renamed keys, missing keys (None). Nothing usable -> status "failed".
+    Handled: code fences; text before or after the JSON; several objects (an echoed Table 6 format
+    example or an echoed input is skipped, the last usable object is read); a truncated object (a cut
+    revised query is dropped, not searched for); ';' for ':' (Table 13), single quotes, trailing
+    commas, bare words, applied outside string literals; scores as strings or percentages, on a
+    0-10 or 0-100 scale (rescaled) or outside [0, 1] (clipped); renamed or flat keys; missing keys
+    (None). `chain=False` expects only the judgment and revised query (Table 4's "w/o CoL").
+    Nothing usable -> status "failed", which never fires σ.
     """
     raw = text or ""
     repairs: list[str] = []
@@ -371,36 +453,60 @@ def parse_verification(text: str) -> Verification:
     if fence and "{" in fence.group(1):
         body = fence.group(1)
         repairs.append("code_fence")
-    if "{" not in body:
-        return Verification(status="failed", repairs=("no_json",), raw=raw)
-    if body[: body.find("{")].strip():
+    objects = _objects(body)
+    if not objects:
+        return Verification(status="failed", repairs=("no_json",), raw=raw, chain=chain)
+    chosen = None
+    if len(objects) > 1:
+        repairs.append("several_objects")
+    for start, obj_text, closed in reversed(objects):  # the last usable object is the verifier's answer
+        cut_key = None
+        if not closed:
+            obj_text, cut_key = _close(obj_text)
+        value, fixes = _load(obj_text)
+        if value == TEMPLATE_EXAMPLE and len(objects) > 1:
+            repairs.append("echoed_example")
+            continue
+        if _usable(value):
+            chosen = (start, obj_text, closed, value, fixes, cut_key)
+            break
+    if chosen is None:
+        return Verification(status="failed", repairs=tuple(repairs + ["no_known_keys"]), raw=raw, chain=chain)
+    start, obj_text, closed, value, fixes, cut_key = chosen
+    if body[:start].strip():
         repairs.append("leading_text")
-    obj_text, closed = _balanced(body)
     if not closed:
-        obj_text = _close(obj_text)
         repairs.append("truncated")
-    elif body[body.find("{") + len(obj_text):].strip():
+    elif body[start + len(obj_text):].strip():
         repairs.append("trailing_text")
-    value, fixes = _load(obj_text)
     repairs += fixes
-    if not isinstance(value, dict):
-        return Verification(status="failed", repairs=tuple(repairs + ["unparseable"]), raw=raw)
     fields: dict[str, Any] = {}
-    _flatten(value, fields)
-    if not any(k in fields for k in (*SCORES, "3", "4")):
-        return Verification(status="failed", repairs=tuple(repairs + ["no_known_keys"]), raw=raw)
-    scores = {name: _score(fields.get(name), name, repairs) for name in SCORES}
+    renamed: list[str] = []
+    _flatten(value, fields, renamed)
+    if renamed:
+        repairs.append("renamed_keys")
+    if chain:
+        scores = _scaled({name: _number(fields.get(name), name, repairs) for name in SCORES}, repairs)
+    else:
+        scores = _scaled({name: _number(fields[name], name, repairs) if name in fields else None
+                          for name in SCORES}, repairs)
     judgment = _judgment(fields.get("3"), repairs)
     query = fields.get("4")
-    if query is None:
+    if cut_key is not None and _KEY_ALIASES.get(_canonical(cut_key)) == "4":
+        repairs.append("cut:revised_query")  # half a query would send retrieval astray
+        query = ""
+    elif query is None:
         repairs.append("missing:revised_query")
         query = ""
     elif not isinstance(query, str):
         repairs.append("bad_type:revised_query")
         query = str(query)
+    if query.strip().strip(".").lower() in NO_REVISION and query.strip():
+        repairs.append("empty_revision")
+        query = ""
     status = "repaired" if repairs else "ok"
     return Verification(**scores, judgment=judgment, revised_query=query.strip(), status=status,
-                        repairs=tuple(repairs), raw=raw)
+                        repairs=tuple(repairs), raw=raw, chain=chain)
 
 
 def parse_report(verifications: Iterable[Verification]) -> dict[str, Any]:
@@ -455,10 +561,17 @@ def sigma_conditions(v: Verification, t: Thresholds = PAPER_THRESHOLDS) -> dict[
 
 
 def sigma(v: Verification, t: Thresholds = PAPER_THRESHOLDS) -> bool:
-    """Whether to re-retrieve with the revised query (False for an output that could not be parsed)."""
+    """Whether to re-retrieve with the revised query (False for an output that could not be parsed).
+
+    A verification without its chain of scores (`chain=False`, Table 4's "w/o CoL") has only the
+    judgment and the revised query: σ is then judgment false and a revised query (ours: the paper
+    does not say how it ran σ for that row).
+    """
     if not v.parsed:
         return False
     c = sigma_conditions(v, t)
+    if not v.chain:
+        return c["judged_false"] and c["has_revision"]
     if t.mode == "all":
         return all(c.values())
     return c["has_revision"] and any(value for key, value in c.items() if key != "has_revision")
@@ -544,20 +657,24 @@ def closed_book_batch(lm: Generator, questions: Sequence[str], max_new_tokens: i
 
 def verify_batch(lm: Generator, questions: Sequence[str], answers: Sequence[str],
                  references: Sequence[Sequence[Passage]], max_new_tokens: int = 160, chat: bool = False,
-                 desc: str = "CoV-RAG verify") -> list[Verification]:
-    """Step 3 for many answers: one generate call with Table 6's verification prompt (greedy), parsed."""
-    prompts = [verification_prompt(q, a, refs) for q, a, refs in zip(questions, answers, references)]
+                 desc: str = "CoV-RAG verify", chain: bool = True,
+                 labels: Sequence[Sequence[str]] | None = None) -> list[Verification]:
+    """Step 3 for many answers: one generate call with Table 6's verification prompt (greedy), parsed (`chain=False`:
+    a verifier trained without the chain of scores). `labels` adds each gold answer (a teacher labelling data)."""
+    prompts = [verification_prompt(q, a, refs, label=labels[i] if labels else None)
+               for i, (q, a, refs) in enumerate(zip(questions, answers, references))]
     outs = lm.generate(prompts, max_new_tokens=max_new_tokens, stop=VERIFY_STOP, chat=chat, desc=desc)
-    return [parse_verification(o[0].text) for o in outs]
+    return [parse_verification(o[0].text, chain=chain) for o in outs]
 
 
 def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verifier: Generator | None = None,
             k: int = 5, max_rounds: int = 1, thresholds: Thresholds = PAPER_THRESHOLDS, max_new_tokens: int = 128,
-            verify_tokens: int = 160, chat: bool = False) -> list[CovRagRecord]:
+            verify_tokens: int = 160, chat: bool = False, chain: bool = True) -> list[CovRagRecord]:
     """Algorithm 1 over all examples, batched: retrieve, answer, verify, and re-retrieve where σ fires.
 
     `verifier` defaults to `lm` (the paper's one CoV-augmented model does both tasks). The answer
     of a round past the first is verified only when another round may follow (`max_rounds`).
+    `chain=False` reads verifications written without the chain of scores (see `sigma`).
     """
     if max_rounds < 0:
         raise ValueError(f"max_rounds must be >= 0, not {max_rounds}")
@@ -576,7 +693,7 @@ def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verif
         last = [records[i].rounds[-1] for i in active]
         checks = verify_batch(verifier, [records[i].question for i in active], [r.answer for r in last],
                               [r.references for r in last], verify_tokens, chat,
-                              desc=f"CoV-RAG verify (round {round_no})")
+                              desc=f"CoV-RAG verify (round {round_no})", chain=chain)
         for r, v in zip(last, checks):
             r.verification, r.fired = v, sigma(v, thresholds)
         active = [i for i, r in zip(active, last) if r.fired]
@@ -795,8 +912,9 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
     """§2.2's data from training questions only: QA pairs (question + references -> cited gold answer) and
     verification pairs (question + references + a model's prediction -> its verification).
 
-    Verification labels come from `teacher` (its parsed output for the same prompt; unparsed outputs
-    are dropped and counted in the card) or, without one, from the gold answer (`gold_verification`).
+    Verification labels come from `teacher` (its output for the same prompt plus Table 13's gold
+    'Label:' line; only complete outputs are kept) or, without one, from the gold answer
+    (`gold_verification`).
     Raises ValueError when a test question is among the training questions.
     """
     check_no_leak([ex.question for ex in examples], test_questions)
@@ -810,9 +928,10 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
         source = "gold"
     else:
         labels = verify_batch(teacher, [ex.question for ex in examples], predictions, references, verify_tokens,
-                              desc="teacher verification")
+                              desc="teacher verification", labels=[ex.answers for ex in examples])
         source = f"teacher:{teacher.name}"
-    verification = [(p, " " + verification_json(v, chain)) for p, v in zip(prompts, labels) if v.parsed]
+    # only complete labels become targets: a missing score must not be taught as 0.0
+    verification = [(p, " " + verification_json(v, chain)) for p, v in zip(prompts, labels) if v.complete]
     return TrainingSet(qa, verification, source)
 
 
@@ -868,19 +987,27 @@ _RANK_ITEM = re.compile(r"""["']?answer\s*(\d+)["']?\s*,\s*(-?\d+(?:\.\d+)?)""",
 
 
 def parse_ranking(text: str, criteria: Sequence[str], n_answers: int) -> dict[str, list[int] | None]:
-    """Per criterion, the answers' ranks (1 = best) as the judge ordered them; None when the judge's list for that
-    criterion is missing or does not rank every answer exactly once."""
+    """Per criterion, the answers' ranks (1 = best) from the judge's scores, tied scores sharing the best rank
+    ("1, 2, 2, 4": ours, the paper does not say how it ranked ties); None when the judge's list for that criterion
+    is missing or does not score every answer exactly once. Lists may be of tuples or JSON arrays."""
     out: dict[str, list[int] | None] = {}
     for criterion in criteria:
-        m = re.search(rf"""["']?{re.escape(criterion)}["']?\s*[:;]\s*\[(.*?)\]\s*(?:[,}}]|$)""", text or "", re.S | re.I)
-        order = [int(a) for a, _ in _RANK_ITEM.findall(m.group(1))] if m else []
-        if sorted(order) != list(range(1, n_answers + 1)):
-            out[criterion] = None
+        out[criterion] = None
+        m = re.search(rf"""["']?{re.escape(criterion)}["']?\s*[:;]\s*\[""", text or "", re.I)
+        if not m:
             continue
-        ranks = [0] * n_answers
-        for position, answer in enumerate(order, 1):
-            ranks[answer - 1] = position
-        out[criterion] = ranks
+        depth, end = 0, None
+        for i in range(m.end() - 1, len(text)):
+            depth += {"[": 1, "]": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        items = [(int(a), float(x)) for a, x in _RANK_ITEM.findall(text[m.end():end if end is not None else None])]
+        if end is None or sorted(a for a, _ in items) != list(range(1, n_answers + 1)):
+            continue
+        out[criterion] = [0] * n_answers
+        for answer, score in items:
+            out[criterion][answer - 1] = 1 + sum(other > score for _, other in items)
     return out
 
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import csv
 import hashlib
+import io
 import json
 import random
 import re
@@ -657,8 +658,8 @@ def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], _Loc]]:
     Each row's error names the line it starts on.
     """
     path = Path(path)
-    lines = _read_text(path).splitlines(keepends=True)
-    reader = csv.reader(lines, delimiter="\t", quotechar='"', doublequote=True, strict=True)
+    text = io.StringIO(_read_text(path), newline="")  # only \n and \r\n end a row (not U+2028 inside a question)
+    reader = csv.reader(text, delimiter="\t", quotechar='"', doublequote=True, strict=True)
     start = 1
     while True:
         loc = _Loc(path, line=start)

@@ -89,7 +89,8 @@ if missing:
 sets = {n: sets[n] for n in names if n in sets}
 passages, corpus_name = data.load_corpus(corpus)
 retriever = retrieval.load_or_build("bm25", passages, corpus_name)
-reachable = {n: C.answerable(exs, passages) for n, exs in sets.items()}
+hits = C.answerable([ex for exs in sets.values() for ex in exs], passages)  # one pass over the corpus
+reachable = {n: {ex.id: hits[ex.id] for ex in exs} for n, exs in sets.items()}
 for n, exs in sets.items():
     print(f"{n}: {len(exs)} questions, gold answer anywhere in the corpus for {sum(reachable[n].values())}")
 print(f"corpus: {corpus_name}, {len(passages)} passages")

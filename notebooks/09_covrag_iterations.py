@@ -86,7 +86,7 @@ passages, corpus_name = data.load_corpus(corpus)
 retriever = retrieval.load_or_build("bm25", passages, corpus_name)
 examples = [ex for exs in sets.values() for ex in exs]
 dataset_of = {ex.id: n for n, exs in sets.items() for ex in exs}
-ok_ids = {i for exs in sets.values() for i, ok in C.answerable(exs, passages).items() if ok}
+ok_ids = {i for i, ok in C.answerable(examples, passages).items() if ok}  # one pass over the corpus
 print(f"{corpus_name}: {len(passages)} passages; answerable: {len(ok_ids)} of {len(examples)}")
 
 # %% [markdown]
@@ -124,7 +124,7 @@ for name, records in runs.items():
         row = {"method": setting, "model": name, **{n: pct(acc.get(n)) for n in C.PAPER_DATASETS if n in sets},
                "Avg": pct(C.weighted_average(acc, counts))}
         if setting != "closed-book":
-            row["answerable Avg"] = pct(C.accuracy(answerable, first=setting.startswith("single")))
+            row["answerable (pooled)"] = pct(C.accuracy(answerable, first=setting.startswith("single")))
         rows.append(row)
 for (method, paper_model), vals in C.PAPER_TABLE2.items():
     rows.append({"method": f"paper: {method}", "model": paper_model,

@@ -79,10 +79,13 @@ CASES = [
      {"reference_correctness": 0.5}),
     ('{"1": {"reference_correctness": 0.8}, "2": {"correctness": 0.9}, "3": "true"}', "repaired",
      ["missing:citation_accuracy", "missing:bias", "missing:revised_query"], {"correctness": 0.9, "bias": None}),
-    ('{"1": {"reference_correctness": 9}, "2": {"correctness": -0.2, "citation_accuracy": 0.8, "truthfulness": 1.5, '
-     '"bias": 0.1, "conciseness": 0.9}, "3": "true", "4": ""}', "repaired",
-     ["clipped:reference_correctness", "clipped:correctness", "clipped:truthfulness"],
-     {"reference_correctness": 1.0, "correctness": 0.0, "truthfulness": 1.0}),
+    ('{"1": {"reference_correctness": 9}, "2": {"correctness": -0.2, "citation_accuracy": 8, "truthfulness": 1.5, '
+     '"bias": 1, "conciseness": 9}, "3": "true", "4": ""}', "repaired",
+     ["rescaled:10", "clipped:correctness"],  # a 0-10 scale: every score divided, their order kept
+     {"reference_correctness": 0.9, "correctness": 0.0, "truthfulness": 0.15, "bias": 0.1}),
+    ('{"1": {"reference_correctness": 90}, "2": {"correctness": 85, "citation_accuracy": 80, "truthfulness": 70, '
+     '"bias": 20, "conciseness": 90}, "3": "true", "4": ""}', "repaired", ["rescaled:100"],
+     {"reference_correctness": 0.9, "bias": 0.2}),
     ('{"1": {"reference_correctness": 0.2}, "2": {"correctness": 0.1, "citation_accuracy": 0.5, "truthfulness": 0.5, '
      '"bias": 0.9, "conciseness": 0.5}, "3": "unclear", "4": "Who founded it?"}', "ok", [],
      {"judgment": "unclear", "revised_query": "Who founded it?"}),
@@ -94,10 +97,11 @@ CASES = [
     ('{"1": {"reference_correctness": 0.7}, "2": {"correctness": 0.8, "citation_accuracy": 0.5, "truthfulness": 0.5, '
      '"bias": 0.2, "conciseness": 0.5,}, "3": "False.", "4": "",}', "repaired", ["trailing_comma"], {"judgment": "false"}),
     ('{"reference_correctness": 0.3, "correctness": 0.2, "citation_accuracy": 0.4, "truthfulness": 0.6, "bias": 0.8, '
-     '"conciseness": 0.7, "judgment": "false", "revised_query": "Who is Beorn?"}', "ok", [],
+     '"conciseness": 0.7, "judgment": "false", "revised_query": "Who is Beorn?"}', "repaired", ["renamed_keys"],
      {"reference_correctness": 0.3, "judgment": "false", "revised_query": "Who is Beorn?"}),
     ('{"1": {"Reference Correctness": 0.4}, "2": {"Correctness": 0.3, "Citation_Accuracy": 0.2, "Truthfulness": 0.9, '
-     '"Bias": 0.8, "Conciseness": 0.6}, "3": "false", "4": "Where is it?"}', "ok", [], {"reference_correctness": 0.4,
+     '"Bias": 0.8, "Conciseness": 0.6}, "3": "false", "4": "Where is it?"}', "repaired", ["renamed_keys"],
+     {"reference_correctness": 0.4,
                                                                                    "citation_accuracy": 0.2}),
     ('{"1": {"reference_correctness": 0.4}, "2": {"correctness": 0.3, "citation_accuracy": 0.2, "truthfulness": 0.9, '
      '"bias": 0.8, "conciseness": 0.6}, "3": "false", "4": 42}', "repaired", ["bad_type:revised_query"],
@@ -108,6 +112,26 @@ CASES = [
      '"bias": 0.8, "conciseness": 0.6}, "3": "true", "4": "Who wrote \\"Hamlet\\" {the play}?"}', "ok", [],
      {"correctness": 0.85, "revised_query": 'Who wrote "Hamlet" {the play}?'}),
 ]
+
+ECHO = ('Output format example:\n' + POSITIVE.replace('"3": "true"', '"3": "true"') + '\nOutput: ' + TABLE_10)
+MORE = [  # what the review found: echoes, negation, cut queries, strings left alone
+    (ECHO, "repaired", ["several_objects", "leading_text"], {"judgment": "false", "reference_correctness": 0.03}),
+    (TABLE_10 + "\nOutput format example:\n" + POSITIVE, "repaired", ["echoed_example", "trailing_text"],
+     {"judgment": "false"}),
+    ('{"question": "who?", "answer": "x"}\n' + TABLE_8, "repaired", ["several_objects", "leading_text"],
+     {"conciseness": 0.11}),
+    (TABLE_9.replace('"3": "false"', '"3": "not true"'), "repaired", ["bad_value:judgment"], {"judgment": None}),
+    (TABLE_9.replace('"3": "false"', '"3": "The answer is false."'), "repaired", ["judgment_in_text"],
+     {"judgment": "false"}),
+    (TABLE_14[:-30], "repaired", ["truncated", "cut:revised_query"], {"revised_query": "", "judgment": "false"}),
+    ("{'1': {'reference_correctness': 0.2}, '2': {'correctness': 0.1, 'citation_accuracy': 0.5, "
+     "'truthfulness': 0.5, 'bias': 0.9, 'conciseness': 0.5}, '3': 'false', '4': 'Is it true that null is None; "
+     "or False?'}", "repaired", ["single_quotes"], {"revised_query": "Is it true that null is None; or False?"}),
+    (TABLE_9.replace('"3": "false"', '"3":  unclear'), "repaired", ["bare_word"], {"judgment": "unclear"}),
+    (TABLE_9.replace('"4": "How much', '"4": "N/A", "x": "How much'), "repaired", ["empty_revision"],
+     {"revised_query": ""}),
+]
+CASES += MORE
 
 FAILED = [
     "",
@@ -149,7 +173,7 @@ def test_parse_report_counts_every_repair_and_failure():
     assert report["ok"] == sum(status == "ok" for _, status, *_ in CASES)
     assert report["ok"] + report["repaired"] + report["failed"] == report["n"]
     assert report["format_rate"] == pytest.approx(report["ok"] / report["n"])
-    assert report["repairs"]["semicolon"] == 1 and report["repairs"]["truncated"] == 3  # two cut outputs and '{{{{'
+    assert report["repairs"]["semicolon"] == 1 and report["repairs"]["truncated"] == 3  # three cut outputs
     assert report["repairs"]["no_json"] == 4  # '', prose, the 'Correctness: 0.9' line, the bare list
 
 
@@ -369,6 +393,9 @@ def test_parse_ranking_and_mean_ranks():
     r = C.parse_ranking(out, ["Correctness", "Truthfulness", "Conciseness"], 3)
     assert r == {"Correctness": [2, 1, 3], "Truthfulness": None, "Conciseness": [1, 2, 3]}
     r2 = C.parse_ranking("{'Correctness': [('answer1', 0.9), ('answer3', 0.5), ('answer2', 0.1)]}", ["Correctness"], 3)
+    nested = C.parse_ranking('{"rank_result": {"Correctness": [["answer2", 0.9], ["answer1", 0.9], ["answer3", 0.2]]}}',
+                             ["Correctness"], 3)
+    assert nested == {"Correctness": [1, 1, 3]}  # JSON arrays read; tied scores share the best rank
     table = C.mean_ranks([r, r2], ["webglm", "cov-rag-s", "cov-rag"])
     assert table["Correctness"]["n"] == 2 and table["Correctness"]["webglm"] == pytest.approx(1.5)
     assert table["Correctness"]["cov-rag"] == pytest.approx(2.5) and table["Truthfulness"]["unparsed"] == 1
@@ -384,7 +411,8 @@ def test_rank_answers_maps_shuffled_positions_back_to_systems():
         shown = re.findall(r'"answer\d": (.*?)(?=, "answer\d"| }$)', inputs)
         assert len(shown) == 3
         scored = sorted(range(len(shown)), key=lambda j: ("Beorn" not in shown[j] and "Princeton" not in shown[j], j))
-        return '{"rank_result": {"Correctness": [' + ", ".join(f'("answer{j + 1}", 0.5)' for j in scored) + "]}}"
+        return '{"rank_result": {"Correctness": [' + ", ".join(f'("answer{j + 1}", {0.9 - 0.3 * i:.1f})'
+                                                              for i, j in enumerate(scored)) + "]}}"
 
     ranked = C.rank_answers(ScriptedGenerator(judge), "others", ["who is a bear?", "who won most?"], answers,
                             ["Correctness"], golds=[["Beorn"], ["Princeton"]], seed=1)

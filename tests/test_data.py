@@ -278,6 +278,7 @@ DPR_ROWS = [
     ("where is paris", ["Paris", "Paris, France"]),
     ('the "quoted"\tquestion', ["a\tb", 'x "y" z']),
     ("a question written\nover two lines", ["two"]),
+    ("a line\u2028separator and a form\x0cfeed inside", ["kept"]),
 ]
 
 
@@ -287,7 +288,7 @@ def test_dpr_qa_csv_quoted_as_the_csv_module_writes_it(tmp_path, loader):
     _write_dpr_qa(path, DPR_ROWS)
     examples = getattr(data, loader)(path)
     assert [(e.question, e.answers) for e in examples] == [(q, a) for q, a in DPR_ROWS]
-    assert examples[0].id.endswith("-0000") and examples[-1].id.endswith("-0003")
+    assert examples[0].id.endswith("-0000") and examples[-1].id.endswith("-0004")
     # a byte-order mark is not part of the first question
     path.write_bytes("\ufeff".encode() + path.read_bytes())
     assert getattr(data, loader)(path)[0].question == "who said hi"
