@@ -63,11 +63,11 @@ max_new_tokens: int = 96  # longest CoT completion
 # %%
 profile = profiles.resolve(profile, device or None)
 sizes = {
-    "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=12),
-    "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=12),
-    "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=12),
+    "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=8),
+    "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=8),
+    "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=8),
 }
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
+max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
 wanted = [d.strip() for d in datasets.split(",") if d.strip()]
 sources = [k.strip() for k in knowledge.split(",") if k.strip()]
 threshold = math.ceil(n_samples / 2)

@@ -427,3 +427,18 @@ def test_weighted_average_reproduces_the_papers_avg_column():
     for row, values in C.PAPER_TABLE2.items():
         avg = C.weighted_average({d: values[d] for d in C.PAPER_DATASETS}, C.PAPER_COUNTS)
         assert avg == pytest.approx(values["Avg"], abs=0.051), row
+
+
+def test_without_the_chain_only_judgment_and_revision_are_expected_and_fire_sigma():
+    v = C.parse_verification('{"3": "false", "4": "Who turns into a bear in The Hobbit?"}', chain=False)
+    assert v.status == "ok" and v.well_formed and not v.chain and v.correctness is None
+    assert C.sigma(v) and C.sigma(v, C.Thresholds(mode="any"))
+    assert not C.sigma(C.parse_verification('{"3": "true", "4": ""}', chain=False))
+    chained = C.parse_verification('{"3": "false", "4": "Who?"}')  # the same output read as a full verification
+    assert chained.status == "repaired" and "missing:correctness" in chained.repairs and not C.sigma(chained)
+
+
+def test_teacher_prompts_carry_the_gold_label_line_of_table_13():
+    prompt = C.verification_prompt("who won?", "Alabama [1].", _refs(1), label=["Princeton"])
+    assert prompt.endswith('\nLabel: ["Princeton"]\nOutput:')
+    assert "Label:" not in C.verification_prompt("who won?", "Alabama [1].", _refs(1))

@@ -175,7 +175,7 @@ def test_03_verify_and_edit_tables_smoke(smoke_root):
     by = {(r["dataset"], r["method"], r["knowledge"]): r for r in rows}
     for dataset in ("hotpotqa", "2wikimultihop", "fever"):
         for method in ("Standard", "CoT", "CoT-SC"):
-            assert by[(dataset, method, "-")]["n"] == 12
+            assert by[(dataset, method, "-")]["n"] == 8
     ve = [r for r in rows if r["method"] == "CoT-SC + VE" and r["n"]]
     assert {r["dataset"] for r in ve} == {"hotpotqa", "2wikimultihop", "fever"}
     assert any(r["knowledge"].startswith("Dataset") for r in ve if r["dataset"] == "hotpotqa")
