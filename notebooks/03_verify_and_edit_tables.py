@@ -70,6 +70,7 @@ sizes = {
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
 wanted = [d.strip() for d in datasets.split(",") if d.strip()]
 sources = [k.strip() for k in knowledge.split(",") if k.strip()]
+sources = profiles.pick(profile, full=sources, smoke=[k for k in sources if k != "tfidf"])  # smoke: one retriever
 threshold = math.ceil(n_samples / 2)
 params = dict(profile=profile, sizes=sizes, datasets=wanted, knowledge=sources, n_samples=n_samples,
               temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, threshold=threshold)
