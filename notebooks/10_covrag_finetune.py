@@ -76,7 +76,7 @@ verify_tokens: int = 160  # longest verification at test time
 # %%
 profile = profiles.resolve(profile, device or None)
 n_train = profiles.pick(profile, full=n_train, cpu=min(n_train, 32), smoke=6)
-n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 10), smoke=2)
+n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 5), smoke=2)
 k = profiles.pick(profile, full=k, smoke=min(k, 2))
 max_steps = profiles.pick(profile, full=max_steps, cpu=8 if max_steps < 0 else max_steps, smoke=2)
 batch_size = profiles.pick(profile, full=batch_size, cpu=2, smoke=2)

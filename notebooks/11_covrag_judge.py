@@ -58,7 +58,7 @@ judge_tokens: int = 200  # longest ranking
 
 # %%
 profile = profiles.resolve(profile, device or None)
-n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 10), smoke=2)  # = notebook 10: its answers are cached
+n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 5), smoke=2)  # = notebook 10: its answers are cached
 k = profiles.pick(profile, full=k, smoke=min(k, 2))
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
 verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
