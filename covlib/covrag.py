@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 from covlib.lm import Generator
 from covlib.metrics import accuracy_contains, normalize_answer
 from covlib.records import Example, Passage
-from covlib.references import format_references, strip_citations
+from covlib.references import format_references, parse_citations, strip_citations
 
 # --------------------------------------------------------------------------- prompts (Table 6, verbatim)
 
@@ -293,9 +293,7 @@ def _close(fragment: str) -> tuple[str, str | None]:
         elif ch in "}]" and stack:
             stack.pop()
     cut = _CUT_VALUE.search(fragment) if quote else None
-    out = fragment.rstrip() + quote
-    if quote and not cut:
-        out = _DANGLING[1].sub(r"\1", out)  # the cut string was a key, not a value
+    out = fragment.rstrip() + quote  # a cut key (not a value) is then dropped as a dangling key below
     changed = True
     while changed:
         before = out.rstrip()
@@ -818,9 +816,6 @@ def answerable(examples: Sequence[Example], passages: Iterable[Passage], max_wor
 
 # --------------------------------------------------------------------------- training data (§2.2)
 
-CHAIN_KEYS = ("1", "2", "3", "4")
-
-
 def verification_json(v: Verification, chain: bool = True) -> str:
     """A verification as the target the verifier is trained to write: Table 6's JSON ("w/ CoL"), or with
     `chain=False` only the judgment and revised query ("w/o CoL", Table 4)."""
@@ -850,8 +845,6 @@ def gold_verification(question: str, answer: str, references: Sequence[Passage],
     correct, 0.9 / 0.3 when not; conciseness = min(1, 40 / words). Judgment true iff correct; a
     wrong answer gets the question rewritten by `well_formed_question` as its revised query.
     """
-    from covlib.references import parse_citations
-
     correct = is_correct(answer, gold)
     cited = [i for i in parse_citations(answer) if 1 <= i <= len(references)]
     holding = [references_hold_answer([references[i - 1]], gold) for i in cited]
