@@ -3,16 +3,22 @@
 Each finished batch is committed at once, so a run killed mid-way keeps all
 that it generated and the next run resumes from there. Keys are hashes of
 everything that changes the output (model, prompt, decoding, sample index).
+
+A cache that cannot be used raises `CacheError` naming the file and what to do. A finished cache
+in a folder this process cannot write to (a shared, read-only copy) is opened read-only: reading
+works, storing a new result raises. `COVLIB_CACHE_READONLY=1` asks for read-only explicitly.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from covlib import paths
 
@@ -20,7 +26,7 @@ from covlib import paths
 def make_key(**parts: Any) -> str:
     """A stable hash of keyword parts (JSON with sorted keys)."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate still gets its own key
 
 
 _FINGERPRINTS: dict[tuple, str] = {}
@@ -53,6 +59,13 @@ def fingerprint_dir(model_id_or_dir: str | Path) -> str | None:
     return total.hexdigest()[:16]
 
 
+class CacheError(RuntimeError):
+    """The cache file cannot be used; the message names the file and the remedy."""
+
+
+_REMEDY = "delete the file (its entries are recomputed on the next run) or point COVLIB_CACHE at another folder"
+
+
 class Cache:
     """A JSON-valued SQLite table; `None` path means the project's default cache file."""
 
@@ -64,23 +77,65 @@ class Cache:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            conn.commit()
+    @property
+    def readonly(self) -> bool:
+        """Whether this cache is opened read-only (COVLIB_CACHE_READONLY=1, or an existing file in a folder we cannot write)."""
+        if os.environ.get("COVLIB_CACHE_READONLY") == "1":
+            return True
+        return self.path.is_file() and not (os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK))
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """SQLite errors re-raised as CacheError naming the file and the remedy."""
+        try:
+            yield
+        except sqlite3.DatabaseError as err:
+            text = str(err)
+            if "readonly" in text or "read-only" in text:
+                remedy = "the cache is read-only here: make the folder writable or point COVLIB_CACHE at a writable one"
+            elif "locked" in text:
+                remedy = "another process held a write lock for over 60 s; retry when it has finished"
+            else:
+                remedy = f"it is not a usable SQLite cache: {_REMEDY}"
+            raise CacheError(f"cache {self.path}: {action} failed ({text}); {remedy}") from None
+
+    def _db(self) -> sqlite3.Connection | None:
+        """The connection (None for a read-only cache whose file does not exist: nothing is cached)."""
+        if self._conn is not None:
+            return self._conn
+        if self.path.is_dir():
+            raise CacheError(f"cache path {self.path} is a folder, not a SQLite file: rename it, or point "
+                             "COVLIB_CACHE at another folder")
+        with self._guard("opening"):
+            if self.readonly:
+                if not self.path.is_file():
+                    return None
+                # immutable: no -wal/-shm files are needed, so a folder we cannot write to is fine
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
+                                       check_same_thread=False)
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # garbage fails here, not later
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                conn.commit()
             self._conn = conn
         return self._conn
+
+    def _has_table(self, db: sqlite3.Connection) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+        return bool(db.execute(query, (self.table,)).fetchall())
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """Values for those keys that are present."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, Any] = {}
-        with self._lock:
+        with self._lock, self._guard("reading"):
             db = self._db()
+            if db is None or (self.readonly and not self._has_table(db)):
+                return found
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -97,7 +152,11 @@ class Cache:
         if not items:
             return
         rows = [(k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()]
-        with self._lock:
+        if self.readonly:
+            raise CacheError(f"cache {self.path} is read-only (a folder this process cannot write to, or "
+                             f"COVLIB_CACHE_READONLY=1): {len(rows)} new results cannot be stored; point COVLIB_CACHE "
+                             "at a writable folder to compute what is missing")
+        with self._lock, self._guard("writing"):
             db = self._db()
             db.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", rows)
             db.commit()
@@ -107,14 +166,19 @@ class Cache:
         self.put_many({key: value})
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._db().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
+        with self._lock, self._guard("counting"):
+            db = self._db()
+            if db is None or (self.readonly and not self._has_table(db)):
+                return 0
+            return db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
 
     def clear(self) -> None:
         """Delete every entry of this table."""
-        with self._lock:
-            self._db().execute(f"DELETE FROM {self.table}")
-            self._db().commit()
+        with self._lock, self._guard("clearing"):
+            db = self._db()
+            if db is not None:
+                db.execute(f"DELETE FROM {self.table}")
+                db.commit()
 
     def close(self) -> None:
         """Close the connection (it reopens on next use)."""

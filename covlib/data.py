@@ -57,7 +57,7 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from covlib import paths
 from covlib.records import DataError, Example, Paragraph, Passage
@@ -196,6 +196,31 @@ def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(s.strip() for s in items if s and s.strip()))
 
 
+def _text(record: Any, field: str, loc: _Loc, name: str | None = None) -> str:
+    """record[field] as a string that is not empty or whitespace only (kept as written)."""
+    value = _require(record, field, str, loc, name)
+    if not value.strip():
+        raise loc.error(f"field {name or field!r} is empty", field=name or field)
+    return value
+
+
+def _where(loc: _Loc) -> str:
+    return f"line {loc.line}" if loc.line is not None else f"record {loc.index}"
+
+
+def _unique_ids(rows: Iterable[tuple[Example, _Loc]]) -> list[Example]:
+    """The examples in order; a DataError at the second use of an id, naming where it was first used."""
+    seen: dict[str, _Loc] = {}
+    examples = []
+    for example, loc in rows:
+        if example.id in seen:
+            raise loc.error(f"duplicate id {example.id!r} (first used at {_where(seen[example.id])}): ids must be "
+                            "unique, or selections by id and few-shot pools pick the wrong record", field="id")
+        seen[example.id] = loc
+        examples.append(example)
+    return examples
+
+
 def _existing_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
@@ -221,22 +246,48 @@ def _json_line(raw: str, loc: _Loc) -> Any:
         raise loc.error(f"invalid JSON line: {err.msg} (column {err.colno})") from err
 
 
-def iter_records(path: str | Path) -> Iterator[tuple[dict, _Loc]]:
-    """(record, where) for each object of a JSON-list or JSON-lines file (sniffed); `where.error(msg, field)` names file and line."""
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based number, line) split at \n only: U+2028 and other Unicode breaks are valid inside a JSON string."""
+    for number, raw in enumerate(text.split("\n"), start=1):
+        yield number, raw.removesuffix("\r")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def iter_records(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[dict, _Loc]]:
+    """(record, where) for each object of a JSON-list or JSON-lines file (sniffed); `where.error(msg, field)` names file and line.
+
+    An empty file (or `[]`) is an error unless `allow_empty`: a dataset with no record is a wrong path or a
+    failed download far more often than intended.
+    """
     path = Path(path)
     text = _read_text(path)
+    if not text.strip() and not allow_empty:
+        raise DataError(path, "empty file: no records (a failed download or the wrong file?)")
+    records: Any = None
     if text.lstrip().startswith("["):
         try:
             records = json.loads(text)
         except json.JSONDecodeError as err:
-            raise DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", line=err.lineno) from err
+            if not (err.msg == "Extra data" and _is_json(text.lstrip().split("\n", 1)[0])):
+                raise DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", line=err.lineno) from err
+            # JSON lines whose first line is a list: read line by line below, which names that line
+    if isinstance(records, list):
+        if not records and not allow_empty:
+            raise DataError(path, "an empty JSON list: no records")
         for index, record in enumerate(records):
             loc = _Loc(path, index=index)
             if not isinstance(record, dict):
                 raise loc.error(f"expected an object, got {type(record).__name__}")
             yield record, loc
         return
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in _lines(text):
         if not raw.strip():
             continue
         loc = _Loc(path, line=number)
@@ -255,17 +306,6 @@ def _read_json_value(path: str | Path) -> Any:
 
 
 # --------------------------------------------------------------------------- hub
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?(:[\w.-]+)?$")
-_FILE_SUFFIXES = {".json", ".jsonl", ".jsonlines", ".tsv", ".csv", ".txt", ".gz", ".parquet", ".bz2", ".zip"}
-
-
-def _is_hub_id(source: str | Path) -> bool:
-    """A string that is not an existing path and looks like `name`, `owner/name` or either with `:config`."""
-    if not isinstance(source, str) or Path(source).exists() or not _HUB_ID.match(source):
-        return False
-    return Path(source.partition(":")[0]).suffix.lower() not in _FILE_SUFFIXES
-
 
 def _hub_rows(source: str, default_config: str | None, split: str, local_hint: str) -> Iterator[tuple[dict, _Loc]]:
     """Rows of a Hugging Face hub dataset (`name[:config]`), as the local readers yield them."""
@@ -290,7 +330,7 @@ def _hub_rows(source: str, default_config: str | None, split: str, local_hint: s
 
 def _rows(source: str | Path, default_config: str | None, split: str, local_hint: str) -> Iterator[tuple[dict, _Loc]]:
     """Records from a local JSON/JSONL file, or from the hub when `source` is a hub id."""
-    if _is_hub_id(source):
+    if paths.is_hub_id(source):
         return _hub_rows(str(source), default_config, split, local_hint)
     return iter_records(source)
 
@@ -312,8 +352,8 @@ def _locate(sentence: str, sentences: list[str]) -> int | None:
 
 def _adv_hotpot_row(row: dict, loc: _Loc) -> Example:
     qid = _require(row, "qas_id", str, loc)
-    question = _require(row, "question", str, loc)
-    answer = _require(row, "answer", str, loc)
+    question = _text(row, "question", loc)
+    answer = _text(row, "answer", loc)
     paragraphs = []
     for i, par in enumerate(_require(row, "paragraphs", list, loc)):
         title = _require(par, "title", str, loc, f"paragraphs[{i}].title")
@@ -351,12 +391,13 @@ def load_adv_hotpotqa(
     path = Path(path) if path is not None else paths.dataset_path(*_SHARED_FILES["adv_hotpotqa"])
     if split not in ("calibration", "test", "all"):
         raise ValueError(f"split must be 'calibration', 'test' or 'all', got {split!r}")
-    examples = [_adv_hotpot_row(row, loc) for row, loc in iter_records(path)]
-    if split != "all" and len(examples) < CALIBRATION_SIZE + TEST_SIZE:
+    examples = _unique_ids((_adv_hotpot_row(row, loc), loc) for row, loc in iter_records(path))
+    if split != "all" and len(examples) != CALIBRATION_SIZE + TEST_SIZE:
         raise DataError(
             path,
-            f"split {split!r} needs the {CALIBRATION_SIZE + TEST_SIZE}-record sim_dev file, got "
-            f"{len(examples)} records; use split='all' (e.g. for the sim_train few-shot pool)",
+            f"split {split!r} needs the {CALIBRATION_SIZE + TEST_SIZE}-record sim_dev file (first {CALIBRATION_SIZE} "
+            f"calibration, last {TEST_SIZE} test), got {len(examples)} records; use split='all' for other files "
+            "(e.g. the sim_train few-shot pool)",
         )
     if split == "calibration":
         examples = examples[:CALIBRATION_SIZE]
@@ -381,8 +422,8 @@ def _hotpot_row(row: dict, loc: _Loc) -> Example:
     """A Hugging Face `hotpot_qa` row, or an official HotpotQA record (`_id`, list-shaped context)."""
     official = "_id" in row
     qid = _require(row, "_id" if official else "id", str, loc)
-    question = _require(row, "question", str, loc)
-    answer = _require(row, "answer", str, loc)
+    question = _text(row, "question", loc)
+    answer = _text(row, "answer", loc)
     facts, context = _official_context(row, loc) if official else _hf_hotpot_context(row, loc)
     paragraphs = _paragraphs(context, facts)
     metadata = {"dataset": "hotpotqa", "type": row.get("type"), "level": row.get("level")}
@@ -442,7 +483,7 @@ def load_hotpotqa(path_or_hub_id: str | Path | None = None, split: str = "valida
     """HotpotQA distractor: HF `hotpot_qa` JSONL rows, the official JSON list, or a hub id (`split` is for the hub)."""
     source = path_or_hub_id if path_or_hub_id is not None else paths.dataset_path(*_SHARED_FILES["hotpotqa"])
     hint = "e.g. ../shared/data/hotpotqa/hotpot_dev_distractor_sample100.jsonl"
-    return [_hotpot_row(row, loc) for row, loc in _rows(source, "distractor", split, hint)]
+    return _unique_ids((_hotpot_row(row, loc), loc) for row, loc in _rows(source, "distractor", split, hint))
 
 
 # --------------------------------------------------------------------------- 2WikiMultihopQA
@@ -450,14 +491,14 @@ def load_hotpotqa(path_or_hub_id: str | Path | None = None, split: str = "valida
 
 def _2wiki_row(row: dict, loc: _Loc) -> Example:
     """An official 2WikiMultihopQA record, or a question-only `{test_id, question, answer[]}` record."""
-    question = _require(row, "question", str, loc)
+    question = _text(row, "question", loc)
     if "_id" not in row and "test_id" in row:
         test_id = _require(row, "test_id", int, loc)
         answers = _str_list(_require(row, "answer", (str, list), loc), loc, "answer")
         metadata = {"dataset": "2wikimultihop", "test_id": test_id}
         return Example(f"2wiki-{test_id:04d}", question, _unique(answers), metadata=metadata)
     qid = _require(row, "_id", str, loc)
-    answer = _require(row, "answer", str, loc)
+    answer = _text(row, "answer", loc)
     facts, context = _official_context(row, loc)
     paragraphs = _paragraphs(context, facts)
     metadata = {"dataset": "2wikimultihop", "type": row.get("type"), "evidences": row.get("evidences", [])}
@@ -471,7 +512,7 @@ def load_2wikimultihop(path: str | Path | None = None, split: str = "dev") -> li
             raise ValueError(f"split must be 'dev' or 'train', got {split!r}")
         key = "2wikimultihop" if split == "dev" else "2wikimultihop_fewshot"
         path = paths.dataset_path(*_SHARED_FILES[key])
-    return [_2wiki_row(row, loc) for row, loc in iter_records(path)]
+    return _unique_ids((_2wiki_row(row, loc), loc) for row, loc in iter_records(path))
 
 
 # --------------------------------------------------------------------------- FEVER
@@ -503,7 +544,7 @@ def _fever_facts(evidence: list, loc: _Loc) -> list[tuple[str, int]]:
 def _fever_row(row: dict, loc: _Loc) -> Example:
     """A processed FEVER record `{id, question, label, evidence, pars}` or a train one `{id, claim, label, ...}`."""
     raw_id = _require(row, "id", (int, str), loc)
-    claim = _require(row, "claim" if "claim" in row else "question", str, loc)
+    claim = _text(row, "claim" if "claim" in row else "question", loc)
     label = _require(row, "label", str, loc)
     if label not in FEVER_LABELS:
         raise loc.error(f"field 'label' should be one of {FEVER_LABELS}, got {label!r}", field="label")
@@ -550,7 +591,7 @@ def load_fever(
         path = paths.dataset_path(*_SHARED_FILES["fever" if split == "paper_test" else "fever_fewshot"])
     if ids == "default":
         ids = paths.dataset_path(*_SHARED_FILES["fever_ids"]) if split == "paper_test" else None
-    examples = [_fever_row(row, loc) for row, loc in iter_records(path)]
+    examples = _unique_ids((_fever_row(row, loc), loc) for row, loc in iter_records(path))  # 7 and "7" collide
     if ids is None:
         return examples
     by_id = {example.id: example for example in examples}
@@ -618,7 +659,7 @@ def load_web_questions(path: str | Path | None = None, split: str = "test") -> l
 def _triviaqa_row(row: dict, loc: _Loc) -> Example:
     """A HF `trivia_qa` row `{question_id, question, answer: {value, aliases, ...}}` (test rows have empty answers)."""
     qid = _require(row, "question_id", str, loc)
-    question = _require(row, "question", str, loc)
+    question = _text(row, "question", loc)
     answer = _require(row, "answer", dict, loc)
     value = _require(answer, "value", str, loc, "answer.value")
     aliases = _str_list(_require(answer, "aliases", list, loc, "answer.aliases"), loc, "answer.aliases")
@@ -644,7 +685,7 @@ def _parse_answer_list(text: str, loc: _Loc) -> list[str]:
 
 def _is_qa_tsv(source: str | Path) -> bool:
     """A local DPR-style `question<TAB>answers` file: .csv/.tsv/.txt, or a file that is not JSON."""
-    if _is_hub_id(source) or not Path(source).is_file():
+    if paths.is_hub_id(source) or not Path(source).is_file():
         return False
     if Path(source).suffix.lower() in (".tsv", ".csv", ".txt"):
         return True
@@ -660,12 +701,14 @@ def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], _Loc]]:
     path = Path(path)
     text = io.StringIO(_read_text(path), newline="")  # only \n and \r\n end a row (not U+2028 inside a question)
     reader = csv.reader(text, delimiter="\t", quotechar='"', doublequote=True, strict=True)
-    start = 1
+    start, count = 1, 0
     while True:
         loc = _Loc(path, line=start)
         try:
             row = next(reader)
         except StopIteration:
+            if not count:
+                raise DataError(path, "empty file: no questions (a failed download or the wrong file?)") from None
             return
         except csv.Error as err:
             raise loc.error(f"malformed quoting: {err}") from err
@@ -677,6 +720,7 @@ def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], _Loc]]:
                             + (" (an unclosed quote swallows the tabs after it)" if any("\t" in c for c in row) else ""))
         question = _nonempty_question(row[0], loc)
         answers = _nonempty_answers(_parse_answer_list(row[1].strip(), loc), loc, "answers")
+        count += 1
         yield question, answers, loc
 
 
@@ -688,7 +732,7 @@ def load_triviaqa(path: str | Path, split: str = "validation") -> list[Example]:
             Example(f"tqa-{n:04d}", question, answers, metadata={"dataset": "triviaqa"})
             for n, (question, answers, _) in enumerate(_iter_qa_tsv(path))
         ]
-    return [_triviaqa_row(row, loc) for row, loc in _rows(path, "rc.nocontext", split, hint)]
+    return _unique_ids((_triviaqa_row(row, loc), loc) for row, loc in _rows(path, "rc.nocontext", split, hint))
 
 
 # --------------------------------------------------------------------------- Mintaka
@@ -730,17 +774,17 @@ def _mintaka_row(row: dict, loc: _Loc, lang: str) -> Example:
         "complexityType": row.get("complexityType"),
     }
     if "answerText" in row:  # HF rows: question already in the config's language
-        question = _require(row, "question", str, loc)
+        question = _text(row, "question", loc)
         answer_text = _require(row, "answerText", (str, type(None)), loc) or ""
         entities = _require(row, "answerEntity", (list, type(None)), loc) or []
         labels = [_entity_label(e, lang, loc, f"answerEntity[{i}]") for i, e in enumerate(entities)]
         metadata["answer_entities"] = labels
         return Example(qid, question, _unique([*_gold_from_labels(labels), answer_text]), metadata=metadata)
     if lang == "en":
-        question = _require(row, "question", str, loc)
+        question = _text(row, "question", loc)
     else:
         translations = _require(row, "translations", dict, loc)
-        question = _require(translations, lang, str, loc, f"translations.{lang}")
+        question = _text(translations, lang, loc, f"translations.{lang}")
     answer = _require(row, "answer", dict, loc)
     answer_type = _require(answer, "answerType", str, loc, "answer.answerType")
     values = _require(answer, "answer", (list, type(None)), loc, "answer.answer") or []
@@ -764,7 +808,7 @@ def _mintaka_row(row: dict, loc: _Loc, lang: str) -> Example:
 def load_mintaka(path: str | Path, lang: str = "en", split: str = "test") -> list[Example]:
     """Mintaka: the official JSON list (question in `lang`) or HF `AmazonScience/mintaka` rows, or a hub id."""
     hint = "e.g. mintaka_test.json from github.com/amazon-science/mintaka"
-    return [_mintaka_row(row, loc, lang) for row, loc in _rows(path, lang, split, hint)]
+    return _unique_ids((_mintaka_row(row, loc, lang), loc) for row, loc in _rows(path, lang, split, hint))
 
 
 # --------------------------------------------------------------------------- few-shot pools
@@ -844,12 +888,23 @@ def default_corpus() -> list[Passage]:
     )
 
 
-def iter_dpr_tsv(path: str | Path, limit: int | None = None) -> Iterator[Passage]:
-    """Stream passages from a DPR `psgs_w100.tsv` (`id<TAB>text<TAB>title` with that header)."""
+def _decoded_lines(path: Path, handle: Any) -> Iterator[str]:
+    """The lines of a binary file (split at \\n only) decoded as UTF-8, a leading BOM dropped; an error names the line."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start} of the line): re-encode the "
+                            "file as UTF-8", line=number) from err
+        yield line.removeprefix("\ufeff") if number == 1 else line
+
+
+def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, int]]:
+    """(passage, line) from a DPR `psgs_w100.tsv`; every passage is one line, so a row that runs on is an error."""
     path = _existing_file(path)
     csv.field_size_limit(1 << 24)
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t")
+    with path.open("rb") as handle:
+        reader = csv.reader(_decoded_lines(path, handle), delimiter="\t")
         try:
             header = [h.strip().lower() for h in next(reader, [])]
         except csv.Error as err:
@@ -859,26 +914,48 @@ def iter_dpr_tsv(path: str | Path, limit: int | None = None) -> Iterator[Passage
         columns = {name: header.index(name) for name in header}
         count = 0
         while limit is None or count < limit:
+            line = reader.line_num + 1
             try:
                 fields = next(reader, None)
             except csv.Error as err:
-                raise DataError(path, f"unreadable TSV row: {err}", line=reader.line_num) from err
+                raise DataError(path, f"unreadable TSV row: {err}", line=line) from err
             if fields is None:
                 return
+            if reader.line_num != line:
+                raise DataError(path, f"this row runs on to line {reader.line_num} ({count} passages read before it): "
+                                "an unclosed quote? DPR passages are one line each", line=line)
             if not fields:
                 continue
             if len(fields) != 3:
-                raise DataError(path, f"expected 3 tab-separated columns, got {len(fields)}", line=reader.line_num)
+                raise DataError(path, f"expected 3 tab-separated columns, got {len(fields)}", line=line)
             pid = fields[columns["id"]].strip()
             if not pid:
-                raise DataError(path, "empty passage id", line=reader.line_num, field="id")
-            yield Passage(pid, fields[columns["title"]], fields[columns["text"]])
+                raise DataError(path, "empty passage id", line=line, field="id")
+            yield Passage(pid, fields[columns["title"]], fields[columns["text"]]), line
             count += 1
 
 
+def _unique_passages(rows: Iterable[tuple[Passage, int]], path: str | Path) -> list[Passage]:
+    """The passages in order; a DataError at the second use of an id, naming the first line."""
+    seen: dict[str, int] = {}
+    passages = []
+    for passage, line in rows:
+        if passage.id in seen:
+            raise DataError(path, f"duplicate passage id {passage.id!r} (first at line {seen[passage.id]})",
+                            line=line, field="id")
+        seen[passage.id] = line
+        passages.append(passage)
+    return passages
+
+
+def iter_dpr_tsv(path: str | Path, limit: int | None = None) -> Iterator[Passage]:
+    """Stream passages from a DPR `psgs_w100.tsv` (`id<TAB>text<TAB>title` with that header); ids are not checked."""
+    return (passage for passage, _ in _dpr_rows(path, limit))
+
+
 def read_dpr_tsv(path: str | Path, limit: int | None = None) -> list[Passage]:
-    """Passages of a DPR `psgs_w100.tsv` file (the first `limit` only, read lazily, when given)."""
-    return list(iter_dpr_tsv(path, limit))
+    """Passages of a DPR `psgs_w100.tsv` file (the first `limit` only, read lazily, when given); ids must be unique."""
+    return _unique_passages(_dpr_rows(path, limit), path)
 
 
 def _jsonl_passage(row: dict, loc: _Loc) -> Passage:
@@ -893,24 +970,29 @@ def _jsonl_passage(row: dict, loc: _Loc) -> Passage:
     return Passage(pid, _require(row, "title", str, loc), _require(row, "text", str, loc))
 
 
-def iter_jsonl_corpus(path: str | Path, limit: int | None = None) -> Iterator[Passage]:
-    """Stream passages from a JSONL corpus (FlashRAG `{id, contents}` or `{id, title, text}`), line by line."""
+def _jsonl_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, int]]:
+    """(passage, line) from a JSONL corpus, read line by line."""
     path = _existing_file(path)
     count = 0
-    with path.open(encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(_decoded_lines(path, handle), start=1):
             if limit is not None and count >= limit:
                 return
             if not raw.strip():
                 continue
             loc = _Loc(path, line=number)
-            yield _jsonl_passage(_json_line(raw, loc), loc)
+            yield _jsonl_passage(_json_line(raw, loc), loc), number
             count += 1
 
 
+def iter_jsonl_corpus(path: str | Path, limit: int | None = None) -> Iterator[Passage]:
+    """Stream passages from a JSONL corpus (FlashRAG `{id, contents}` or `{id, title, text}`); ids are not checked."""
+    return (passage for passage, _ in _jsonl_rows(path, limit))
+
+
 def read_jsonl_corpus(path: str | Path, limit: int | None = None) -> list[Passage]:
-    """Passages of a JSONL corpus (the first `limit` only, read lazily, when given)."""
-    return list(iter_jsonl_corpus(path, limit))
+    """Passages of a JSONL corpus (the first `limit` only, read lazily, when given); ids must be unique."""
+    return _unique_passages(_jsonl_rows(path, limit), path)
 
 
 def load_corpus(path: str | Path = "") -> tuple[list[Passage], str]:

@@ -28,12 +28,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from covlib import paths
 from covlib.cache import Cache, fingerprint_dir, make_key
@@ -73,13 +74,13 @@ class Generator(Protocol):
         temperature: float = 0.0,
         top_p: float = 1.0,
         max_new_tokens: int = 128,
-        stop: Sequence[str] = (),
+        stop: str | Sequence[str] = (),
         seed: int = 0,
         chat: bool = False,
         progress: bool = True,
         desc: str = "generate",
     ) -> list[list[Completion]]:
-        """`n` completions for each prompt."""
+        """`n` completions for each prompt; `stop` is one string or several; bad prompts fail `check_prompts`."""
         ...
 
 
@@ -141,6 +142,10 @@ class LM:
         cache: Cache | None = None,
         adapter: str | Path | None = None,
     ):
+        if model is not None and not Path(model).is_dir() and not paths.is_hub_id(model):
+            what = "is a file, not a model folder" if Path(model).exists() else "does not exist"
+            raise FileNotFoundError(f"model {model!r} {what}, and it is not a hub id (`owner/name`): give a folder "
+                                    "that save_pretrained wrote, a hub id, or nothing for the embedded model")
         self.model_id = model or EMBEDDED_MODEL
         self.device = device or default_device()
         self.dtype = dtype or ("bfloat16" if self.device.startswith("cuda") else "float32")
@@ -225,19 +230,21 @@ class LM:
         temperature: float = 0.0,
         top_p: float = 1.0,
         max_new_tokens: int = 128,
-        stop: Sequence[str] = (),
+        stop: str | Sequence[str] = (),
         seed: int = 0,
         chat: bool = False,
         progress: bool = True,
         desc: str = "generate",
     ) -> list[list[Completion]]:
         """`n` completions for each prompt (greedy when temperature is 0), from cache where possible."""
-        if isinstance(prompts, str):
-            raise TypeError("generate() takes a list of prompts, not a single string")
+        prompts = check_prompts(prompts, "generate")
+        stop = (stop,) if isinstance(stop, str) else tuple(stop)  # stop="Answer:" is one stop string
+        if not all(isinstance(s, str) for s in stop):
+            raise TypeError(f"stop must be a string or a list of strings, got {stop!r:.80}")
         if n < 1 or max_new_tokens < 1:
             raise ValueError(f"n and max_new_tokens must be >= 1, got n={n}, max_new_tokens={max_new_tokens}")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        if not (math.isfinite(temperature) and temperature >= 0 and math.isfinite(top_p) and 0 < top_p <= 1):
+            raise ValueError(f"need a finite temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
         greedy = temperature == 0
         n_distinct = 1 if greedy else n
         rendered = [self.render(p, chat) for p in prompts]
@@ -379,6 +386,8 @@ class LM:
         desc: str = "score",
     ) -> list[float]:
         """Total log-probability of each continuation given its prompt (cached)."""
+        prompts = check_prompts(prompts, "score")
+        continuations = check_prompts(continuations, "score", what="continuation")
         if len(prompts) != len(continuations):
             raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
         rendered = [self.render(p, chat) for p in prompts]
@@ -422,6 +431,25 @@ class LM:
             self.forward_calls += 1
             logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
         return [float(logp[b, keep - 1 - k :].sum()) for b, k in enumerate(n_cont)]
+
+
+def check_prompts(prompts: Any, method: str, what: str = "prompt") -> list[str]:
+    """The prompts as a list; refuses what no backend can generate from: a lone string, a non-string, an empty
+    string, invalid Unicode (a lone surrogate)."""
+    if isinstance(prompts, str) or not isinstance(prompts, Iterable):
+        raise TypeError(f"{method}() takes a list of {what}s, not {type(prompts).__name__} (wrap one {what} in a list)")
+    prompts = list(prompts)
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise TypeError(f"{method}(): {what} {i} is {type(p).__name__}, not str")
+        if not p:
+            raise ValueError(f"{method}(): {what} {i} is empty: there is no token to condition on")
+        try:
+            p.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"{method}(): {what} {i} is not valid Unicode text ({err.reason} at character "
+                             f"{err.start}: {p[max(0, err.start - 20):err.start]!r}...)") from None
+    return prompts
 
 
 def _as_list(x: Any) -> list[int]:

@@ -16,7 +16,15 @@ Backends (pick with `load_judge(spec)`):
 | "overlap"         | `OverlapJudge` -- approximate, NOT an NLI model    | nothing         |
 | "llm", "llm:<m>"  | `LLMJudge(load_lm(m))` -- LLM-as-judge via scores  | covlib.lm model |
 | "true"            | `TrueT5Judge` -- google/t5_xxl_true_nli_mixture    | the TRUE weights|
-| anything else     | `HFNLIJudge(spec)` -- any HF sequence-classifier   | those weights   |
+| "owner/name", dir | `HFNLIJudge(spec)` -- any HF sequence-classifier   | those weights   |
+
+Any other spec (a bare word that names no judge, a path that does not exist, "") is refused at
+once with the list of choices, instead of a slow hub lookup and a transformers error.
+
+Input rules (`probabilities`, for every judge): premises and hypotheses are lists of strings of
+the same length (a lone string is refused, not judged character by character). A pair whose
+premise or hypothesis is empty or whitespace only is judged neutral (0, 1, 0) without calling
+the judge: nothing is entailed by, or entails, an empty text (an empty model answer, say).
 
 The default judge (`judge=None`) is `DEFAULT_JUDGE`. Notebook 00b measures
 every judge on held-out FEVER pairs and on hand-checked credibility-setting
@@ -50,7 +58,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -96,8 +104,14 @@ def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, bat
     return HFNLIJudge(folder, device=device, batch_size=batch_size, max_length=256, name=name)
 
 
+JUDGE_CHOICES = "'minilm-fever-nli' (after `make judge`), 'overlap', 'llm', 'llm:<model>', 'true', an HF NLI model id " \
+    "'owner/name' or a local model folder"
+
+
 def load_judge(spec: str) -> Judge:
     """A judge from a short spec: 'minilm-fever-nli' (trained), 'overlap', 'llm', 'llm:<model>', 'true', or an HF model id/dir."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"empty judge spec {spec!r}; choose {JUDGE_CHOICES}")
     spec = spec.strip()
     low = spec.lower()
     if low in (TRAINED_JUDGE, "trained"):
@@ -113,7 +127,23 @@ def load_judge(spec: str) -> Judge:
         return LLMJudge(load_lm(model or None))
     if low in ("true", "t5-true", "true-t5"):
         return TrueT5Judge()
-    return HFNLIJudge(spec)
+    if Path(spec).expanduser().is_dir():
+        return HFNLIJudge(str(Path(spec).expanduser()))
+    if "/" in spec and paths.is_hub_id(spec):
+        return HFNLIJudge(spec)
+    if Path(spec).expanduser().exists():
+        raise ValueError(f"judge spec {spec!r} is a file; a local judge is a model folder. Choose {JUDGE_CHOICES}")
+    if "/" in spec or "\\" in spec or spec.startswith((".", "~")):
+        raise FileNotFoundError(f"judge folder {spec!r} does not exist (and it is not a hub id `owner/name`)")
+    raise ValueError(f"unknown judge {spec!r}; choose {JUDGE_CHOICES}")
+
+
+def _load_error(model_id: str, err: Exception) -> RuntimeError:
+    """A model that transformers could not load, explained."""
+    where = "the folder holds no loadable model" if Path(model_id).is_dir() else \
+        "the hub is unreachable from here or the id is wrong"
+    return RuntimeError(f"could not load NLI model {model_id!r}: {where} ({type(err).__name__}: {str(err)[:300]}). "
+                        f"Offline choices: {JUDGE_CHOICES}")
 
 
 def get_judge(judge: Judge | str | None = None) -> Judge:
@@ -137,6 +167,20 @@ def _check_probs(probs: Any, n: int, judge: Judge) -> np.ndarray:
     return probs / probs.sum(axis=1, keepdims=True)
 
 
+EMPTY_PAIR = (0.0, 1.0, 0.0)  # what a pair with an empty premise or hypothesis is judged
+
+
+def _texts(texts: Sequence[str], what: str) -> list[str]:
+    """The texts as a list, refusing a lone string (judged character by character) and non-strings."""
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise TypeError(f"{what}s must be a list of strings, not {type(texts).__name__} (wrap one pair in lists)")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what} {i} is {type(text).__name__}, not str")
+    return texts
+
+
 def probabilities(
     premises: Sequence[str],
     hypotheses: Sequence[str],
@@ -144,7 +188,7 @@ def probabilities(
     progress: bool = True,
 ) -> np.ndarray:
     """(N, 3) array of P(entailment, neutral, contradiction), cached per (judge, pair)."""
-    premises, hypotheses = list(premises), list(hypotheses)
+    premises, hypotheses = _texts(premises, "premise"), _texts(hypotheses, "hypothesis")
     if len(premises) != len(hypotheses):
         raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     judge = get_judge(judge)
@@ -157,7 +201,9 @@ def probabilities(
     found = cache.get_many(keys)
     todo: dict[str, tuple[str, str]] = {}
     for key, p, h in zip(keys, premises, hypotheses):
-        if key not in found:
+        if not p.strip() or not h.strip():
+            found[key] = list(EMPTY_PAIR)  # nothing entails or is entailed by an empty text; the judge is not asked
+        elif key not in found:
             todo.setdefault(key, (p, h))
     pending = list(todo.items())
     starts = range(0, len(pending), CHUNK)
@@ -300,8 +346,11 @@ class HFNLIJudge:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.device = _default_device(self.device)
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
-        model = AutoModelForSequenceClassification.from_pretrained(self.model_id)
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            model = AutoModelForSequenceClassification.from_pretrained(self.model_id)
+        except (OSError, ValueError) as err:
+            raise _load_error(self.model_id, err) from err
         self._mapping = map_nli_labels(self.labels or model.config.id2label)
         self._model = model.to(self.device).eval()
 
@@ -380,9 +429,12 @@ class TrueT5Judge:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         self.device = _default_device(self.device)
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
         kwargs = {"dtype": getattr(torch, self.dtype)} if self.dtype else {}
-        self._model = AutoModelForSeq2SeqLM.from_pretrained(self.model_id, **kwargs).to(self.device).eval()
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            self._model = AutoModelForSeq2SeqLM.from_pretrained(self.model_id, **kwargs).to(self.device).eval()
+        except (OSError, ValueError) as err:
+            raise _load_error(self.model_id, err) from err
         self._ids = (self._token_id("1"), self._token_id("0"))
 
     def _token_id(self, text: str) -> int:
@@ -554,7 +606,7 @@ class OverlapJudge:
     def config(self) -> dict[str, Any]:
         """Version and weights of the heuristic (bump version when the method changes)."""
         return {
-            "version": 1,
+            "version": 2,  # 2: a hypothesis with no content word is neutral (was uniform, argmax "entailment")
             "number_penalty": self.number_penalty,
             "negation_factor": self.negation_factor,
             "conflict_strength": self.conflict_strength,
@@ -564,7 +616,7 @@ class OverlapJudge:
         """(entailment, neutral, contradiction) for one pair."""
         h_words, h_nums, h_neg = _analyse(hypothesis)
         if not h_words and not h_nums:
-            return (1 / 3, 1 / 3, 1 / 3)
+            return EMPTY_PAIR  # nothing to check ("It is."): neutral, never an argmax "entailment"
         p_words, p_nums, _ = _analyse(premise)
         content = h_words | h_nums
         recall = len(content & (p_words | p_nums)) / len(content)

@@ -14,6 +14,7 @@ papermill parameters) are honoured; nothing touches the disk at import time.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -74,3 +75,25 @@ def build_dir() -> Path:
 def dataset_path(*parts: str) -> Path:
     """A file under the shared data folder, e.g. dataset_path('fever', 'sampled_ids.json')."""
     return data_dir().joinpath(*parts)
+
+
+# `name` or `owner/name`, optionally `:config`; a trailing `.json`-like extension marks a file, not a hub id
+# (hub names such as `Qwen2.5-7B` or `opt-1.3b` end otherwise).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(:[\w.-]+)?$")
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z]{2,5}$")
+
+
+def is_hub_id(source: object) -> bool:
+    """Whether `source` is a Hugging Face hub id rather than a local path.
+
+    A hub id is a string naming no existing path, shaped `name` or `owner/name` (optionally
+    `:config`), with no file extension, and whose `owner` is not a local folder. Anything else
+    is a local path, so a mistyped file name fails at once with "not found" instead of a hub lookup.
+    """
+    if not isinstance(source, str) or not _HUB_ID.match(source) or Path(source).expanduser().exists():
+        return False
+    name = source.partition(":")[0]
+    if _FILE_EXTENSION.search(name):
+        return False
+    owner, slash, _ = name.partition("/")
+    return not (slash and Path(owner).is_dir())

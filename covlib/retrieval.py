@@ -10,6 +10,12 @@ Every retriever has the same shape:
 
 Sparse retrievers never return a passage that shares no term with the query (score 0),
 so they may return fewer than k hits; ties are broken by corpus order.
+
+Input rules, the same for every retriever: `k` is a whole number >= 0 (0 gives no hits, a
+negative k is an error, never "all but the last"); `search_batch` takes a list of strings (a lone
+string is refused, not searched character by character); passage ids must be unique (a hit is
+known by its id). A corpus where no passage has a searchable word (all empty or stopwords) gives
+no hits, with a warning when it is indexed.
 `top_sentences` is Verify-and-Edit's "top-3 sentences most similar to the question".
 """
 
@@ -23,6 +29,7 @@ import re
 import shutil
 import urllib.parse
 import urllib.request
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -101,6 +108,43 @@ def corpus_fingerprint(passages: Sequence[Passage]) -> str:
     return h.hexdigest()
 
 
+def check_k(k: Any) -> int:
+    """k as an int: a whole number >= 0 (hits per query)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"k must be a whole number >= 0 (hits per query), got {k!r}")
+    return int(k)
+
+
+def check_queries(queries: Any) -> list[str]:
+    """The queries as a list of strings; a lone string is refused (it would be searched character by character)."""
+    if isinstance(queries, str) or not isinstance(queries, Iterable):
+        raise TypeError(f"search_batch() takes a list of queries, not {type(queries).__name__}; "
+                        "for one query use search(query, k)")
+    queries = list(queries)
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            raise TypeError(f"query {i} is {type(q).__name__}, not str")
+    return queries
+
+
+def check_passages(passages: Iterable[Passage]) -> list[Passage]:
+    """The passages as a list; ids must be unique, since a hit is known by its passage id."""
+    passages = list(passages)
+    first: dict[str, int] = {}
+    for i, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            raise TypeError(f"passage {i} is {type(p).__name__}, not records.Passage")
+        if p.id in first:
+            raise ValueError(f"duplicate passage id {p.id!r} (passages {first[p.id]} and {i}): ids must be unique")
+        first[p.id] = i
+    return passages
+
+
+def _warn_unsearchable(n: int) -> None:
+    warnings.warn(f"none of the {n} passages has a searchable word (all empty or stopwords only): "
+                  "every search returns no hit", stacklevel=3)
+
+
 def _topk(scores: np.ndarray, k: int, positive_only: bool) -> list[list[tuple[int, float]]]:
     """Row-wise top-k (index, score), best first, ties by index; optionally drop scores <= 0."""
     n = scores.shape[1]
@@ -157,6 +201,8 @@ class _Retriever:
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         """The top-k passages for one query, best first."""
+        if not isinstance(query, str):
+            raise TypeError(f"search() takes one query string, not {type(query).__name__}; for several use search_batch")
         return self.search_batch([query], k)[0]
 
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False) -> list[list[Hit]]:
@@ -201,7 +247,7 @@ class BM25Retriever(_Retriever):
     def __init__(self, passages: Sequence[Passage], backend: str = "bm25s", k1: float = 1.5, b: float = 0.75):
         if backend not in ("bm25s", "rank_bm25"):
             raise ValueError(f"backend must be 'bm25s' or 'rank_bm25', not {backend!r}")
-        self.passages = list(passages)
+        self.passages = check_passages(passages)
         self.backend, self.k1, self.b = backend, k1, b
         self._index: Any = None
         if self.passages:
@@ -209,6 +255,10 @@ class BM25Retriever(_Retriever):
 
     def _build(self) -> None:
         docs = [tokenize(passage_string(p)) for p in self.passages]
+        if not any(docs):
+            _warn_unsearchable(len(docs))
+            self._index = None  # nothing to index (bm25s cannot index an empty vocabulary)
+            return
         if self.backend == "bm25s":
             import bm25s
 
@@ -225,8 +275,9 @@ class BM25Retriever(_Retriever):
 
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False) -> list[list[Hit]]:
         """The top-k passages for each query by BM25 score (zero-score passages left out)."""
-        toks = [tokenize(q) for q in queries]
-        if not self.passages or not toks:
+        k = check_k(k)
+        toks = [tokenize(q) for q in check_queries(queries)]
+        if self._index is None or not toks or k == 0:
             return [[] for _ in toks]
         k = min(k, len(self.passages))
         if self.backend == "bm25s":
@@ -284,7 +335,7 @@ class TfidfRetriever(_Retriever):
     name = "tfidf"
 
     def __init__(self, passages: Sequence[Passage], ngram: int = 2, n_features: int = 2**24):
-        self.passages = list(passages)
+        self.passages = check_passages(passages)
         self.ngram, self.n_features = ngram, n_features
         self.columns = np.zeros(0, dtype=np.int64)  # hashed feature id of each compact column
         self.idf = np.zeros(0, dtype=np.float32)
@@ -312,6 +363,8 @@ class TfidfRetriever(_Retriever):
         mat = sp.csr_matrix((weights.astype(np.float32), compact, counts.indptr), shape=(n, self.columns.size))
         self.doc_matrix_t = mat.T.tocsr()
         self.doc_matrix_t.eliminate_zeros()
+        if self.columns.size == 0:
+            _warn_unsearchable(n)
 
     def config(self) -> dict:
         """N-gram order and hash size."""
@@ -332,6 +385,7 @@ class TfidfRetriever(_Retriever):
 
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False, chunk: int = 128) -> list[list[Hit]]:
         """The top-k passages for each query by TF-IDF dot product (zero-score passages left out)."""
+        k, queries = check_k(k), check_queries(queries)
         if not self.passages or self.columns.size == 0:
             return [[] for _ in queries]
         out: list[list[Hit]] = []
@@ -383,7 +437,7 @@ class DenseRetriever(_Retriever):
     def __init__(self, passages: Sequence[Passage], encoder: Any = None, batch_size: int = 64, progress: bool = False):
         from covlib.embedding import Encoder, load_encoder
 
-        self.passages = list(passages)
+        self.passages = check_passages(passages)
         self.encoder = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)
         self.batch_size = batch_size
         self.embeddings = self.encoder.encode([passage_string(p) for p in self.passages],
@@ -395,6 +449,7 @@ class DenseRetriever(_Retriever):
 
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False, chunk: int = 1024) -> list[list[Hit]]:
         """The top-k passages for each query by cosine similarity."""
+        k, queries = check_k(k), check_queries(queries)
         if not self.passages:
             return [[] for _ in queries]
         q = self.encoder.encode(list(queries), batch_size=self.batch_size, progress=progress)
@@ -459,6 +514,9 @@ class OracleRetriever:
 
     def search(self, query: str, k: int = 5, paragraphs: Sequence[Paragraph | Passage] = ()) -> list[Hit]:
         """The top-k of the given paragraphs for the query."""
+        k = check_k(k)
+        if not isinstance(query, str):
+            raise TypeError(f"search() takes one query string, not {type(query).__name__}")
         ps = [self._as_passage(p, i) for i, p in enumerate(paragraphs)]
         if not self.rank or not ps:
             return [Hit(p, 0.0) for p in ps[:k]]
@@ -479,6 +537,7 @@ class OracleRetriever:
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False,
                      paragraphs: Sequence[Sequence[Paragraph | Passage]] = ()) -> list[list[Hit]]:
         """search for each query with its own paragraph list."""
+        queries = check_queries(queries)
         if len(paragraphs) != len(queries):
             raise ValueError(f"{len(queries)} queries but {len(paragraphs)} paragraph lists")
         return [self.search(q, k, paragraphs=ps) for q, ps in zip(queries, paragraphs)]
@@ -522,6 +581,7 @@ class WebSearch:
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         """The top-k web results for a query (RuntimeError when no endpoint is configured)."""
+        k = check_k(k)
         if not self.endpoint:
             raise RuntimeError(
                 "WebSearch has no endpoint: pass WebSearch(endpoint=...) or set COVLIB_SEARCH_ENDPOINT "
@@ -546,7 +606,7 @@ class WebSearch:
 
     def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False) -> list[list[Hit]]:
         """search for each query, one request each."""
-        return [self.search(q, k) for q in _progress(queries, progress, "web")]
+        return [self.search(q, k) for q in _progress(check_queries(queries), progress, "web")]
 
     def save(self, folder: str | Path) -> Path:
         """Write the kind only (the endpoint may hold credentials and is read from the environment on load)."""
@@ -659,6 +719,7 @@ def top_sentences_batch(queries: Sequence[str], sentence_lists: Sequence[Sequenc
     """top_sentences for many (query, sentences) pairs, embedding each distinct text once."""
     from covlib.embedding import Encoder, load_encoder
 
+    k, queries = check_k(k), check_queries(queries)
     if len(queries) != len(sentence_lists):
         raise ValueError(f"{len(queries)} queries but {len(sentence_lists)} sentence lists")
     enc = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from covlib.lm import Completion
+from covlib.lm import Completion, check_prompts
 
 Reply = Union[str, tuple[str, float], Sequence[tuple[str, float]]]  # text, (text, mean log-prob), or samples
 
@@ -51,11 +51,10 @@ class ScriptedGenerator:
         return self.default
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 128, stop: Sequence[str] = (), seed: int = 0, chat: bool = False,
+                 max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0, chat: bool = False,
                  progress: bool = True, desc: str = "generate") -> list[list[Completion]]:
         """`n` scripted completions per prompt, as `LM.generate` returns them."""
-        if isinstance(prompts, str):
-            raise TypeError("generate() takes a list of prompts")
+        prompts = check_prompts(prompts, "generate")  # the same input rules as every real backend
         self.calls.append((desc, list(prompts), chat))
         self.generate_calls.append((desc, len(prompts), n))
         out = []
@@ -68,6 +67,8 @@ class ScriptedGenerator:
     def score(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False, progress: bool = True,
               desc: str = "score") -> list[float]:
         """The scripted log-probability of each continuation after its prompt."""
+        prompts = check_prompts(prompts, "score")
+        continuations = check_prompts(continuations, "score", what="continuation")
         if len(prompts) != len(continuations):
             raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
         self.score_calls.append(len(prompts))
