@@ -110,10 +110,7 @@ class Cache:
             if self.readonly:
                 if not self.path.is_file():
                     return None
-                # immutable: no -wal/-shm files are needed, so a folder we cannot write to is fine
-                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
-                                       check_same_thread=False)
-                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # garbage fails here, not later
+                conn = self._open_readonly()
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
@@ -123,6 +120,18 @@ class Cache:
                 conn.commit()
             self._conn = conn
         return self._conn
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """mode=ro sees a live writer's WAL; where it cannot (no -shm and a folder we cannot write to), immutable."""
+        uri = self.path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:
+            conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # garbage fails here, not later
+            return conn
 
     def _has_table(self, db: sqlite3.Connection) -> bool:
         query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
@@ -147,15 +156,19 @@ class Cache:
         """One value, or `default`."""
         return self.get_many([key]).get(key, default)
 
+    def require_writable(self, missing: int) -> None:
+        """Raise CacheError before computing `missing` new results that a read-only cache could not keep."""
+        if missing and self.readonly:
+            raise CacheError(f"cache {self.path} is read-only (a folder this process cannot write to, or "
+                             f"COVLIB_CACHE_READONLY=1): {missing} new results are not in it and could not be "
+                             "stored; point COVLIB_CACHE at a writable folder to compute what is missing")
+
     def put_many(self, items: dict[str, Any]) -> None:
         """Store and commit several values at once."""
         if not items:
             return
-        rows = [(k, json.dumps(v, ensure_ascii=False)) for k, v in items.items()]
-        if self.readonly:
-            raise CacheError(f"cache {self.path} is read-only (a folder this process cannot write to, or "
-                             f"COVLIB_CACHE_READONLY=1): {len(rows)} new results cannot be stored; point COVLIB_CACHE "
-                             "at a writable folder to compute what is missing")
+        self.require_writable(len(items))
+        rows = [(k, json.dumps(v)) for k, v in items.items()]  # ASCII escapes: any str, a lone surrogate too, stores
         with self._lock, self._guard("writing"):
             db = self._db()
             db.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", rows)

@@ -254,6 +254,7 @@ class LM:
         found = self.cache.get_many(k for ks in keys for k in ks)
         todo = sorted({r for r, ks in zip(rendered, keys) if any(k not in found for k in ks)})
         if todo:
+            self.cache.require_writable(len(todo))
             self._generate_missing(todo, n_distinct, greedy, decoding, progress, desc)
             found = self.cache.get_many(k for ks in keys for k in ks)
         out = []
@@ -397,6 +398,7 @@ class LM:
         if todo:
             from tqdm.auto import tqdm
 
+            self.cache.require_writable(len(todo))
             self._load()
             bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="pair")
             for start in range(0, len(todo), self.batch_size):

@@ -142,7 +142,8 @@ def _load_error(model_id: str, err: Exception) -> RuntimeError:
     """A model that transformers could not load, explained."""
     where = "the folder holds no loadable model" if Path(model_id).is_dir() else \
         "the hub is unreachable from here or the id is wrong"
-    return RuntimeError(f"could not load NLI model {model_id!r}: {where} ({type(err).__name__}: {str(err)[:300]}). "
+    detail = " ".join(str(err).split())[:300]
+    return RuntimeError(f"could not load NLI model {model_id!r}: {where} ({type(err).__name__}: {detail}). "
                         f"Offline choices: {JUDGE_CHOICES}")
 
 
@@ -206,6 +207,7 @@ def probabilities(
         elif key not in found:
             todo.setdefault(key, (p, h))
     pending = list(todo.items())
+    cache.require_writable(len(pending))
     starts = range(0, len(pending), CHUNK)
     if progress and len(pending) > CHUNK:
         try:

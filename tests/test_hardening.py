@@ -1,0 +1,421 @@
+"""Issue 10: bad input and faults, tried as an adversarial user would. One test per case of the issue.
+
+BADn are the silent wrong results, Wn the unhelpful errors; each test states the behaviour now
+promised (a clear error naming file / line / field / parameter, or a documented behaviour).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from covlib import data as D
+from covlib import nli, paths
+from covlib import retrieval as R
+from covlib.cache import Cache, CacheError, make_key
+from covlib.records import DataError, Passage
+
+
+@pytest.fixture
+def w(tmp_path):
+    """w(text, name) writes a temporary file and returns its path."""
+
+    def write(text: str | bytes, name: str = "f.txt"):
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        return path
+
+    return write
+
+
+FEVER_ROW = '{{"id":{id},"question":"{q}","label":"SUPPORTS","evidence":[]}}\n'
+
+
+# =========================================================================== data: silent wrong results
+
+
+def test_bad01_dpr_qa_csv_quoted_answers(w):
+    path = w('Q1\t"[\'He said ""hi""\']"\nQ2\t"[""Paris"", ""Paris, France""]"\n', "t.qa.csv")
+    for loader in (D.load_triviaqa, D.load_nq_open):
+        first, second = loader(path)
+        assert first.answers == ['He said "hi"'] and second.answers == ["Paris", "Paris, France"]
+
+
+def test_bad02_dpr_passage_with_unclosed_quote_is_an_error_at_its_line(w):
+    path = w('id\ttext\ttitle\n1\t"Unclosed\tT1\n2\tSecond\tT2\n3\tThird "q" x\tT3\n', "psgs_w100.tsv")
+    with pytest.raises(DataError, match="runs on to line 4") as err:
+        D.read_dpr_tsv(path)
+    assert err.value.line == 2 and "psgs_w100.tsv" in str(err.value)
+    # quotes inside a properly quoted field, as csv.writer writes them, stay fine
+    path = w('id\ttext\ttitle\n1\t"He said ""hi"""\tT1\n2\tplain\tT2\n', "ok.tsv")
+    assert [p.text for p in D.read_dpr_tsv(path)] == ['He said "hi"', "plain"]
+
+
+def test_bad03_fever_duplicate_ids_are_an_error(w):
+    path = w(FEVER_ROW.format(id=7, q="A") + FEVER_ROW.format(id='"7"', q="B"), "fever.jsonl")
+    with pytest.raises(DataError, match=r"line 2.*duplicate id '7' \(first used at line 1\)"):
+        D.load_fever(path, ids=[7])
+
+
+def test_bad04_fewshot_pool_with_a_duplicated_example_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
+    (tmp_path / "fever").mkdir()
+    rows = FEVER_ROW.format(id=1, q="first claim") + FEVER_ROW.format(id=1, q="second claim")
+    (tmp_path / "fever" / "train_subset.jsonl").write_text(rows, encoding="utf-8")
+    (tmp_path / "fever" / "manual_rat.txt").write_text("1\tThe rationale.\n", encoding="utf-8")
+    with pytest.raises(DataError, match="train_subset.jsonl.*line 2.*duplicate id '1'"):
+        D.load_fewshot("fever")
+
+
+def test_bad05_bom_is_not_part_of_the_first_question(w):
+    path = w("\ufeffWho?\t['x']\n", "t.qa.csv")
+    assert D.load_triviaqa(path)[0].question == "Who?"
+
+
+def test_bad06_empty_question_or_answer_list_is_an_error(w):
+    with pytest.raises(DataError, match="empty question"):
+        D.load_nq_open(w('{"question": "", "answer": []}\n', "nq.jsonl"))
+    with pytest.raises(DataError, match="no answer"):
+        D.load_nq_open(w('{"question": "q?", "answer": []}\n', "nq.jsonl"))
+    hotpot = {"id": "h", "question": "  ", "answer": "a", "supporting_facts": {"title": [], "sent_id": []},
+              "context": {"title": [], "sentences": []}}
+    with pytest.raises(DataError, match="field 'question' is empty"):
+        D.load_hotpotqa(w(json.dumps(hotpot) + "\n", "h.jsonl"))
+
+
+def _adv_record(i: int) -> dict:
+    return {"qas_id": f"q{i}", "question": "q?", "answer": "a", "paragraphs": [], "rationale": []}
+
+
+def test_bad07_adversarial_hotpotqa_needs_exactly_308_records(w):
+    for n in (307, 309):
+        path = w(json.dumps([_adv_record(i) for i in range(n)]), "sim_dev.json")
+        with pytest.raises(DataError, match=f"308-record sim_dev file.*got {n} records"):
+            D.load_adv_hotpotqa(path, split="test", alt_answers=None)
+        assert len(D.load_adv_hotpotqa(path, split="all", alt_answers=None)) == n
+    path = w(json.dumps([_adv_record(i) for i in range(308)]), "sim_dev.json")
+    assert len(D.load_adv_hotpotqa(path, split="test", alt_answers=None)) == 250
+
+
+# =========================================================================== data: unhelpful errors
+
+
+@pytest.mark.parametrize("text", ["", "  \n\n ", "[]", "\ufeff"])
+def test_w01_empty_files_are_an_error(w, text):
+    with pytest.raises(DataError, match="empty|no records"):
+        D.load_nq_open(w(text, "nq.jsonl"))
+    with pytest.raises(DataError, match="empty|no records"):
+        D.load_hotpotqa(w(text, "h.json"))
+    if text.strip("[]\ufeff \n"):
+        return
+    with pytest.raises(DataError, match="empty file"):
+        D.load_nq_open(w(text.replace("[]", ""), "nq.qa.csv"))
+
+
+def test_w02_jsonl_whose_first_line_is_a_list(w):
+    path = w('["a", "b"]\n{"question": "q?", "answer": ["x"]}\n', "nq.jsonl")
+    with pytest.raises(DataError, match="line 1.*expected a JSON object, got list"):
+        D.load_nq_open(path)
+    with pytest.raises(DataError, match="invalid JSON: Extra data"):  # a JSON list with trailing garbage stays so
+        D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}\n]\ngarbage\n', "nq.json"))
+
+
+def test_w03_duplicate_ids_hotpotqa_and_corpora(w):
+    row = {"id": "h1", "question": "q?", "answer": "a", "supporting_facts": {"title": [], "sent_id": []},
+           "context": {"title": [], "sentences": []}}
+    with pytest.raises(DataError, match=r"record 1: duplicate id 'h1' \(first used at record 0\)"):
+        D.load_hotpotqa(w(json.dumps([row, row]), "h.json"))
+    with pytest.raises(DataError, match=r"line 3.*duplicate passage id '1' \(first at line 2\)"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n1\ta\tA\n1\tb\tB\n", "p.tsv"))
+    with pytest.raises(DataError, match=r"line 2.*duplicate passage id '1'"):
+        D.read_jsonl_corpus(w('{"id": 1, "title": "A", "text": "a"}\n{"id": "1", "title": "B", "text": "b"}\n', "c.jsonl"))
+    assert len(list(D.iter_dpr_tsv(w("id\ttext\ttitle\n1\ta\tA\n1\tb\tB\n", "p.tsv")))) == 2  # streams do not check
+
+
+def test_w04_bom_in_triviaqa_jsonl_stays_json(w):
+    row = {"question_id": "t1", "question": "Who?", "answer": {"value": "X", "aliases": ["Y"]}}
+    (example,) = D.load_triviaqa(w("\ufeff" + json.dumps(row) + "\n", "tqa.jsonl"))
+    assert (example.id, example.question, example.answers) == ("t1", "Who?", ["X", "Y"])
+
+
+def test_w05_bom_in_dpr_header_and_rationale_file(w, tmp_path, monkeypatch):
+    assert D.read_dpr_tsv(w("\ufeffid\ttext\ttitle\n1\tt\tT\n", "p.tsv")) == [Passage("1", "T", "t")]
+    monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
+    (tmp_path / "fever").mkdir()
+    (tmp_path / "fever" / "train_subset.jsonl").write_text(FEVER_ROW.format(id=1, q="c"), encoding="utf-8")
+    (tmp_path / "fever" / "manual_rat.txt").write_text("\ufeff1\tThe rationale.\n", encoding="utf-8")
+    ((example, rationale),) = D.load_fewshot("fever")
+    assert (example.id, rationale) == ("1", "The rationale.")
+
+
+def test_w06_line_separator_inside_a_json_string(w):
+    question = "first part\u2028second part\u0085third\x0cfourth"
+    (example,) = D.load_nq_open(w(json.dumps({"question": question, "answer": ["x"]}, ensure_ascii=False) + "\n", "q.jsonl"))
+    assert example.question == question
+
+
+def test_w07_latin1_bytes_name_the_line(w):
+    bad = "caf\u00e9".encode("latin-1")
+    with pytest.raises(DataError, match="line 3.*not UTF-8"):
+        D.read_dpr_tsv(w(b"id\ttext\ttitle\n1\tok\tA\n2\t" + bad + b"\tB\n", "p.tsv"))
+    with pytest.raises(DataError, match="line 2.*not UTF-8"):
+        D.read_jsonl_corpus(w(b'{"id": 1, "title": "A", "text": "a"}\n{"id": 2, "title": "B", "text": "' + bad + b'"}\n',
+                              "c.jsonl"))
+    with pytest.raises(DataError, match="not UTF-8"):
+        D.load_nq_open(w(b'{"question": "' + bad + b'", "answer": ["x"]}\n', "q.jsonl"))
+
+
+@pytest.mark.parametrize("source, hub", [
+    ("google-research-datasets/nq_open", True), ("hotpot_qa:fullwiki", True), ("nq_open", True),
+    ("Qwen/Qwen2.5-7B", True), ("facebook/opt-1.3b", True),
+    ("nq/x.jsnl", False), ("nq/x.jsonl", False), ("x.json", False), ("./nq_open", False), ("a/b/c", False),
+    ("../shared/data", False), ("", False),
+])
+def test_w08_what_a_hub_id_looks_like(source, hub):
+    assert paths.is_hub_id(source) is hub
+
+
+def test_w08_mistyped_local_path_fails_at_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nq").mkdir()
+    start = time.perf_counter()
+    for source in ("nq/x.jsnl", "nq/x"):  # an extension, or an owner that is a local folder: a path
+        with pytest.raises(DataError, match="file not found"):
+            D.load_nq_open(source)
+    assert time.perf_counter() - start < 5, "no hub lookup"
+
+
+# =========================================================================== cache
+
+
+def test_w09_garbage_or_a_folder_at_the_cache_path(tmp_path):
+    garbage = tmp_path / "calls.sqlite"
+    garbage.write_bytes(b"not a database " * 100)
+    with pytest.raises(CacheError, match=r"calls.sqlite.*not a usable SQLite cache.*delete the file"):
+        Cache(garbage).get("k")
+    with pytest.raises(CacheError, match="is a folder, not a SQLite file"):
+        Cache(tmp_path).get("k")
+
+
+def test_w10_truncated_cache_names_the_file_and_remedy(tmp_path):
+    good = Cache(tmp_path / "good.sqlite")
+    good.put_many({str(i): "value " * 200 for i in range(500)})
+    good.close()
+    blob = (tmp_path / "good.sqlite").read_bytes()
+    (tmp_path / "cut.sqlite").write_bytes(blob[: len(blob) // 3])
+    with pytest.raises(CacheError, match=r"cut.sqlite.*malformed.*delete the file"):
+        cut = Cache(tmp_path / "cut.sqlite")
+        [cut.get(str(i)) for i in range(500)]
+
+
+def test_w11_finished_cache_reads_in_a_read_only_setting(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    cache.put_many({"a": 1, "b": [1.5, "x"]})
+    cache.close()
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
+    shared = Cache(tmp_path / "calls.sqlite", table="lm")
+    assert shared.readonly and shared.get_many(["a", "b", "c"]) == {"a": 1, "b": [1.5, "x"]} and len(shared) == 2
+    with pytest.raises(CacheError, match="read-only.*1 new results are not in it"):
+        shared.put("c", 3)
+    assert Cache(tmp_path / "other.sqlite").get("a") is None  # no file yet: nothing cached, nothing created
+    assert not (tmp_path / "other.sqlite").exists()
+
+
+def test_w11_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
+    from covlib.lm import LM
+
+    done = lm.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False)
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
+    shared = LM(cache=Cache(lm.cache.path, table="lm"))
+    assert shared.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False) == done
+    with pytest.raises(CacheError, match="read-only.*1 new results are not in it"):
+        shared.generate(["Question: Who wrote Macbeth?\nAnswer:"], max_new_tokens=6, progress=False)
+    assert shared.forward_calls == 0  # refused before any model work
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes to read-only folders anyway")
+def test_w11_read_only_folder(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    cache = Cache(folder / "calls.sqlite")
+    cache.put("a", 1)
+    cache.close()
+    folder.chmod(0o555)
+    try:
+        assert Cache(folder / "calls.sqlite").get("a") == 1
+    finally:
+        folder.chmod(0o755)
+
+
+# =========================================================================== generation
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    from covlib.lm import LM
+
+    return LM(cache=Cache(tmp_path_factory.mktemp("lm") / "calls.sqlite", table="lm"), batch_size=4)
+
+
+def test_bad08_local_model_overwritten_gets_fresh_completions(tmp_path):
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from covlib.lm import LM, embedded_model_dir
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_dir())
+    folder = tmp_path / "tiny-llama"
+
+    def write_weights(seed: int) -> None:
+        torch.manual_seed(seed)
+        config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
+        LlamaForCausalLM(config).save_pretrained(folder)
+        tok.save_pretrained(folder)
+
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    write_weights(0)
+    first = LM(str(folder), cache=cache, device="cpu").generate(["Hello there"], max_new_tokens=8, progress=False)
+    write_weights(1)
+    retrained = LM(str(folder), cache=cache, device="cpu")
+    again = retrained.generate(["Hello there"], max_new_tokens=8, progress=False)
+    assert retrained.forward_calls > 0, "new weights under the same folder were served the old cached text"
+    assert again[0][0].tokens != first[0][0].tokens
+    same = LM(str(folder), cache=cache, device="cpu")
+    assert same.generate(["Hello there"], max_new_tokens=8, progress=False) == again and same.forward_calls == 0
+
+
+def test_bad09_w12_empty_prompt_is_refused_and_nothing_cached(lm):
+    before = len(lm.cache)
+    for prompts in (["", "The capital of Italy is"], [""]):
+        with pytest.raises(ValueError, match="prompt 0 is empty"):
+            lm.generate(prompts, max_new_tokens=8, progress=False)
+    assert len(lm.cache) == before
+    assert lm.generate(["\n"], max_new_tokens=4, progress=False)[0][0].tokens  # whitespace is a token: fine
+
+
+def test_bad10_one_stop_string(lm):
+    prompt = ["Question: What is the capital of France?\nAnswer: Paris.\nQuestion: What is the capital of Italy?\nAnswer:"]
+    as_string = lm.generate(prompt, max_new_tokens=24, stop="Question:", progress=False)[0][0]
+    as_list = lm.generate(prompt, max_new_tokens=24, stop=["Question:"], progress=False)[0][0]
+    assert as_string == as_list and len(as_string.text) > 3
+
+
+def test_w13_w14_w15_bad_decoding_values_and_prompts(lm):
+    from covlib.lm import check_prompts
+    from tests.scripted import ScriptedGenerator
+
+    for kwargs in ({"temperature": float("nan")}, {"temperature": float("inf")}, {"top_p": float("nan")}):
+        with pytest.raises(ValueError, match="finite temperature"):
+            lm.generate(["Hi"], progress=False, **kwargs)
+    with pytest.raises(ValueError, match=r"prompt 1 is not valid Unicode text \(surrogates not allowed"):
+        lm.generate(["fine", "lone \ud800 surrogate"], progress=False)
+    with pytest.raises(TypeError, match="prompt 0 is NoneType, not str"):
+        lm.generate([None], progress=False)
+    with pytest.raises(TypeError, match="continuation 0 is int"):
+        lm.score(["a"], [3], progress=False)
+    with pytest.raises(TypeError, match="stop must be a string or a list of strings"):
+        lm.generate(["Hi"], stop=[None], progress=False)
+    with pytest.raises(ValueError, match="prompt 0 is empty"):  # the tests' scripted generator keeps the same rules
+        ScriptedGenerator({}).generate([""])
+    assert check_prompts(np.array(["a", "b"]), "generate") == ["a", "b"]  # any iterable of strings
+    assert make_key(prompt="\ud800") != make_key(prompt="\ud801")  # the cache key itself never crashes
+
+
+def test_missing_local_model_folder_is_not_a_hub_lookup(tmp_path):
+    from covlib.lm import LM
+
+    with pytest.raises(FileNotFoundError, match="does not exist, and it is not a hub id"):
+        LM(str(tmp_path / "models" / "mine"))
+
+
+# =========================================================================== NLI
+
+
+def test_bad11_empty_hypothesis_or_premise_is_neutral(isolated_cache):
+    assert nli.entailment_labels(["Paris is in France."], [""], progress=False) == ["neutral"]
+    probs = nli.probabilities(["", "  "], ["Paris is in France.", "x"], progress=False)
+    assert probs.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+    assert nli.entailment_labels(["Paris is in France."], ["It is."], progress=False) == ["neutral"]  # no content word
+
+
+def test_bad12_w18_lone_strings_and_non_strings_are_refused(isolated_cache):
+    with pytest.raises(TypeError, match="premises must be a list of strings, not str"):
+        nli.probabilities("Paris", "Paris")
+    with pytest.raises(TypeError, match="premise 0 is NoneType"):
+        nli.entailment([None], ["x"])
+    assert nli.probabilities(("Paris is big.",), iter(["Paris is big."]), progress=False).shape == (1, 3)
+
+
+def test_w16_w17_judge_specs_fail_at_once(tmp_path):
+    start = time.perf_counter()
+    for spec in ("foo", "", "   "):
+        with pytest.raises(ValueError, match="choose 'minilm-fever-nli'"):
+            nli.load_judge(spec)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        nli.load_judge(str(tmp_path / "no-such-judge"))
+    assert time.perf_counter() - start < 5
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    with pytest.raises(RuntimeError, match="could not load NLI model.*holds no loadable model.*Offline choices"):
+        nli.probabilities(["a"], ["b"], judge=nli.load_judge(str(empty)), progress=False)
+
+
+# =========================================================================== retrieval
+
+
+PASSAGES = [Passage("1", "Alpha", "alpha beta gamma"), Passage("2", "Beta", "beta delta"),
+            Passage("3", "Gamma", "gamma epsilon")]
+
+
+@pytest.fixture(scope="module")
+def retrievers():
+    return [R.BM25Retriever(PASSAGES), R.BM25Retriever(PASSAGES, backend="rank_bm25"), R.TfidfRetriever(PASSAGES),
+            R.DenseRetriever(PASSAGES)]
+
+
+def test_bad13_one_rule_for_k(retrievers):
+    from covlib.records import Paragraph
+
+    for r in retrievers:
+        for k in (-1, 1.5, True):
+            with pytest.raises(ValueError, match="k must be a whole number >= 0"):
+                r.search("alpha", k=k)
+        assert r.search("alpha", k=0) == []
+    paragraphs = [Paragraph("A", ["alpha beta."]), Paragraph("B", ["gamma."])]
+    with pytest.raises(ValueError, match="k must be a whole number"):
+        R.OracleRetriever().search("alpha", k=-1, paragraphs=paragraphs)
+    assert R.OracleRetriever().search("alpha", k=0, paragraphs=paragraphs) == []
+    with pytest.raises(ValueError, match="k must be a whole number"):
+        R.top_sentences("alpha", ["alpha beta.", "gamma."], k=-1)
+
+
+def test_bad14_search_batch_refuses_a_lone_string(retrievers):
+    for r in retrievers:
+        with pytest.raises(TypeError, match="takes a list of queries, not str"):
+            r.search_batch("alpha beta", k=2)
+        assert [[h.passage.id for h in hits][:1] for hits in r.search_batch(("alpha", "delta"), k=1)] == [["1"], ["2"]]
+
+
+def test_w19_duplicate_passage_ids(retrievers):
+    twice = [*PASSAGES, Passage("2", "Other", "other text")]
+    for kind in ("bm25", "tfidf"):
+        with pytest.raises(ValueError, match=r"duplicate passage id '2' \(passages 1 and 3\)"):
+            R.build_retriever(kind, twice)
+
+
+def test_w20_corpus_without_a_searchable_word():
+    empty = [Passage("1", "", ""), Passage("2", "", "the of and")]
+    for r in (lambda: R.BM25Retriever(empty), lambda: R.BM25Retriever(empty, backend="rank_bm25"),
+              lambda: R.TfidfRetriever(empty)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            built = r()
+        assert built.search("the alpha", k=3) == []
+        assert any("none of the 2 passages has a searchable word" in str(c.message) for c in caught), built
