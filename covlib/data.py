@@ -232,10 +232,13 @@ def _existing_file(path: str | Path) -> Path:
 
 def _read_text(path: str | Path) -> str:
     path = _existing_file(path)
+    raw = path.read_bytes()  # bytes, not read_text: no newline translation (a "\r" inside a quoted field stays)
     try:
-        return path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first record
+        return raw.decode("utf-8-sig")  # a byte-order mark is not part of the first record
     except UnicodeDecodeError as err:
-        raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from err
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start}): re-encode the file as UTF-8",
+                        line=line) from err
 
 
 def _json_line(raw: str, loc: _Loc) -> Any:
@@ -814,16 +817,27 @@ def load_mintaka(path: str | Path, lang: str = "en", split: str = "test") -> lis
 # --------------------------------------------------------------------------- few-shot pools
 
 
-def _rationale_lines(path: str | Path) -> Iterator[tuple[str, str, int]]:
-    """(id, rationale, line) from `id<TAB>rationale` lines."""
+def _rationale_lines(path: str | Path, what: str = "rationale") -> Iterator[tuple[str, str, int]]:
+    """(id, text, line) from `id<TAB>text` lines (hand-written rationales or answers)."""
     path = Path(path)
-    for number, raw in enumerate(_read_text(path).splitlines(), start=1):
+    for number, raw in _lines(_read_text(path)):
         if not raw.strip():
             continue
-        qid, tab, rationale = raw.partition("\t")
-        if not tab or not qid.strip() or not rationale.strip():
-            raise DataError(path, "expected 'id<TAB>rationale'", line=number)
-        yield qid.strip(), rationale.strip(), number
+        qid, tab, text = raw.partition("\t")
+        if not tab or not qid.strip() or not text.strip():
+            raise DataError(path, f"expected 'id<TAB>{what}'", line=number)
+        yield qid.strip(), text.strip(), number
+
+
+def load_fewshot_answers(path: str | Path | None = None) -> dict[str, str]:
+    """id -> hand-written full-sentence answer of the HotpotQA few-shot pool (manual_answer.txt); ids unique."""
+    path = Path(path) if path is not None else paths.dataset_path(*_SHARED_FILES["adv_hotpotqa_fewshot_answers"])
+    answers: dict[str, str] = {}
+    for qid, answer, line in _rationale_lines(path, "answer"):
+        if qid in answers:
+            raise DataError(path, f"id {qid!r} has a second answer", line=line)
+        answers[qid] = answer
+    return answers
 
 
 def load_fewshot(dataset: str) -> list[tuple[Example, str]]:

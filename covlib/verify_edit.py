@@ -45,8 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from covlib import paths
-from covlib.data import split_sentences
+from covlib.data import load_fewshot_answers, split_sentences
 from covlib.knowledge import Knowledge
 from covlib.metrics import accuracy_coverage_auc
 from covlib.prompting import (
@@ -166,24 +165,13 @@ def verifying_question_prompt(question: str, sentence: str, dataset: str) -> str
     return VQ_PROMPTS[check_dataset(dataset)].format(question=question.strip(), sentence=sentence.strip())
 
 
-def _hotpotqa_manual_answers() -> dict[str, str]:
-    """id -> hand-written full-sentence answer of the HotpotQA few-shot pool (manual_answer.txt)."""
-    path = paths.dataset_path("hotpotqa_adv", "manual_answer.txt")
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        qid, tab, answer = line.partition("\t")
-        if tab and qid.strip():
-            out[qid.strip()] = answer.strip()
-    return out
-
-
 def verifying_answer_header(dataset: str, shots: Sequence[Shot] | None = None) -> str:
     """The shots part of the verifying-answer prompt (HotpotQA: the first 3 CoT shots with paragraphs)."""
     dataset = check_dataset(dataset)
     if dataset != "hotpotqa":
         return _VA_FIXED[dataset]
     shots = list(shots) if shots is not None else fewshot_examples("hotpotqa", VA_SHOTS_HOTPOTQA)
-    answers = _hotpotqa_manual_answers()
+    answers = load_fewshot_answers()
     parts = []
     for ex, _ in shots:
         context = "\n".join(p.text for p in ex.paragraphs)

@@ -6,7 +6,6 @@ promised (a clear error naming file / line / field / parameter, or a documented 
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import time

@@ -222,7 +222,9 @@ def test_a_trained_judge_loads_by_name_and_scores(tiny_judge_dir, tmp_path, monk
     assert scores["judge"] == nli.TRAINED_JUDGE and scores["n"] == 9
     shutil.copytree(out, tmp_path / "my-judge")  # any folder build_judge.py writes loads by its name
     assert nli.load_judge("my-judge").name == "my-judge"
-    hub = nli.load_judge("no-such-judge")  # an unknown name is not mistaken for a trained judge: a hub id (lazy)
+    with pytest.raises(ValueError, match="unknown judge 'no-such-judge'"):  # not a trained judge, not `owner/name`
+        nli.load_judge("no-such-judge")
+    hub = nli.load_judge("someone/nli-model")  # a hub id: loaded lazily, on first use
     assert isinstance(hub, nli.HFNLIJudge) and hub.config["files"] is None
 
 
