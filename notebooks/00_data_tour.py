@@ -40,10 +40,12 @@ retrievers: str = "bm25,tfidf,dense"  # retrievers compared, comma-separated
 ks: str = "1,2,5,10,20"  # cut-offs k for recall@k
 
 # %%
+profiles.check_parameters(n_questions=n_questions)
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=n_questions, smoke=12)
-kinds = [r.strip() for r in retrievers.split(",") if r.strip()]
-cutoffs = [int(k) for k in ks.split(",")]
+kinds = profiles.split_list("retrievers", retrievers, allowed=("bm25", "tfidf", "dense"))
+cutoffs = sorted(profiles.split_list("ks", ks, cast=int))
+profiles.check_parameters(k=min(cutoffs))  # every cut-off >= 1
 params = dict(profile=profile, n_questions=n_questions, retrievers=kinds, ks=cutoffs)
 print(profiles.describe(profile, n_questions=n_questions))
 plotting.set_style()

@@ -53,10 +53,11 @@ n_fever_slow: int = 1000  # cap for LLM / TRUE judges on FEVER (they are 100x sl
 seed: int = 0  # pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out set)
 
 # %%
+profiles.check_parameters(n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
 profile = profiles.resolve(profile, device or None)
 n_fever = profiles.pick(profile, full=n_fever, smoke=60)
 n_fever_slow = profiles.pick(profile, full=n_fever_slow, cpu=min(n_fever_slow, 300), smoke=30)
-judge_specs = [s.strip() for s in judges.split(",") if s.strip()]
+judge_specs = profiles.split_list("judges", judges)
 params = dict(profile=profile, model=model, judges=judge_specs, n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
 print(profiles.describe(profile, n_fever=n_fever, n_fever_slow=n_fever_slow))
 plotting.set_style()

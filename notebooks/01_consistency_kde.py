@@ -51,6 +51,8 @@ seed: int = 0  # sampling seed
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
+profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
+                          max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)

@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, lm, plotting, profiles, prompting, results, verify_edit
-from covlib.knowledge import make_knowledge
+from covlib.knowledge import KNOWLEDGE_KINDS, make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -47,6 +47,10 @@ knowledge: str = "dataset"  # dataset, bm25, tfidf, dense or web (the paper does
 consistency: str = "wang"  # wang or majority: the score thresholded (paper: Wang et al.'s)
 
 # %%
+profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
+                          max_new_tokens=max_new_tokens)
+knowledge = profiles.choice("knowledge", knowledge, KNOWLEDGE_KINDS)
+consistency = profiles.choice("consistency", consistency, ("wang", "majority"))
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)

@@ -44,7 +44,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, lm, metrics, plotting, profiles, prompting, results, verify_edit
-from covlib.knowledge import make_knowledge
+from covlib.knowledge import KNOWLEDGE_KINDS, make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -61,6 +61,8 @@ seed: int = 0  # sampling seed
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
+profiles.check_parameters(n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop, n_fever=n_fever,
+                          n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
 sizes = {
     "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=8),
@@ -68,8 +70,8 @@ sizes = {
     "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=8),
 }
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
-wanted = [d.strip() for d in datasets.split(",") if d.strip()]
-sources = [k.strip() for k in knowledge.split(",") if k.strip()]
+wanted = profiles.split_list("datasets", datasets, allowed=("hotpotqa", "2wikimultihop", "fever"))
+sources = profiles.split_list("knowledge", knowledge, allowed=KNOWLEDGE_KINDS)
 sources = profiles.pick(profile, full=sources, smoke=[k for k in sources if k != "tfidf"])  # smoke: one retriever
 threshold = math.ceil(n_samples / 2)
 params = dict(profile=profile, sizes=sizes, datasets=wanted, knowledge=sources, n_samples=n_samples,

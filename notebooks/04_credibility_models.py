@@ -58,6 +58,8 @@ n_rating: int = 50  # questions in the human rating sheet (paper: 50)
 ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
 
 # %%
+profiles.check_parameters(n_questions=n_questions, seed=seed, n_refs=n_refs, max_new_tokens=max_new_tokens,
+                          n_rating=n_rating)
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)

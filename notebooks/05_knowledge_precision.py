@@ -50,10 +50,12 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
+profiles.check_parameters(n_questions=n_questions, seed=seed, max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
-sizes = sorted({int(x) for x in n_refs.split(",") if x.strip()})
+sizes = sorted(profiles.split_list("n_refs", n_refs, cast=int))
+profiles.check_parameters(n_refs=min(sizes))
 sizes = profiles.pick(profile, full=sizes, cpu=[n for n in sizes if n in (2, 5, 10)] or sizes, smoke=[2, 5])
 model_ids = C.model_list(model, models, profile)
 params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,

@@ -48,6 +48,7 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
+profiles.check_parameters(n_questions=n_questions, seed=seed, n_refs=n_refs, max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)

@@ -66,10 +66,13 @@ truthfulness_max: float = 0.92  # σ: truthfulness <= this
 sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and any one other condition)
 
 # %%
+profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, seed=seed, max_new_tokens=max_new_tokens,
+                          verify_tokens=verify_tokens, reference_correctness_max=reference_correctness_max,
+                          correctness_below=correctness_below, bias_above=bias_above, truthfulness_max=truthfulness_max)
 profile = profiles.resolve(profile, device or None)
 n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
                                                                  verify_tokens)
-names = [d.strip() for d in datasets.split(",") if d.strip()]
+names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
 sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
 thresholds = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, sigma_mode)
 params = dict(profile=profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same", datasets=names,

@@ -61,10 +61,12 @@ verify_tokens: int = 160  # longest verification
 sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
+profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, max_rounds=max_rounds, seed=seed,
+                          max_new_tokens=max_new_tokens, verify_tokens=verify_tokens)
 profile = profiles.resolve(profile, device or None)
 n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
                                                                  verify_tokens)
-names = [d.strip() for d in datasets.split(",") if d.strip()]
+names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
 sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
 model_ids = [m.strip() for m in models.split(",") if m.strip()] or (
     list(C.PAPER_MODELS) if profile == "full" and not model else [model])

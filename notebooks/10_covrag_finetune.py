@@ -74,6 +74,9 @@ max_new_tokens: int = 128  # longest answer at test time
 verify_tokens: int = 160  # longest verification at test time
 
 # %%
+profiles.check_parameters(n_train=n_train, n_test=n_test, k=k, seed=seed, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                          learning_rate=learning_rate, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
+                          max_length=max_length, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens)
 profile = profiles.resolve(profile, device or None)
 n_train = profiles.pick(profile, full=n_train, cpu=min(n_train, 32), smoke=6)
 n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 5), smoke=2)
@@ -84,7 +87,7 @@ learning_rate = profiles.pick(profile, full=learning_rate, cpu=max(learning_rate
 max_length = profiles.pick(profile, full=max_length, cpu=min(max_length, 384), smoke=192)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
 verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
-names = [d.strip() for d in test_datasets.split(",") if d.strip()]
+names = profiles.split_list("test_datasets", test_datasets, allowed=C.PAPER_COUNTS)
 params = dict(profile=profile, model=model or "embedded", teacher=teacher or "gold labels", n_train=n_train,
               test_datasets=names, n_test=n_test, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
               chat=chat, lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,

@@ -57,13 +57,15 @@ verify_tokens: int = 160  # longest verification
 judge_tokens: int = 200  # longest ranking
 
 # %%
+profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, seed=seed, max_new_tokens=max_new_tokens,
+                          verify_tokens=verify_tokens, judge_tokens=judge_tokens)
 profile = profiles.resolve(profile, device or None)
 n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 5), smoke=2)  # = notebook 10: its answers are cached
 k = profiles.pick(profile, full=k, smoke=min(k, 2))
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
 verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
 judge_tokens = profiles.pick(profile, full=judge_tokens, cpu=min(judge_tokens, 160), smoke=48)
-names = [d.strip() for d in datasets.split(",") if d.strip()]
+names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
 
 
 def adapter_or_default(given: str, slug: str) -> str:
