@@ -181,10 +181,13 @@ class LM:
         try:
             tok = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, self.dtype))
-        except OSError as err:
+        except (OSError, ValueError) as err:
+            where = "the folder holds no loadable model" if Path(self.model_id).is_dir() else \
+                "the hub is unreachable from here or the id is wrong"
+            detail = " ".join(str(err).split())[:300]
             raise RuntimeError(
-                f"Could not load model {self.model_id!r}: {err}\n"
-                "Offline, use the embedded default (no MODEL) or a local directory."
+                f"Could not load model {self.model_id!r}: {where} ({type(err).__name__}: {detail}). "
+                "Offline, use the embedded default (no MODEL) or a folder that save_pretrained wrote."
             ) from err
         if self.adapter:
             from peft import PeftModel

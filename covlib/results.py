@@ -165,4 +165,7 @@ def load_metrics(name: str) -> dict[str, Any]:
     path = paths.results_dir() / f"{name}.json"
     if not path.exists():
         raise FileNotFoundError(f"no recorded metrics {name!r} at {path}; run the notebook that records them")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"recorded metrics {path} are unreadable ({err}); re-run the notebook that records them") from err

@@ -29,10 +29,33 @@ def notebooks(only: str = "") -> list[Path]:
     found = sorted(nb for nb in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb") if NUMBERED.match(nb.name))
     if only:
         wanted = {x.strip().zfill(2) for x in only.split(",") if x.strip()}
+        numbers = {nb.name.split("_", 1)[0] for nb in found}
+        unknown = sorted(wanted - numbers)
+        if unknown or not wanted:
+            raise SystemExit(f"ONLY={only!r}: no notebook numbered {', '.join(unknown) or '(none given)'}; "
+                             f"choose from {', '.join(sorted(numbers))}")
         found = [nb for nb in found if nb.name.split("_", 1)[0] in wanted]
-        if not found:
-            raise SystemExit(f"no notebook numbered {only!r} in notebooks/")
     return found
+
+
+def check_arguments(model: str, device: str) -> None:
+    """Stop before the first notebook on a model that is neither a folder nor a hub id, or an unknown device."""
+    if model and not Path(model).expanduser().is_dir() and not paths.is_hub_id(model):
+        raise SystemExit(f"MODEL={model!r} is not a model folder here and not a hub id (`owner/name`)")
+    if device and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device):
+        raise SystemExit(f"DEVICE={device!r}: use cpu, cuda, cuda:N or mps (or leave it empty)")
+
+
+def read_times(path: Path) -> dict:
+    """results/run_times.json, or {} (with a note) when it is missing or unreadable."""
+    if not path.exists():
+        return {}
+    try:
+        times = json.loads(path.read_text(encoding="utf-8"))
+        return times if isinstance(times, dict) else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        print(f"note: {path} is unreadable; starting a new one")
+        return {}
 
 
 def main() -> None:
@@ -42,24 +65,35 @@ def main() -> None:
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
     args = ap.parse_args()
-    profile = profiles.resolve(args.profile, args.device or None)
+    check_arguments(args.model, args.device)
+    try:
+        profile = profiles.resolve(args.profile, args.device or None)
+    except ValueError as err:
+        raise SystemExit(f"PROFILE: {err}") from None
+    selected = notebooks(args.only)
     print(f"profile: {profile}; model: {args.model or 'embedded SmolLM2-135M-Instruct'}; device: {args.device or 'auto'}")
     if profile == "cpu":
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
     out_dir = ROOT / "notebooks" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
     times_path = paths.results_dir() / "run_times.json"
-    times = json.loads(times_path.read_text()) if times_path.exists() else {}
-    for nb in notebooks(args.only):
+    times = read_times(times_path)
+    for nb in selected:
         print(f"\n=== {nb.name} ===", flush=True)
         start = time.time()
-        pm.execute_notebook(
-            str(nb),
-            str(out_dir / nb.name),
-            parameters={"profile": profile, "model": args.model, "device": args.device},
-            cwd=str(ROOT / "notebooks"),
-            progress_bar=True,
-        )
+        try:
+            pm.execute_notebook(
+                str(nb),
+                str(out_dir / nb.name),
+                parameters={"profile": profile, "model": args.model, "device": args.device},
+                cwd=str(ROOT / "notebooks"),
+                progress_bar=True,
+            )
+        except pm.PapermillExecutionError as err:
+            reason = " ".join(str(err.evalue).split())[:500]
+            raise SystemExit(f"\n{nb.name} failed in cell {err.exec_count} ({err.ename}: {reason}).\n"
+                             f"The executed copy, with the traceback, is {out_dir / nb.name}. Finished calls are "
+                             "cached: fix the cause and run the same command again to resume.") from None
         elapsed = time.time() - start
         times[nb.stem] = {"profile": profile, "model": args.model or "embedded", "seconds": round(elapsed, 1)}
         paths.results_dir().mkdir(parents=True, exist_ok=True)

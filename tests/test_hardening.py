@@ -477,3 +477,50 @@ def test_a_bad_parameter_stops_the_notebook_at_once(tmp_path):
         pm.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), cwd=str(notebook.parent), progress_bar=False,
                             parameters={"profile": "smoke", "n_questions": -5, "n_samples": 0}, kernel_name="python3")
     assert time.perf_counter() - start < 120, "stopped before loading any model"
+
+
+# =========================================================================== beyond the list: scripts and results
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "00,99"], "no notebook numbered 99; choose from 00, 00b"),
+    (["--model", "nq/x.jsnl"], "is not a model folder here and not a hub id"),
+    (["--device", "gpu"], "DEVICE='gpu': use cpu, cuda"),
+    (["--profile", "bogus"], "unknown profile 'bogus'"),
+])
+def test_reproduce_refuses_bad_arguments_before_any_notebook(args, message):
+    import subprocess
+    import sys
+
+    script = paths.code_root() / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and message in done.stderr and "===" not in done.stdout
+
+
+@pytest.mark.notebook
+def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    empty_model = tmp_path / "not-a-model"
+    empty_model.mkdir()
+    env = {**os.environ, "COVLIB_ROOT": str(tmp_path), "COVLIB_DATA": str(paths.data_dir()),
+           "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    script = paths.code_root() / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), "--only", "01", "--profile", "smoke", "--model", str(empty_model)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode != 0
+    assert "01_consistency_kde.ipynb failed in cell" in done.stderr and "Could not load model" in done.stderr
+    assert "run the same command again to resume" in done.stderr
+
+
+def test_unreadable_recorded_metrics_name_the_file(tmp_path, monkeypatch):
+    from covlib import results
+
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "01_x.json").write_text('{"metrics": ', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"01_x.json are unreadable.*re-run the notebook"):
+        results.load_metrics("01_x")
