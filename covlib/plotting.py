@@ -73,8 +73,13 @@ def kde_by_group(
     import pandas as pd
     import seaborn as sns
 
+    if len(values) != len(groups):
+        raise ValueError(f"kde_by_group: {len(values)} values but {len(groups)} groups")
     ax = _ax(ax)
     data = pd.DataFrame({"value": np.asarray(values, dtype=float), "group": [str(g) for g in groups]}).dropna()
+    if data.empty:
+        ax.text(0.5, 0.5, "no values to plot", ha="center", va="center", transform=ax.transAxes)
+        return ax
     counts = data["group"].value_counts()
     data["group"] = data["group"].map(lambda g: f"{g} (n={counts[g]})")
     sns.kdeplot(data=data, x="value", hue="group", common_norm=False, clip=clip, bw_adjust=bw_adjust, fill=fill, ax=ax, warn_singular=False)
@@ -119,6 +124,8 @@ def line_with_peak(
     x = np.asarray(x, dtype=float)
     for label, series in ys.items():
         y = np.asarray(series, dtype=float)
+        if y.shape != x.shape:
+            raise ValueError(f"line_with_peak: series {label!r} has {y.size} values for {x.size} x values")
         (line,) = ax.plot(x, y, marker="o", markersize=3, label=label)
         if mark_peak and np.isfinite(y).any():
             i = int(np.nanargmax(y))

@@ -187,7 +187,12 @@ def _read_meta(folder: Path, kind: str | None = None) -> dict:
     path = Path(folder) / "meta.json"
     if not path.exists():
         raise DataError(path, "no retriever index here (meta.json missing)")
-    meta = json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(path, f"unreadable index metadata ({err}): delete the folder to rebuild the index") from err
+    if not isinstance(meta, dict):
+        raise DataError(path, "index metadata is not a JSON object: delete the folder to rebuild the index")
     if kind is not None and meta.get("kind") != kind:
         raise DataError(path, f"index is of kind {meta.get('kind')!r}, expected {kind!r}", field="kind")
     return meta
