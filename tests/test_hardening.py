@@ -346,7 +346,7 @@ def test_bad11_empty_hypothesis_or_premise_is_neutral(isolated_cache):
 
 
 def test_bad12_w18_lone_strings_and_non_strings_are_refused(isolated_cache):
-    with pytest.raises(TypeError, match="premises must be a list of strings, not str"):
+    with pytest.raises(TypeError, match=r"probabilities\(\) takes a list of premises, not str"):
         nli.probabilities("Paris", "Paris")
     with pytest.raises(TypeError, match="premise 0 is NoneType"):
         nli.entailment([None], ["x"])
