@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,21 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="retrain even when the model is up to date")
     ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
     args = ap.parse_args()
+    problems = [f"--{name.replace('_', '-')} {value!r}: {rule}" for name, value, ok, rule in (
+        ("name", args.name, re.fullmatch(r"[A-Za-z0-9][\w.-]*", args.name) is not None, "a plain folder name"),
+        ("epochs", args.epochs, args.epochs > 0, "must be > 0"),
+        ("max_steps", args.max_steps, args.max_steps == -1 or args.max_steps >= 1, "-1 (by epochs) or >= 1"),
+        ("batch_size", args.batch_size, args.batch_size >= 1, "must be >= 1"),
+        ("lr", args.lr, args.lr > 0, "must be > 0"),
+        ("head_lr", args.head_lr, args.head_lr > 0, "must be > 0"),
+        ("max_length", args.max_length, args.max_length >= 8, "must be >= 8 tokens"),
+        ("pad_fraction", args.pad_fraction, 0 <= args.pad_fraction <= 1, "a share in [0, 1]"),
+        ("val_fraction", args.val_fraction, 0 < args.val_fraction < 1, "a share in (0, 1)"),
+        ("key_fact_fraction", args.key_fact_fraction, args.key_fact_fraction >= 0, "must be >= 0"),
+        ("qa_paragraphs", args.qa_paragraphs, args.qa_paragraphs >= 0, "must be >= 0"),
+    ) if not ok]
+    if problems:
+        ap.error("; ".join(problems))
 
     fever = paths.dataset_path("fever", "paper_test_processed.jsonl")
     if not fever.exists():

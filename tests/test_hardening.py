@@ -497,6 +497,18 @@ def test_reproduce_refuses_bad_arguments_before_any_notebook(args, message):
     assert done.returncode != 0 and message in done.stderr and "===" not in done.stdout
 
 
+def test_build_judge_refuses_bad_arguments_before_training():
+    import subprocess
+    import sys
+
+    script = paths.code_root() / "scripts" / "build_judge.py"
+    done = subprocess.run([sys.executable, str(script), "--name", "../x", "--batch-size", "0", "--val-fraction", "1.5"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    for part in ("--name '../x': a plain folder name", "--batch-size 0: must be >= 1", "--val-fraction 1.5"):
+        assert part in done.stderr
+
+
 @pytest.mark.notebook
 def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
     import subprocess
