@@ -82,7 +82,10 @@ class Cache:
         """Whether this cache is opened read-only (COVLIB_CACHE_READONLY=1, or an existing file in a folder we cannot write)."""
         if os.environ.get("COVLIB_CACHE_READONLY") == "1":
             return True
-        return self.path.is_file() and not (os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK))
+        if self.path.is_file():
+            return not (os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK))
+        folder = next((p for p in (self.path.parent, *self.path.parent.parents) if p.exists()), None)
+        return folder is not None and folder.is_dir() and not os.access(folder, os.W_OK)  # could not create it
 
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -112,7 +115,11 @@ class Cache:
                     return None
                 conn = self._open_readonly()
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise CacheError(f"cache {self.path}: cannot create its folder ({err}); point COVLIB_CACHE "
+                                     "at a folder you can write to") from None
                 conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")

@@ -255,12 +255,14 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
         yield number, raw.removesuffix("\r")
 
 
-def _is_json(text: str) -> bool:
+def _is_jsonl_start(line: str) -> bool:
+    """Whether a first line that starts with "[" is one JSON-lines record (a list, but not a list of objects: that
+    is a one-line JSON list followed by stray data, reported as such)."""
     try:
-        json.loads(text)
+        value = json.loads(line)
     except json.JSONDecodeError:
         return False
-    return True
+    return not (isinstance(value, list) and value and all(isinstance(v, dict) for v in value))
 
 
 def iter_records(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[dict, _Loc]]:
@@ -278,7 +280,7 @@ def iter_records(path: str | Path, allow_empty: bool = False) -> Iterator[tuple[
         try:
             records = json.loads(text)
         except json.JSONDecodeError as err:
-            if not (err.msg == "Extra data" and _is_json(text.lstrip().split("\n", 1)[0])):
+            if not (err.msg == "Extra data" and _is_jsonl_start(text.lstrip().split("\n", 1)[0])):
                 raise DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", line=err.lineno) from err
             # JSON lines whose first line is a list: read line by line below, which names that line
     if isinstance(records, list):
@@ -499,7 +501,7 @@ def _2wiki_row(row: dict, loc: _Loc) -> Example:
         test_id = _require(row, "test_id", int, loc)
         answers = _str_list(_require(row, "answer", (str, list), loc), loc, "answer")
         metadata = {"dataset": "2wikimultihop", "test_id": test_id}
-        return Example(f"2wiki-{test_id:04d}", question, _unique(answers), metadata=metadata)
+        return Example(f"2wiki-{test_id:04d}", question, _nonempty_answers(answers, loc, "answer"), metadata=metadata)
     qid = _require(row, "_id", str, loc)
     answer = _text(row, "answer", loc)
     facts, context = _official_context(row, loc)
@@ -576,9 +578,15 @@ def _fever_ids(ids: str | Path | Sequence[int | str]) -> tuple[Any, list[str]]:
         source: Any = Path(ids)
     else:
         values, source = list(ids), "ids argument"
+    if not values:
+        raise DataError(source, "no ids: an empty selection (use ids=None for the whole file)")
+    first: dict[str, int] = {}
     for index, value in enumerate(values):
         if not isinstance(value, (int, str)) or isinstance(value, bool):
             raise DataError(source, f"record {index}: an id should be an integer or string, got {value!r:.80}")
+        if str(value) in first:
+            raise DataError(source, f"record {index}: id {value!r} is already selected at record {first[str(value)]}")
+        first[str(value)] = index
     return source, [str(v) for v in values]
 
 
@@ -659,7 +667,7 @@ def load_web_questions(path: str | Path | None = None, split: str = "test") -> l
 # --------------------------------------------------------------------------- TriviaQA
 
 
-def _triviaqa_row(row: dict, loc: _Loc) -> Example:
+def _triviaqa_row(row: dict, loc: _Loc, split: str) -> Example:
     """A HF `trivia_qa` row `{question_id, question, answer: {value, aliases, ...}}` (test rows have empty answers)."""
     qid = _require(row, "question_id", str, loc)
     question = _text(row, "question", loc)
@@ -669,7 +677,10 @@ def _triviaqa_row(row: dict, loc: _Loc) -> Example:
     metadata = {"dataset": "triviaqa", "normalized_aliases": answer.get("normalized_aliases", [])}
     if "question_source" in row:
         metadata["question_source"] = row["question_source"]
-    return Example(qid, question, _unique([value, *aliases]), metadata=metadata)
+    answers = _unique([value, *aliases])
+    if split != "test":  # only the test split has no public answers
+        answers = _nonempty_answers(answers, loc, "answer.value")
+    return Example(qid, question, answers, metadata=metadata)
 
 
 def _parse_answer_list(text: str, loc: _Loc) -> list[str]:
@@ -728,14 +739,16 @@ def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], _Loc]]:
 
 
 def load_triviaqa(path: str | Path, split: str = "validation") -> list[Example]:
-    """TriviaQA: HF `trivia_qa` rc.nocontext rows (JSONL / JSON list), DPR TSV (ids `tqa-0000`), or a hub id."""
+    """TriviaQA: HF `trivia_qa` rc.nocontext rows (JSONL / JSON list), DPR TSV (ids `tqa-0000`), or a hub id.
+
+    Rows without an answer are an error except with `split="test"` (local files too): the test split has none."""
     hint = "a JSONL dump of trivia_qa rc.nocontext or a DPR trivia-*.qa.csv TSV"
     if _is_qa_tsv(path):
         return [
             Example(f"tqa-{n:04d}", question, answers, metadata={"dataset": "triviaqa"})
             for n, (question, answers, _) in enumerate(_iter_qa_tsv(path))
         ]
-    return _unique_ids((_triviaqa_row(row, loc), loc) for row, loc in _rows(path, "rc.nocontext", split, hint))
+    return _unique_ids((_triviaqa_row(row, loc, split), loc) for row, loc in _rows(path, "rc.nocontext", split, hint))
 
 
 # --------------------------------------------------------------------------- Mintaka
@@ -782,7 +795,8 @@ def _mintaka_row(row: dict, loc: _Loc, lang: str) -> Example:
         entities = _require(row, "answerEntity", (list, type(None)), loc) or []
         labels = [_entity_label(e, lang, loc, f"answerEntity[{i}]") for i, e in enumerate(entities)]
         metadata["answer_entities"] = labels
-        return Example(qid, question, _unique([*_gold_from_labels(labels), answer_text]), metadata=metadata)
+        return Example(qid, question, _nonempty_answers([*_gold_from_labels(labels), answer_text], loc, "answerText"),
+                       metadata=metadata)
     if lang == "en":
         question = _text(row, "question", loc)
     else:
@@ -805,7 +819,7 @@ def _mintaka_row(row: dict, loc: _Loc, lang: str) -> Example:
     if mention:
         answers.append(mention)
     metadata["answerType"] = answer_type
-    return Example(qid, question, _unique(answers), metadata=metadata)
+    return Example(qid, question, _nonempty_answers(answers, loc, "answer.answer"), metadata=metadata)
 
 
 def load_mintaka(path: str | Path, lang: str = "en", split: str = "test") -> list[Example]:
@@ -820,13 +834,17 @@ def load_mintaka(path: str | Path, lang: str = "en", split: str = "test") -> lis
 def _rationale_lines(path: str | Path, what: str = "rationale") -> Iterator[tuple[str, str, int]]:
     """(id, text, line) from `id<TAB>text` lines (hand-written rationales or answers)."""
     path = Path(path)
+    count = 0
     for number, raw in _lines(_read_text(path)):
         if not raw.strip():
             continue
         qid, tab, text = raw.partition("\t")
         if not tab or not qid.strip() or not text.strip():
             raise DataError(path, f"expected 'id<TAB>{what}'", line=number)
+        count += 1
         yield qid.strip(), text.strip(), number
+    if not count:
+        raise DataError(path, f"empty file: no 'id<TAB>{what}' lines")
 
 
 def load_fewshot_answers(path: str | Path | None = None) -> dict[str, str]:
@@ -918,7 +936,7 @@ def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, in
     path = _existing_file(path)
     csv.field_size_limit(1 << 24)
     with path.open("rb") as handle:
-        reader = csv.reader(_decoded_lines(path, handle), delimiter="\t")
+        reader = csv.reader(_decoded_lines(path, handle), delimiter="\t", strict=True)  # a stray quote is an error
         try:
             header = [h.strip().lower() for h in next(reader, [])]
         except csv.Error as err:
@@ -932,8 +950,17 @@ def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, in
             try:
                 fields = next(reader, None)
             except csv.Error as err:
-                raise DataError(path, f"unreadable TSV row: {err}", line=line) from err
+                if reader.line_num > line:
+                    reason = (f"this row runs on to line {reader.line_num} ({count} passages read before it): an "
+                              f"unclosed quote? DPR passages are one line each ({err})")
+                elif "new-line character" in str(err):
+                    reason = "a bare carriage return (\\r) inside an unquoted field: quote the field or remove the \\r"
+                else:
+                    reason = f"malformed quoting ({err})"
+                raise DataError(path, f"unreadable TSV row: {reason}", line=line) from err
             if fields is None:
+                if not count and limit != 0:
+                    raise DataError(path, "no passages after the header (an empty corpus)")
                 return
             if reader.line_num != line:
                 raise DataError(path, f"this row runs on to line {reader.line_num} ({count} passages read before it): "
@@ -997,6 +1024,8 @@ def _jsonl_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, 
             loc = _Loc(path, line=number)
             yield _jsonl_passage(_json_line(raw, loc), loc), number
             count += 1
+    if not count and limit != 0:
+        raise DataError(path, "empty file: no passages (an empty corpus)")
 
 
 def iter_jsonl_corpus(path: str | Path, limit: int | None = None) -> Iterator[Passage]:

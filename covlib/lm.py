@@ -143,6 +143,8 @@ class LM:
         cache: Cache | None = None,
         adapter: str | Path | None = None,
     ):
+        if model is not None and Path(model).expanduser().is_dir():
+            model = str(Path(model).expanduser())
         if model is not None and not Path(model).is_dir() and not paths.is_hub_id(model):
             what = "is a file, not a model folder" if Path(model).exists() else "does not exist"
             raise FileNotFoundError(f"model {model!r} {what}, and it is not a hub id (`owner/name`): give a folder "
@@ -446,11 +448,6 @@ def check_prompts(prompts: Any, method: str, what: str = "prompt") -> list[str]:
     for i, p in enumerate(prompts):
         if not p:
             raise ValueError(f"{method}(): {what} {i} is empty: there is no token to condition on")
-        try:
-            p.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ValueError(f"{method}(): {what} {i} is not valid Unicode text ({err.reason} at character "
-                             f"{err.start}: {p[max(0, err.start - 20):err.start]!r}...)") from None
     return prompts
 
 

@@ -76,7 +76,8 @@ class DataError(ValueError):
 
 
 def text_list(values: Any, what: str, where: str, plural: str | None = None) -> list[str]:
-    """`values` as a list of strings; a lone string is refused (it would be used character by character).
+    """`values` as a list of strings of valid Unicode; a lone string is refused (it would be used character by
+    character), and so is a lone surrogate (no tokenizer or file can hold it).
 
     `what` names one item ("prompt", "premise") and `where` the caller ("generate()").
     """
@@ -87,4 +88,9 @@ def text_list(values: Any, what: str, where: str, plural: str | None = None) -> 
     for i, value in enumerate(values):
         if not isinstance(value, str):
             raise TypeError(f"{where}: {what} {i} is {type(value).__name__}, not str")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"{where}: {what} {i} is not valid Unicode text ({err.reason} at character {err.start}: "
+                             f"{value[max(0, err.start - 20):err.start]!r}...)") from None
     return values

@@ -115,9 +115,9 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def check_queries(queries: Any) -> list[str]:
+def check_queries(queries: Any, where: str = "search_batch()") -> list[str]:
     """The queries as a list of strings; a lone string is refused (it would be searched character by character)."""
-    return text_list(queries, "query", "search_batch()", plural="queries")
+    return text_list(queries, "query", where, plural="queries")
 
 
 def check_passages(passages: Iterable[Passage]) -> list[Passage]:
@@ -310,12 +310,12 @@ class BM25Retriever(_Retriever):
         self.backend, self.k1, self.b = cfg["backend"], cfg["k1"], cfg["b"]
         self._index = None
         if self.passages:
-            if self.backend == "bm25s":
+            if self.backend == "bm25s" and (folder / "bm25s").is_dir():
                 import bm25s
 
                 self._index = bm25s.BM25.load(str(folder / "bm25s"), show_progress=False)
             else:
-                self._build()
+                self._build()  # rank-bm25, or a corpus with no searchable word (nothing was saved)
         return self
 
 
@@ -717,7 +717,7 @@ def top_sentences_batch(queries: Sequence[str], sentence_lists: Sequence[Sequenc
     """top_sentences for many (query, sentences) pairs, embedding each distinct text once."""
     from covlib.embedding import Encoder, load_encoder
 
-    k, queries = check_k(k), check_queries(queries)
+    k, queries = check_k(k), check_queries(queries, "top_sentences_batch()")
     if len(queries) != len(sentence_lists):
         raise ValueError(f"{len(queries)} queries but {len(sentence_lists)} sentence lists")
     enc = encoder if isinstance(encoder, Encoder) else load_encoder(encoder)

@@ -242,10 +242,12 @@ def test_triviaqa_hf_rows_jsonl_and_json_list(tmp_path):
     unlabeled = {**row, "question_id": "tc_3", "answer": {**row["answer"], "aliases": [], "value": ""}}
     jsonl = write_jsonl(tmp_path / "tqa.jsonl", [row, unlabeled])
     for path in (jsonl, write_json(tmp_path / "tqa.json", [row, unlabeled])):
-        first, second = data.load_triviaqa(path)
+        first, second = data.load_triviaqa(path, split="test")
         assert first.id == "tc_2" and first.answers == ["David Seville", "Ross Bagdasarian"]
         assert first.metadata["normalized_aliases"] == ["david seville", "ross bagdasarian"]
         assert second.answers == []  # the HF test split carries no answers
+        with pytest.raises(DataError, match="no answer"):  # any other split must have them
+            data.load_triviaqa(path)
 
 
 def test_triviaqa_dpr_tsv(tmp_path):

@@ -55,6 +55,10 @@ def test_bad02_dpr_passage_with_unclosed_quote_is_an_error_at_its_line(w):
     # quotes inside a properly quoted field, as csv.writer writes them, stay fine
     path = w('id\ttext\ttitle\n1\t"He said ""hi"""\tT1\n2\tplain\tT2\n', "ok.tsv")
     assert [p.text for p in D.read_dpr_tsv(path)] == ['He said "hi"', "plain"]
+    with pytest.raises(DataError, match="line 2.*malformed quoting"):  # a stray quote no longer vanishes silently
+        D.read_dpr_tsv(w('id\ttext\ttitle\n1\t"He said" hi\tA\n', "stray.tsv"))
+    with pytest.raises(DataError, match=r"line 2.*bare carriage return"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n1\tx\ry\tA\n", "cr.tsv"))
 
 
 def test_bad03_fever_duplicate_ids_are_an_error(w):
@@ -89,6 +93,21 @@ def test_bad06_empty_question_or_answer_list_is_an_error(w):
         D.load_hotpotqa(w(json.dumps(hotpot) + "\n", "h.jsonl"))
 
 
+def test_bad06_every_loader_refuses_an_empty_answer(w):
+    with pytest.raises(DataError, match="no answer"):
+        D.load_2wikimultihop(w('[{"test_id": 1, "question": "q?", "answer": []}]', "2w.json"))
+    with pytest.raises(DataError, match="no answer"):
+        D.load_mintaka(w('[{"id": "m1", "question": "q?", "answerText": "", "answerEntity": []}]', "m.json"))
+    official = {"id": "m2", "question": "q?", "answer": {"answerType": "entity", "answer": None}}
+    with pytest.raises(DataError, match="no answer"):
+        D.load_mintaka(w(json.dumps([official]), "m.json"))
+    row = {"question_id": "t1", "question": "q?", "answer": {"value": "", "aliases": []}}
+    path = w(json.dumps(row) + "\n", "tqa.jsonl")
+    with pytest.raises(DataError, match="no answer"):
+        D.load_triviaqa(path)
+    assert D.load_triviaqa(path, split="test")[0].answers == []  # the test split has no public answers
+
+
 def _adv_record(i: int) -> dict:
     return {"qas_id": f"q{i}", "question": "q?", "answer": "a", "paragraphs": [], "rationale": []}
 
@@ -118,12 +137,28 @@ def test_w01_empty_files_are_an_error(w, text):
         D.load_nq_open(w(text.replace("[]", ""), "nq.qa.csv"))
 
 
+def test_w01_empty_corpora_rationales_and_selections(w, tmp_path, monkeypatch):
+    with pytest.raises(DataError, match="no passages after the header"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n", "p.tsv"))
+    with pytest.raises(DataError, match="empty file: no passages"):
+        D.read_jsonl_corpus(w("\n \n", "c.jsonl"))
+    with pytest.raises(DataError, match="empty file: no 'id<TAB>answer' lines"):
+        D.load_fewshot_answers(w("", "manual_answer.txt"))
+    fever = w(FEVER_ROW.format(id=1, q="c"), "fever.jsonl")
+    with pytest.raises(DataError, match="no ids"):
+        D.load_fever(fever, ids=[])
+    with pytest.raises(DataError, match=r"record 1: id 1 is already selected at record 0"):
+        D.load_fever(fever, ids=[1, 1])
+
+
 def test_w02_jsonl_whose_first_line_is_a_list(w):
     path = w('["a", "b"]\n{"question": "q?", "answer": ["x"]}\n', "nq.jsonl")
     with pytest.raises(DataError, match="line 1.*expected a JSON object, got list"):
         D.load_nq_open(path)
     with pytest.raises(DataError, match="invalid JSON: Extra data"):  # a JSON list with trailing garbage stays so
         D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}\n]\ngarbage\n', "nq.json"))
+    with pytest.raises(DataError, match="line 2: invalid JSON: Extra data"):  # also when the list fits on line 1
+        D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}]\ngarbage\n', "nq.json"))
 
 
 def test_w03_duplicate_ids_hotpotqa_and_corpora(w):
@@ -239,18 +274,49 @@ def test_w11_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
     assert shared.forward_calls == 0  # refused before any model work
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes to read-only folders anyway")
-def test_w11_read_only_folder(tmp_path):
+def test_w11_read_only_folder_for_real(tmp_path):
+    """A folder this process cannot write to. As root (this machine, CI), permissions are enforced by dropping
+    root's override capabilities with setpriv for the child process."""
+    import shutil
+    import subprocess
+    import sys
+
     folder = tmp_path / "shared"
     folder.mkdir()
     cache = Cache(folder / "calls.sqlite")
     cache.put("a", 1)
     cache.close()
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: permissions cannot be enforced")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    script = f"""
+from covlib.cache import Cache, CacheError
+done = Cache({str(folder / "calls.sqlite")!r})
+missing = Cache({str(folder / "missing.sqlite")!r})
+print(done.readonly, done.get("a"), missing.readonly, missing.get("a"))
+try:
+    missing.put("b", 2)
+except CacheError as err:
+    print("refused:", err)
+"""
     folder.chmod(0o555)
     try:
-        assert Cache(folder / "calls.sqlite").get("a") == 1
+        out = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             cwd=paths.code_root())
     finally:
         folder.chmod(0o755)
+    assert out.returncode == 0, out.stderr
+    first, refused = out.stdout.strip().splitlines()
+    assert first == "True 1 True None" and "is read-only" in refused and "1 new results" in refused
+    assert not (folder / "missing.sqlite").exists()
+
+
+def test_cache_folder_that_cannot_be_created(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CacheError, match="cannot create its folder"):
+        Cache(tmp_path / "afile" / "sub" / "calls.sqlite").get("a")
 
 
 # =========================================================================== generation
@@ -326,6 +392,10 @@ def test_w13_w14_w15_bad_decoding_values_and_prompts(lm):
         ScriptedGenerator({}).generate([""])
     assert check_prompts(np.array(["a", "b"]), "generate") == ["a", "b"]  # any iterable of strings
     assert make_key(prompt="\ud800") != make_key(prompt="\ud801")  # the cache key itself never crashes
+    with pytest.raises(ValueError, match=r"probabilities\(\): hypothesis 0 is not valid Unicode"):
+        nli.probabilities(["a"], ["\ud800"], judge="overlap")
+    with pytest.raises(TypeError, match=r"top_sentences_batch\(\) takes a list of queries"):
+        R.top_sentences_batch("q", [["a."]])
 
 
 def test_missing_local_model_folder_is_not_a_hub_lookup(tmp_path):
@@ -419,6 +489,13 @@ def test_w20_corpus_without_a_searchable_word():
             built = r()
         assert built.search("the alpha", k=3) == []
         assert any("none of the 2 passages has a searchable word" in str(c.message) for c in caught), built
+
+
+def test_w20_unsearchable_index_saves_and_loads(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        R.BM25Retriever([Passage("1", "", "the of")]).save(tmp_path / "idx")
+        assert R.load_retriever(tmp_path / "idx").search("the", k=1) == []
 
 
 # =========================================================================== beyond the list: notebook parameters
