@@ -911,9 +911,13 @@ def build_corpus(*example_lists: Sequence[Example]) -> list[Passage]:
     return passages
 
 
-def default_corpus() -> list[Passage]:
-    """The offline corpus: paragraphs of adversarial HotpotQA sim_dev + sim_train and the HotpotQA distractor sample."""
+def default_corpus(*extra: Sequence[Example]) -> list[Passage]:
+    """The offline corpus: paragraphs of adversarial HotpotQA sim_dev + sim_train and the HotpotQA distractor sample.
+
+    `extra` example lists (e.g. FEVER's evidence pages) come first: their paragraph wins a title both have, so
+    passage ids stay unique (retrievers refuse duplicates; concatenating two corpora does not dedupe)."""
     return build_corpus(
+        *extra,
         load_adv_hotpotqa(split="all"),
         load_adv_hotpotqa(paths.dataset_path(*_SHARED_FILES["adv_hotpotqa_fewshot"]), split="all"),
         load_hotpotqa(),

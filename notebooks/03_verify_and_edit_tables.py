@@ -121,9 +121,9 @@ def load_examples(name: str, n: int):
 def corpus_for(name: str):
     """(passages, index name) of the offline retrieval corpus for one dataset."""
     if name == "fever":
-        return data.build_corpus(data.load_fever(ids=None)) + data.default_corpus(), "fever-corpus"
+        return data.default_corpus(data.load_fever(ids=None)), "fever-corpus"
     if name == "2wikimultihop":
-        return data.build_corpus(data.load_2wikimultihop(split="train")) + data.default_corpus(), "2wiki-corpus"
+        return data.default_corpus(data.load_2wikimultihop(split="train")), "2wiki-corpus"
     return data.default_corpus(), "hotpot-corpus"
 
 
