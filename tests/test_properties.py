@@ -61,8 +61,8 @@ ONE_LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 
 @SETTINGS
-@given(passages=st.lists(st.tuples(ONE_LINE.filter(lambda s: s.strip() != ""), ONE_LINE, ONE_LINE), max_size=6,
-                         unique_by=lambda p: p[0].strip()))
+@given(passages=st.lists(st.tuples(ONE_LINE.filter(lambda s: s.strip() != ""), ONE_LINE, ONE_LINE), min_size=1,
+                         max_size=6, unique_by=lambda p: p[0].strip()))
 def test_dpr_passages_tsv_round_trip(tmp_path, passages):
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, delimiter="\t")
