@@ -76,6 +76,7 @@ class Cache:
         self.table = table
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._opened_readonly = False  # the mode `_db` chose when it opened the connection
 
     @property
     def readonly(self) -> bool:
@@ -110,7 +111,8 @@ class Cache:
             raise CacheError(f"cache path {self.path} is a folder, not a SQLite file: rename it, or point "
                              "COVLIB_CACHE at another folder")
         with self._guard("opening"):
-            if self.readonly:
+            self._opened_readonly = self.readonly
+            if self._opened_readonly:
                 if not self.path.is_file():
                     return None
                 conn = self._open_readonly()
@@ -140,17 +142,21 @@ class Cache:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # garbage fails here, not later
             return conn
 
-    def _has_table(self, db: sqlite3.Connection) -> bool:
+    def _reader(self) -> sqlite3.Connection | None:
+        """The connection to read from; None when there is nothing to read (read-only, and no file or no table)."""
+        db = self._db()
+        if db is None or not self._opened_readonly:
+            return db
         query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
-        return bool(db.execute(query, (self.table,)).fetchall())
+        return db if db.execute(query, (self.table,)).fetchall() else None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """Values for those keys that are present."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, Any] = {}
         with self._lock, self._guard("reading"):
-            db = self._db()
-            if db is None or (self.readonly and not self._has_table(db)):
+            db = self._reader()
+            if db is None:
                 return found
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
@@ -187,8 +193,8 @@ class Cache:
 
     def __len__(self) -> int:
         with self._lock, self._guard("counting"):
-            db = self._db()
-            if db is None or (self.readonly and not self._has_table(db)):
+            db = self._reader()
+            if db is None:
                 return 0
             return db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
 

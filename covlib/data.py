@@ -935,6 +935,11 @@ def _decoded_lines(path: Path, handle: Any) -> Iterator[str]:
         yield line.removeprefix("\ufeff") if number == 1 else line
 
 
+def _runs_on(last_line: int, count: int) -> str:
+    return (f"this row runs on to line {last_line} ({count} passages read before it): an unclosed quote? "
+            "DPR passages are one line each")
+
+
 def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, int]]:
     """(passage, line) from a DPR `psgs_w100.tsv`; every passage is one line, so a row that runs on is an error."""
     path = _existing_file(path)
@@ -955,8 +960,7 @@ def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, in
                 fields = next(reader, None)
             except csv.Error as err:
                 if reader.line_num > line:
-                    reason = (f"this row runs on to line {reader.line_num} ({count} passages read before it): an "
-                              f"unclosed quote? DPR passages are one line each ({err})")
+                    reason = f"{_runs_on(reader.line_num, count)} ({err})"
                 elif "new-line character" in str(err):
                     reason = "a bare carriage return (\\r) inside an unquoted field: quote the field or remove the \\r"
                 else:
@@ -967,8 +971,7 @@ def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, in
                     raise DataError(path, "no passages after the header (an empty corpus)")
                 return
             if reader.line_num != line:
-                raise DataError(path, f"this row runs on to line {reader.line_num} ({count} passages read before it): "
-                                "an unclosed quote? DPR passages are one line each", line=line)
+                raise DataError(path, _runs_on(reader.line_num, count), line=line)
             if not fields:
                 continue
             if len(fields) != 3:

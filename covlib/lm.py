@@ -143,12 +143,8 @@ class LM:
         cache: Cache | None = None,
         adapter: str | Path | None = None,
     ):
-        if model is not None and Path(model).expanduser().is_dir():
-            model = str(Path(model).expanduser())
-        if model is not None and not Path(model).is_dir() and not paths.is_hub_id(model):
-            what = "is a file, not a model folder" if Path(model).exists() else "does not exist"
-            raise FileNotFoundError(f"model {model!r} {what}, and it is not a hub id (`owner/name`): give a folder "
-                                    "that save_pretrained wrote, a hub id, or nothing for the embedded model")
+        if model is not None:
+            model = paths.model_source(model)
         self.model_id = model or EMBEDDED_MODEL
         self.device = device or default_device()
         self.dtype = dtype or ("bfloat16" if self.device.startswith("cuda") else "float32")
@@ -185,11 +181,8 @@ class LM:
             tok = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, self.dtype))
         except (OSError, ValueError) as err:
-            where = "the folder holds no loadable model" if Path(self.model_id).is_dir() else \
-                "the hub is unreachable from here or the id is wrong"
-            detail = " ".join(str(err).split())[:300]
             raise RuntimeError(
-                f"Could not load model {self.model_id!r}: {where} ({type(err).__name__}: {detail}). "
+                f"Could not load model {self.model_id!r}: {paths.load_failure(str(source), err)}. "
                 "Offline, use the embedded default (no MODEL) or a folder that save_pretrained wrote."
             ) from err
         if self.adapter:

@@ -141,10 +141,7 @@ def load_judge(spec: str) -> Judge:
 
 def _load_error(model_id: str, err: Exception) -> RuntimeError:
     """A model that transformers could not load, explained."""
-    where = "the folder holds no loadable model" if Path(model_id).is_dir() else \
-        "the hub is unreachable from here or the id is wrong"
-    detail = " ".join(str(err).split())[:300]
-    return RuntimeError(f"could not load NLI model {model_id!r}: {where} ({type(err).__name__}: {detail}). "
+    return RuntimeError(f"could not load NLI model {model_id!r}: {paths.load_failure(model_id, err)}. "
                         f"Offline choices: {JUDGE_CHOICES}")
 
 

@@ -97,3 +97,22 @@ def is_hub_id(source: object) -> bool:
         return False
     owner, slash, _ = name.partition("/")
     return not (slash and Path(owner).is_dir())
+
+
+def model_source(model: str) -> str:
+    """A model given as a local folder (`~` expanded) or a hub id, else FileNotFoundError saying which it is not."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return str(folder)
+    if is_hub_id(model):
+        return model
+    what = "is a file, not a model folder" if folder.exists() else "does not exist"
+    raise FileNotFoundError(f"model {model!r} {what}, and it is not a hub id (`owner/name`): give a folder "
+                            "that save_pretrained wrote, a hub id, or nothing for the embedded model")
+
+
+def load_failure(source: str, err: Exception) -> str:
+    """Why transformers could not load `source`, in one line: a folder without a model, or a hub id not served."""
+    where = "the folder holds no loadable model" if Path(source).is_dir() else \
+        "the hub is unreachable from here or the id is wrong"
+    return f"{where} ({type(err).__name__}: {' '.join(str(err).split())[:300]})"

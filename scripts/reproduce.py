@@ -40,8 +40,11 @@ def notebooks(only: str = "") -> list[Path]:
 
 def check_arguments(model: str, device: str) -> None:
     """Stop before the first notebook on a model that is neither a folder nor a hub id, or an unknown device."""
-    if model and not Path(model).expanduser().is_dir() and not paths.is_hub_id(model):
-        raise SystemExit(f"MODEL={model!r} is not a model folder here and not a hub id (`owner/name`)")
+    if model:
+        try:
+            paths.model_source(model)
+        except FileNotFoundError:
+            raise SystemExit(f"MODEL={model!r} is not a model folder here and not a hub id (`owner/name`)") from None
     if device and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device):
         raise SystemExit(f"DEVICE={device!r}: use cpu, cuda, cuda:N or mps (or leave it empty)")
 
