@@ -637,6 +637,10 @@ def build_retriever(kind: str, passages: Sequence[Passage], **kw: Any) -> _Retri
 def load_retriever(folder: str | Path, **kw: Any) -> _Retriever:
     """Load whichever retriever kind a folder holds."""
     kind = _read_meta(Path(folder))["kind"]
+    if kind == "bm25-disk":  # a Wikipedia-scale index (covlib.disk_index), opened memory-mapped
+        from covlib.disk_index import DiskBM25Retriever
+
+        return DiskBM25Retriever.load(folder)
     if kind not in RETRIEVERS:
         raise DataError(Path(folder) / "meta.json", f"unknown retriever kind {kind!r}", field="kind")
     return RETRIEVERS[kind].load(folder, **kw)

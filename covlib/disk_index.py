@@ -1,0 +1,264 @@
+"""BM25 for corpora that do not fit in memory: DPR's Wikipedia (21M passages, 13 GB) on one machine.
+
+`DiskBM25Retriever.build(passages, folder)` reads the passages once, as a stream (`data.iter_dpr_tsv`
+or `data.iter_jsonl_corpus`), and never holds more than one shard of them. Each shard's term
+frequencies go to disk as they are counted; once the whole corpus has been read (so document
+frequencies and the mean length are known), every shard becomes a term-major posting list of
+BM25 weights. The index is a folder of `.npy` arrays opened memory-mapped, so a query touches only
+the postings of its own terms, and memory stays small whatever the corpus size:
+
+    folder/meta.json         kind "bm25-disk", sizes, k1, b, shard list
+    folder/vocab.txt         one term per line, its line number is its id
+    folder/passages.jsonl    the passages as read, one JSON object per line
+    folder/offsets.npy       byte offset of each passage line (random access by position)
+    folder/shard-NNN/{indptr,docs,weights}.npy   postings: term t owns docs[indptr[t]:indptr[t+1]]
+
+Scores are those of `retrieval.BM25Retriever` (Okapi BM25, k1 = 1.5, b = 0.75, Robertson's idf
+clipped at 0, the same tokenizer), so the two rank a corpus alike; ties go to the earlier passage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from array import array
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from covlib.data import DataError
+from covlib.records import Passage
+from covlib.retrieval import (FORMAT_VERSION, Hit, _read_meta, _Retriever, _warn_unsearchable, check_k,
+                              check_queries, passage_string, tokenize)
+
+KIND = "bm25-disk"
+
+
+class _PassageFile(Sequence[Passage]):
+    """The stored passages, read on demand by position (the list a retriever's `passages` would be)."""
+
+    def __init__(self, folder: Path):
+        self._path = folder / "passages.jsonl"
+        self._offsets = np.load(folder / "offsets.npy", mmap_mode="r")
+        self._handle = open(self._path, "rb")
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        self._handle.seek(int(self._offsets[i]))
+        d = json.loads(self._handle.readline())
+        return Passage(d["id"], d["title"], d["text"])
+
+
+class DiskBM25Retriever(_Retriever):
+    """BM25 over a sharded, memory-mapped index on disk; `build` it from a stream, open it with `load`."""
+
+    name = KIND
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        meta = _read_meta(self.folder, KIND)
+        if meta.get("format") != FORMAT_VERSION:
+            raise DataError(self.folder / "meta.json", f"index format {meta.get('format')}, expected "
+                            f"{FORMAT_VERSION}: rebuild it")
+        self.meta = meta
+        self.k1, self.b = meta["config"]["k1"], meta["config"]["b"]
+        self.passages = _PassageFile(self.folder)  # type: ignore[assignment]
+        self._vocab: dict[str, int] | None = None
+        self._shards = []
+        for shard in meta["shards"]:
+            sub = self.folder / shard["folder"]
+            self._shards.append((shard["start"], shard["size"],
+                                 *(np.load(sub / f"{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "weights"))))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "DiskBM25Retriever":
+        """Open an index folder written by `build`."""
+        return cls(folder)
+
+    def config(self) -> dict:
+        """BM25 parameters and shard size."""
+        return dict(self.meta["config"])
+
+    def save(self, folder: str | Path) -> Path:
+        """Copy the index folder (it is written by `build` and needs no saving)."""
+        folder = Path(folder)
+        if folder.resolve() != self.folder.resolve():
+            shutil.copytree(self.folder, folder, dirs_exist_ok=True)
+        return folder
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """Term -> id (read on first search)."""
+        if self._vocab is None:
+            with open(self.folder / "vocab.txt", encoding="utf-8") as f:
+                self._vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
+        return self._vocab
+
+    def search_batch(self, queries: Sequence[str], k: int = 5, progress: bool = False) -> list[list[Hit]]:
+        """The top-k passages for each query by BM25 score (zero-score passages left out)."""
+        from tqdm.auto import tqdm
+
+        k = check_k(k)
+        queries = check_queries(queries)
+        vocab = self.vocab
+        out = []
+        for query in tqdm(queries, desc="bm25-disk", disable=not progress, unit="query"):
+            terms = [vocab[t] for t in tokenize(query) if t in vocab]
+            ranked = self._rank(terms, k) if terms and k else []
+            out.append([Hit(self.passages[i], s) for i, s in ranked])
+        return out
+
+    def _rank(self, terms: list[int], k: int) -> list[tuple[int, float]]:
+        """(passage position, score) of the k best, score descending, ties by position."""
+        best_docs, best_scores = [], []
+        for start, _size, indptr, docs, weights in self._shards:
+            spans = [(int(indptr[t]), int(indptr[t + 1])) for t in terms if t + 1 < len(indptr)]
+            spans = [(s, e) for s, e in spans if e > s]
+            if not spans:
+                continue
+            d = np.concatenate([docs[s:e] for s, e in spans])
+            w = np.concatenate([weights[s:e] for s, e in spans]).astype(np.float64)
+            cand, inverse = np.unique(d, return_inverse=True)
+            scores = np.bincount(inverse, weights=w)
+            if len(cand) > k:  # keep every passage tied with the k-th, so ties go to the earliest over all shards
+                keep = scores >= -np.partition(-scores, k - 1)[k - 1]
+                cand, scores = cand[keep], scores[keep]
+            best_docs.append(cand.astype(np.int64) + start)
+            best_scores.append(scores)
+        if not best_docs:
+            return []
+        d, s = np.concatenate(best_docs), np.concatenate(best_scores)
+        order = np.lexsort((d, -s))[:k]
+        return [(int(d[j]), float(s[j])) for j in order if s[j] > 0]
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, passages: Iterable[Passage], folder: str | Path, *, k1: float = 1.5, b: float = 0.75,
+              shard_size: int = 250_000, progress: bool = True) -> "DiskBM25Retriever":
+        """Index a stream of passages into `folder` (replaced when it exists); passage ids must be unique."""
+        from tqdm.auto import tqdm
+
+        if shard_size < 1 or not (k1 >= 0 and 0 <= b <= 1):
+            raise ValueError(f"need shard_size >= 1, k1 >= 0 and 0 <= b <= 1, got {shard_size}, {k1}, {b}")
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".building")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        started = time.perf_counter()
+        vocab: dict[str, int] = {}
+        df = np.zeros(1 << 16, dtype=np.int64)
+        offsets, id_hashes = array("q"), array("q")
+        fingerprint = hashlib.sha256()
+        terms, lengths = array("i"), array("i")
+        shards: list[dict] = []
+        total_length, position = 0, 0
+
+        def flush() -> None:
+            nonlocal df
+            if not lengths:
+                return
+            tf = _term_major(np.frombuffer(terms, dtype=np.int32), np.frombuffer(lengths, dtype=np.int32), len(vocab))
+            if len(vocab) > len(df):
+                df = np.concatenate([df, np.zeros(max(len(vocab) - len(df), len(df)), dtype=np.int64)])
+            df[: len(vocab)] += np.diff(tf["indptr"])
+            sub = tmp / f"shard-{len(shards):03d}"
+            sub.mkdir()
+            for part, values in tf.items():
+                np.save(sub / f"{part}.npy", values)
+            np.save(sub / "lengths.npy", np.frombuffer(lengths, dtype=np.int32).copy())
+            shards.append({"folder": sub.name, "start": len(offsets) - len(lengths), "size": len(lengths)})
+            del terms[:], lengths[:]
+
+        bar = tqdm(desc="index (stream)", unit="passage", disable=not progress)
+        with open(tmp / "passages.jsonl", "wb") as store:
+            for i, p in enumerate(passages):
+                if not isinstance(p, Passage):
+                    raise TypeError(f"passage {i} is {type(p).__name__}, not records.Passage")
+                line = (json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n").encode()
+                store.write(line)
+                offsets.append(position)
+                position += len(line)
+                id_hashes.append(hash(p.id))
+                fingerprint.update(f"{p.id}\x00{p.title}\x00{p.text}\x01".encode())
+                words = tokenize(passage_string(p))
+                terms.extend([vocab.setdefault(w, len(vocab)) for w in words])
+                lengths.append(len(words))
+                total_length += len(words)
+                if len(lengths) == shard_size:
+                    flush()
+                bar.update(1)
+            flush()
+        bar.close()
+        n = len(offsets)
+        if not n:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ValueError("no passages to index (an empty corpus)")
+        np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
+        _check_unique_ids(np.frombuffer(id_hashes, dtype=np.int64), _PassageFile(tmp))
+        if not vocab:
+            _warn_unsearchable(n)
+        avgdl = total_length / n
+        df = df[: len(vocab)]
+        idf = np.maximum(0.0, np.log((n - df + 0.5) / (df + 0.5)))  # Robertson's idf, clipped at 0 as bm25s does
+        for shard in tqdm(shards, desc="index (weights)", unit="shard", disable=not progress):
+            _weigh_shard(tmp / shard["folder"], idf, avgdl, k1, b)
+        with open(tmp / "vocab.txt", "w", encoding="utf-8") as f:
+            f.writelines(w + "\n" for w in vocab)  # dicts keep insertion order: line number = id
+        meta = {"kind": KIND, "format": FORMAT_VERSION, "n_passages": n, "fingerprint": fingerprint.hexdigest(),
+                "config": {"k1": k1, "b": b, "shard_size": shard_size}, "shards": shards,
+                "n_terms": len(vocab), "avgdl": avgdl, "build_seconds": round(time.perf_counter() - started, 1)}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+        return cls(folder)
+
+    def __repr__(self) -> str:
+        return f"DiskBM25Retriever({len(self)} passages, {len(self._shards)} shards, {self.folder})"
+
+
+def _term_major(terms: np.ndarray, lengths: np.ndarray, n_terms: int) -> dict[str, np.ndarray]:
+    """Term frequencies of one shard as term-major postings: indptr (n_terms + 1), docs, tf."""
+    from scipy.sparse import csc_matrix
+
+    docs = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    tf = csc_matrix((np.ones(len(terms), dtype=np.float32), (docs, terms)), shape=(len(lengths), n_terms))
+    tf.sum_duplicates()
+    return {"indptr": tf.indptr.astype(np.int64), "docs": tf.indices.astype(np.int32), "tf": tf.data}
+
+
+def _weigh_shard(sub: Path, idf: np.ndarray, avgdl: float, k1: float, b: float) -> None:
+    """Replace a shard's term frequencies by BM25 weights, its indptr padded to the final vocabulary."""
+    indptr, docs, tf = (np.load(sub / f"{p}.npy") for p in ("indptr", "docs", "tf"))
+    lengths = np.load(sub / "lengths.npy").astype(np.float64)
+    term_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    norm = k1 * (1 - b + b * lengths[docs] / max(avgdl, 1e-9))
+    weights = (idf[term_of] * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
+    full = np.concatenate([indptr, np.full(len(idf) + 1 - len(indptr), indptr[-1], dtype=np.int64)])
+    np.save(sub / "indptr.npy", full)
+    np.save(sub / "weights.npy", weights)
+    (sub / "tf.npy").unlink()
+    (sub / "lengths.npy").unlink()
+
+
+def _check_unique_ids(hashes: np.ndarray, passages: _PassageFile) -> None:
+    """Raise on a repeated passage id (hash collisions are checked against the stored ids)."""
+    order = np.argsort(hashes, kind="stable")
+    same = np.flatnonzero(hashes[order][1:] == hashes[order][:-1])
+    for j in same:
+        a, b = int(order[j]), int(order[j + 1])
+        if passages[a].id == passages[b].id:
+            raise ValueError(f"duplicate passage id {passages[a].id!r} (passages {min(a, b)} and {max(a, b)}): "
+                             "ids must be unique")
+
+
+def index_size(folder: str | Path) -> int:
+    """Bytes on disk of an index folder."""
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+

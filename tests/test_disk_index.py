@@ -1,0 +1,101 @@
+"""The Wikipedia-scale BM25 index (covlib.disk_index): streamed build, memory-mapped shards, same ranking as
+BM25Retriever on the real Adversarial-HotpotQA paragraphs."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from covlib import data
+from covlib import retrieval as R
+from covlib.disk_index import DiskBM25Retriever
+from covlib.records import Passage
+
+
+@pytest.fixture(scope="module")
+def hotpot():
+    """(passages, questions) from sim_dev.json, passages deduplicated by (title, text)."""
+    from covlib import paths
+
+    path = paths.dataset_path("hotpotqa_adv", "sim_dev.json")
+    if not path.exists():
+        pytest.skip(f"real data not found at {path}")
+    records = json.loads(path.read_text())
+    unique = list({(p["title"], p["context"]): None for r in records for p in r["paragraphs"]})
+    return [Passage(f"p{i}", t, c) for i, (t, c) in enumerate(unique)], [r["question"] for r in records]
+
+
+def _ranked(hits):
+    return [(h.passage.id, h.score) for h in hits]
+
+
+def _same_ranking(a, b):
+    """Equal scores rank by rank; ids equal except among passages tied on score (bm25s breaks ties its own way)."""
+    assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-5)  # float32 weights, summed in float64
+    cut = a[-1][1] if a else 0.0
+    assert {i for i, s in a if s > cut + 1e-4} == {i for i, s in b if s > cut + 1e-4}
+
+
+def test_same_ranking_as_bm25_retriever_over_several_shards(hotpot, tmp_path):
+    passages, questions = hotpot
+    disk = DiskBM25Retriever.build(iter(passages), tmp_path / "idx", shard_size=300, progress=False)
+    assert len(disk.meta["shards"]) == -(-len(passages) // 300) and len(disk) == len(passages)
+    memory = R.BM25Retriever(passages)
+    for a, b in zip(memory.search_batch(questions[:150], k=5), disk.search_batch(questions[:150], k=5)):
+        _same_ranking(_ranked(a), _ranked(b))
+    assert disk.passages[7] == passages[7] and disk.passages[-1] == passages[-1]
+
+
+def test_shard_size_does_not_change_results(hotpot, tmp_path):
+    passages, questions = hotpot
+    one = DiskBM25Retriever.build(passages, tmp_path / "one", shard_size=10**6, progress=False)
+    many = DiskBM25Retriever.build(passages, tmp_path / "many", shard_size=97, progress=False)
+    for a, b in zip(one.search_batch(questions[:60], k=10), many.search_batch(questions[:60], k=10)):
+        assert [h.passage.id for h in a] == [h.passage.id for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-6)
+
+
+def test_streamed_from_a_dpr_file_and_reopened_by_load_retriever(tmp_path):
+    path = tmp_path / "psgs.tsv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, delimiter="\t", lineterminator="\n")
+        w.writerow(["id", "text", "title"])
+        for i in range(500):
+            w.writerow([i + 1, f"passage number {i} about topic{i % 7} and word{i}", f"Title {i}"])
+    consumed = []
+
+    def stream():
+        for p in data.iter_dpr_tsv(path):
+            consumed.append(p.id)
+            yield p
+
+    built = DiskBM25Retriever.build(stream(), tmp_path / "idx", shard_size=64, progress=False)
+    assert len(consumed) == 500 and len(built.meta["shards"]) == 8
+    opened = R.load_retriever(tmp_path / "idx")
+    assert isinstance(opened, DiskBM25Retriever)
+    hits = opened.search("word123 topic4", k=3)
+    assert hits[0].passage.id == "124" and hits[0].passage.title == "Title 123"
+    assert isinstance(opened._shards[0][2], np.memmap)  # postings are memory-mapped, not read into memory
+    assert opened.search_batch(["topic4"], k=100)[0] and len(opened.search("topic4", k=100)) == 71
+
+
+def test_bad_input(tmp_path):
+    ps = [Passage("a", "", "alpha beta"), Passage("b", "", "gamma"), Passage("a", "", "delta")]
+    with pytest.raises(ValueError, match="duplicate passage id 'a' .passages 0 and 2"):
+        DiskBM25Retriever.build(ps, tmp_path / "dup", progress=False)
+    assert not (tmp_path / "dup").exists()
+    with pytest.raises(ValueError, match="empty corpus"):
+        DiskBM25Retriever.build([], tmp_path / "empty", progress=False)
+    with pytest.raises(TypeError, match="passage 0 is str"):
+        DiskBM25Retriever.build(["alpha"], tmp_path / "str", progress=False)
+    r = DiskBM25Retriever.build(ps[:2], tmp_path / "ok", progress=False)
+    assert r.search("unknownword", k=5) == [] and r.search("alpha", k=0) == []
+    with pytest.raises(ValueError, match="k must be a whole number"):
+        r.search("alpha", k=-1)
+    with pytest.raises(TypeError, match="not str"):
+        r.search_batch("alpha")
+    with pytest.raises(data.DataError, match="meta.json missing"):
+        DiskBM25Retriever.load(tmp_path / "nothing")
