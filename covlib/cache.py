@@ -196,7 +196,8 @@ class Cache:
             db = self._reader()
             if db is None:
                 return 0
-            return db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
+            # fetchall, not fetchone: a statement left unfinished can keep its read snapshot open
+            return db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchall()[0][0]
 
     def clear(self) -> None:
         """Delete every entry of this table."""

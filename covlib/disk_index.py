@@ -48,6 +48,12 @@ class _PassageFile(Sequence[Passage]):
     def __len__(self) -> int:
         return len(self._offsets)
 
+    def __iter__(self):
+        with open(self._path, "rb") as f:  # one sequential pass, not a seek per passage
+            for line in f:
+                d = json.loads(line)
+                yield Passage(d["id"], d["title"], d["text"])
+
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
@@ -118,15 +124,16 @@ class DiskBM25Retriever(_Retriever):
     def _rank(self, terms: list[int], k: int) -> list[tuple[int, float]]:
         """(passage position, score) of the k best, score descending, ties by position."""
         best_docs, best_scores = [], []
-        for start, _size, indptr, docs, weights in self._shards:
+        for start, _size, indptr, docs, weights in self._shards:  # noqa: B007
             spans = [(int(indptr[t]), int(indptr[t + 1])) for t in terms if t + 1 < len(indptr)]
             spans = [(s, e) for s, e in spans if e > s]
             if not spans:
                 continue
             d = np.concatenate([docs[s:e] for s, e in spans])
             w = np.concatenate([weights[s:e] for s, e in spans]).astype(np.float64)
-            cand, inverse = np.unique(d, return_inverse=True)
-            scores = np.bincount(inverse, weights=w)
+            scores = np.bincount(d, weights=w, minlength=_size)  # dense accumulation: no sort of the postings
+            cand = np.flatnonzero(scores > 0)
+            scores = scores[cand]
             if len(cand) > k:  # keep every passage tied with the k-th, so ties go to the earliest over all shards
                 keep = scores >= -np.partition(-scores, k - 1)[k - 1]
                 cand, scores = cand[keep], scores[keep]
@@ -240,9 +247,11 @@ def _weigh_shard(sub: Path, idf: np.ndarray, avgdl: float, k1: float, b: float) 
     term_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
     norm = k1 * (1 - b + b * lengths[docs] / max(avgdl, 1e-9))
     weights = (idf[term_of] * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
-    full = np.concatenate([indptr, np.full(len(idf) + 1 - len(indptr), indptr[-1], dtype=np.int64)])
-    np.save(sub / "indptr.npy", full)
-    np.save(sub / "weights.npy", weights)
+    keep = weights > 0  # a term in over half the passages has idf 0: its postings add nothing, so they are dropped
+    counts = np.bincount(term_of[keep], minlength=len(idf))
+    np.save(sub / "indptr.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    np.save(sub / "docs.npy", docs[keep])
+    np.save(sub / "weights.npy", weights[keep])
     (sub / "tf.npy").unlink()
     (sub / "lengths.npy").unlink()
 
@@ -262,3 +271,34 @@ def index_size(folder: str | Path) -> int:
     """Bytes on disk of an index folder."""
     return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
 
+
+
+def index_folder(name: str) -> Path:
+    """Where `make index NAME=...` keeps an index: paths.index_dir() / f"{name}-bm25-disk"."""
+    from covlib import paths
+
+    return paths.index_dir() / f"{name}-{KIND}"
+
+
+def _cli() -> None:  # `python -m covlib.disk_index psgs_w100.tsv --name wiki` (what `make index` runs)
+    import argparse
+
+    from covlib import data
+
+    ap = argparse.ArgumentParser(description="Build the streamed, memory-mapped BM25 index of a big corpus.")
+    ap.add_argument("corpus", help="DPR psgs_w100.tsv (.tsv) or a JSONL corpus ({id, contents} or {id, title, text})")
+    ap.add_argument("--name", default="wiki", help="index name: the folder is <cache>/indexes/<name>-bm25-disk")
+    ap.add_argument("--shard-size", type=int, default=250_000, help="passages per shard (memory while indexing)")
+    args = ap.parse_args()
+    if not args.corpus or not Path(args.corpus).is_file():
+        raise SystemExit(f"corpus {args.corpus!r}: no such file (make index TSV=path/to/psgs_w100.tsv)")
+    if not args.name.replace("-", "").replace("_", "").isalnum():
+        raise SystemExit(f"--name {args.name!r}: use letters, digits, '-' and '_'")
+    stream = data.iter_dpr_tsv if Path(args.corpus).suffix.lower() in (".tsv", ".csv", ".txt") else data.iter_jsonl_corpus
+    r = DiskBM25Retriever.build(stream(args.corpus), index_folder(args.name), shard_size=args.shard_size)
+    print(f"{len(r):,} passages indexed in {r.meta['build_seconds']:.0f} s: {r.folder}")
+    print(f"use it: corpus={r.folder} in notebooks 08/09, or retrieval.load_retriever({str(r.folder)!r})")
+
+
+if __name__ == "__main__":
+    _cli()

@@ -29,7 +29,7 @@ import re
 import threading
 import time
 import warnings
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
@@ -189,7 +189,7 @@ class EndpointLM:
         try:
             pending = {pool.submit(work, job): key for key, job in todo.items()}
             while pending:
-                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)  # commit each as it arrives; a failure stops the run
                 for future in done:
                     key = pending.pop(future)
                     self.cache.put(key, future.result())  # committed now: a crash after this loses nothing
@@ -445,3 +445,25 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _cli() -> None:  # `python -m covlib.endpoint --port 8080` (what `make serve` runs)
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Serve a GGUF model (default: the embedded SmolLM2) over an "
+                                 "OpenAI-compatible API with llama-cpp-python, until Ctrl-C.")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--gguf", default=None, help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
+    ap.add_argument("--alias", default="smollm2", help="the model name clients ask for")
+    ap.add_argument("--n-ctx", type=int, default=2048)
+    args = ap.parse_args()
+    with LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx) as srv:
+        print(f"serving {srv.gguf} at {srv.base_url}\nuse it: make reproduce MODEL={srv.spec}", flush=True)
+        try:
+            srv.process.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    _cli()

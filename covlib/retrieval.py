@@ -646,6 +646,24 @@ def load_retriever(folder: str | Path, **kw: Any) -> _Retriever:
     return RETRIEVERS[kind].load(folder, **kw)
 
 
+def open_corpus(corpus: str | Path = "") -> tuple[Sequence[Passage], _Retriever, str]:
+    """(passages, BM25 retriever, name) for a notebook's `corpus` parameter: "" (the offline paragraphs), a corpus
+    file (read into memory, index persisted by name), or a folder that `make index` wrote (Wikipedia scale:
+    passages read from disk on demand, postings memory-mapped)."""
+    from covlib.data import load_corpus
+
+    folder = Path(corpus)
+    if str(corpus) and folder.is_dir():
+        kind = _read_meta(folder)["kind"]
+        if kind != "bm25-disk":
+            raise DataError(folder / "meta.json", f"corpus folder holds a {kind!r} index; give a folder that "
+                            "`make index` wrote (kind 'bm25-disk') or a corpus file", field="kind")
+        retriever = load_retriever(folder)
+        return retriever.passages, retriever, folder.name
+    passages, name = load_corpus(corpus)
+    return passages, load_or_build("bm25", passages, name), name
+
+
 def _wanted_config(kind: str, kw: dict) -> dict:
     """The config a retriever built with these kw would record (defaults filled in)."""
     sig = inspect.signature(RETRIEVERS[kind].__init__)

@@ -41,7 +41,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import covrag as C
-from covlib import data, lm, plotting, profiles, results, retrieval
+from covlib import lm, plotting, profiles, results, retrieval
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -53,7 +53,7 @@ datasets: str = "NQ,WebQ"  # which of NQ, WebQ, TriviaQA, Mintaka (TriviaQA / Mi
 n_per_dataset: int = 400  # questions per dataset (paper: NQ 400, WebQ 400; TriviaQA and Mintaka 100)
 triviaqa: str = ""  # TriviaQA validation: DPR trivia-dev.qa.csv, HF JSONL or hub id (test answers are not public)
 mintaka: str = ""  # Mintaka test: official mintaka_test.json or hub id
-corpus: str = ""  # passages to retrieve from: DPR psgs_w100.tsv or {id, contents} JSONL; empty: offline corpus
+corpus: str = ""  # passages to retrieve from: DPR psgs_w100.tsv or {id, contents} JSONL; empty: offline corpus; or a `make index` folder
 k: int = 5  # references per question (paper: top-5)
 seed: int = 0  # question samples
 chat: bool = True  # wrap prompts in the model's chat template (instruction-tuned models)
@@ -90,8 +90,7 @@ missing = [n for n in names if n not in sets]
 if missing:
     print(f"left out (no file given, none offline): {missing}; pass triviaqa= / mintaka= a path or hub id")
 sets = {n: sets[n] for n in names if n in sets}
-passages, corpus_name = data.load_corpus(corpus)
-retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+passages, retriever, corpus_name = retrieval.open_corpus(corpus)
 hits = C.answerable([ex for exs in sets.values() for ex in exs], passages)  # one pass over the corpus
 reachable = {n: {ex.id: hits[ex.id] for ex in exs} for n, exs in sets.items()}
 for n, exs in sets.items():

@@ -39,7 +39,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import covrag as C
-from covlib import data, lm, plotting, profiles, results, retrieval
+from covlib import lm, plotting, profiles, results, retrieval
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -51,7 +51,7 @@ datasets: str = "NQ,WebQ,Mintaka,TriviaQA"  # Table 2's columns (TriviaQA / Mint
 n_per_dataset: int = 400  # cap per dataset (paper: NQ 400, WebQ 400, Mintaka 100, TriviaQA 100)
 triviaqa: str = ""  # TriviaQA validation: DPR trivia-dev.qa.csv, HF JSONL or hub id
 mintaka: str = ""  # Mintaka test: official mintaka_test.json or hub id
-corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs
+corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs; or a `make index` folder
 k: int = 5  # references per question (paper: top-5)
 max_rounds: int = 1  # re-retrievals allowed (paper: 1)
 seed: int = 0  # question samples
@@ -84,8 +84,7 @@ plotting.set_style()
 sets = C.load_datasets(triviaqa=triviaqa, mintaka=mintaka, sizes=sizes, seed=seed)
 sets = {n: sets[n] for n in names if n in sets}
 print("datasets:", {n: len(v) for n, v in sets.items()}, "| left out (no file):", [n for n in names if n not in sets])
-passages, corpus_name = data.load_corpus(corpus)
-retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+passages, retriever, corpus_name = retrieval.open_corpus(corpus)
 examples = [ex for exs in sets.values() for ex in exs]
 dataset_of = {ex.id: n for n, exs in sets.items() for ex in exs}
 ok_ids = {i for i, ok in C.answerable(examples, passages).items() if ok}  # one pass over the corpus

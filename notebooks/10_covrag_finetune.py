@@ -59,7 +59,7 @@ teacher: str = ""  # verification labels from this model (hub id / dir); empty: 
 n_train: int = 308  # training questions (Adversarial HotpotQA; the paper: 24,824 QA + 22,170 verification samples)
 test_datasets: str = "NQ,WebQ"  # evaluation sets (Table 4's QA columns)
 n_test: int = 400  # test questions per dataset
-corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs
+corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs; or a `make index` folder
 k: int = 5  # references per question
 seed: int = 0  # samples, LoRA initialisation, shuffling
 chat: bool = False  # train and infer on raw prompts (a fine-tuned model learns the format itself)
@@ -100,8 +100,7 @@ plotting.set_style()
 # ## 1. Training data from training questions only (QA pairs and verification pairs, with the leak check)
 
 # %%
-passages, corpus_name = data.load_corpus(corpus)
-retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+passages, retriever, corpus_name = retrieval.open_corpus(corpus)
 tests = C.load_datasets(sizes={n: n_test for n in names}, seed=seed)
 tests = {n: tests[n] for n in names if n in tests}
 test_examples = [ex for exs in tests.values() for ex in exs]

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import covrag as C
-from covlib import data, lm, paths, plotting, profiles, results, retrieval
+from covlib import lm, paths, plotting, profiles, results, retrieval
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -48,7 +48,7 @@ judge: str = ""  # the ranking model (the paper: GPT-4); empty for the embedded 
 device: str = ""  # cpu or cuda; empty picks cuda when available
 datasets: str = "NQ,WebQ"  # questions to rank on
 n_per_dataset: int = 400  # questions per dataset
-corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs
+corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs; or a `make index` folder
 k: int = 5  # references per question
 seed: int = 0  # question samples and the order answers are shown in
 chat: bool = False  # raw prompts for the answering models (as notebook 10 trained them)
@@ -91,8 +91,7 @@ plotting.set_style()
 # %%
 sets = C.load_datasets(sizes={n: n_per_dataset for n in names}, seed=seed)
 examples = [ex for n in names if n in sets for ex in sets[n]]
-passages, corpus_name = data.load_corpus(corpus)
-retriever = retrieval.load_or_build("bm25", passages, corpus_name)
+passages, retriever, corpus_name = retrieval.open_corpus(corpus)
 rag_model = lm.load_lm(model or None, device=device or None, adapter=qa_adapter or None)
 cov_model = lm.load_lm(model or None, device=device or None, adapter=covrag_adapter or None)
 references = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in examples], k=k)]

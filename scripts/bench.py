@@ -9,6 +9,11 @@ cache in a temporary folder for every measurement:
 4. batched vs one-pair-at-a-time NLI (LLM-as-judge through LM.score)   (no target)
 5. batched vs one-pair-at-a-time NLI, trained cross-encoder judge       target >= 10x
    (pairs/s through nli.probabilities, and of the bare model without the cache)
+6. the HTTP backend against a local llama.cpp server (llama-cpp-python, the same model as GGUF) vs the
+   in-process LM, same prompts (tokens/s)
+7. concurrency 8 vs 1 against that server
+8. a cached re-run vs the first run through the HTTP backend
+9. the in-process decoder's time outside the model forward (per-row Python work), without and with stop strings
 
 These are figures to read, not tests; this 2-core machine is noisy, so compare
 ratios from one run rather than absolute times across runs.
@@ -40,14 +45,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48, help="new tokens per prompt in benchmark 1")
     ap.add_argument("--only", default="", help="comma-separated benchmark numbers to run, e.g. 5")
     args = ap.parse_args()
-    wanted = {int(x) for x in args.only.split(",") if x.strip()} or {1, 2, 3, 4, 5}
+    wanted = {int(x) for x in args.only.split(",") if x.strip()} or {1, 2, 3, 4, 5, 6, 7, 8, 9}
 
     scratch = Path(tempfile.mkdtemp(prefix="covlib-bench-"))
     os.environ["COVLIB_CACHE"] = str(scratch)  # never touch the project's call cache
     from covlib import lm as lm_mod
     from covlib.cache import Cache
 
-    def fresh(name: str, batch_size: int) -> lm_mod.LM:
+    def fresh(name: str, batch_size: int):
         return lm_mod.LM(args.model or None, device=args.device or None, batch_size=batch_size,
                          cache=Cache(scratch / f"{name}.sqlite", table="lm"))
 
@@ -55,6 +60,10 @@ def main() -> None:
         bench_lm(args, fresh)
     if 5 in wanted:
         bench_cross_encoder(args)
+    if wanted & {6, 7, 8}:
+        bench_endpoint(args, fresh, scratch)
+    if 9 in wanted:
+        bench_decoder_overhead(args, fresh)
 
 
 def bench_lm(args, fresh) -> None:
@@ -107,6 +116,63 @@ def bench_lm(args, fresh) -> None:
     print(f"4. NLI ({judge_batch.name}), {len(pairs)} pairs: one pair at a time {t_one:.1f} s, "
           f"batched {t_batch:.1f} s -> {t_one / t_batch:.1f}x")
 
+
+def bench_endpoint(args, fresh, scratch: Path) -> None:
+    """Benchmarks 6-8: the HTTP backend against a local llama.cpp server on the embedded GGUF."""
+    from covlib import data
+    from covlib.cache import Cache
+    from covlib.endpoint import EndpointLM, LocalServer
+
+    questions = [f"Question: {e.question}\nAnswer:" for e in data.load_adv_hotpotqa(split="test")[16:32]]
+    kw = dict(max_new_tokens=args.tokens, progress=False)
+
+    def client(name: str, concurrency: int) -> EndpointLM:
+        return EndpointLM(srv.alias, srv.base_url, concurrency=concurrency,
+                          cache=Cache(scratch / f"{name}.sqlite", table="lm"))
+
+    with LocalServer(log=str(scratch / "server.log")) as srv:
+        client("warmup", 1).generate(questions[:1], max_new_tokens=4, progress=False)
+        served = client("c8", 8)
+        outs, t_c8 = timed(lambda: served.generate(questions, **kw))
+        tok_c8 = sum(len(c[0].tokens) for c in outs)
+        outs1, t_c1 = timed(lambda: client("c1", 1).generate(questions, **kw))
+        tok_c1 = sum(len(c[0].tokens) for c in outs1)
+        _, t_cached = timed(lambda: served.generate(questions, **kw))
+    local = fresh("local-vs-http", 16)
+    local.generate(questions[:1], max_new_tokens=4, progress=False)  # load and warm up
+    outs_l, t_local = timed(lambda: local.generate(questions, **kw))
+    tok_local = sum(len(c[0].tokens) for c in outs_l)
+    print(f"6. {len(questions)} prompts x <= {args.tokens} tokens: HTTP backend (llama.cpp server, concurrency 8) "
+          f"{tok_c8 / t_c8:.1f} tok/s vs in-process (batch 16) {tok_local / t_local:.1f} tok/s -> "
+          f"{(tok_c8 / t_c8) / (tok_local / t_local):.2f}x")
+    print(f"7. concurrency 8 vs 1 against the same server: {tok_c8 / t_c8:.1f} vs {tok_c1 / t_c1:.1f} tok/s -> "
+          f"{(tok_c8 / t_c8) / (tok_c1 / t_c1):.2f}x (llama-cpp-python runs one request at a time; vLLM batches them)")
+    print(f"8. cached re-run through the HTTP backend: {t_cached * 1000:.1f} ms vs first run {t_c8:.1f} s -> "
+          f"{100 * t_cached / t_c8:.2f} % of the first run (no request sent)")
+
+
+def bench_decoder_overhead(args, fresh) -> None:
+    """Benchmark 9: share of generate() time spent outside the model's forward calls."""
+    from covlib import data
+
+    questions = [f"Question: {e.question}\nAnswer:" for e in data.load_adv_hotpotqa(split="test")[32:48]]
+    for label, stop in (("no stop string", ()), ("a stop string (decoded every step)", ("\n\n\n\n",))):
+        lm = fresh(f"overhead-{len(stop)}", 16)
+        model = lm.model
+        forward, spent = model.forward, [0.0]
+
+        def timed_forward(*a, **k):
+            t0 = time.perf_counter()
+            out = forward(*a, **k)
+            spent[0] += time.perf_counter() - t0
+            return out
+
+        model.forward = timed_forward
+        outs, total = timed(lambda: lm.generate(questions, max_new_tokens=args.tokens, stop=stop, progress=False))
+        model.forward = forward
+        tokens = sum(len(c[0].tokens) for c in outs)
+        print(f"9. decoder, batch 16 x <= {args.tokens} tokens, {label}: {tokens / total:.1f} tok/s, "
+              f"{100 * (total - spent[0]) / total:.0f} % of the time outside the model forward")
 
 
 def bench_cross_encoder(args) -> None:

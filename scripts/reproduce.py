@@ -39,8 +39,16 @@ def notebooks(only: str = "") -> list[Path]:
 
 
 def check_arguments(model: str, device: str) -> None:
-    """Stop before the first notebook on a model that is neither a folder nor a hub id, or an unknown device."""
-    if model:
+    """Stop before the first notebook on a model that is neither a folder, a hub id nor a server spec
+    (`openai:<model>@<base_url>`), or an unknown device."""
+    if model.startswith("openai:"):
+        from covlib.endpoint import parse_spec
+
+        try:
+            parse_spec(model)
+        except ValueError as err:
+            raise SystemExit(f"MODEL={model!r}: {err}") from None
+    elif model:
         try:
             paths.model_source(model)
         except FileNotFoundError:
@@ -64,7 +72,7 @@ def read_times(path: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="", help="smoke, cpu or full (default: full on a GPU, cpu otherwise)")
-    ap.add_argument("--model", default="", help="hub id or local directory (default: embedded SmolLM2)")
+    ap.add_argument("--model", default="", help="hub id, local directory or openai:<model>@<base_url> (default: embedded SmolLM2)")
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
     args = ap.parse_args()

@@ -1,0 +1,287 @@
+"""The HTTP backend (covlib.endpoint) against a real OpenAI-compatible server: llama-cpp-python's server, serving
+the embedded SmolLM2-135M-Instruct GGUF on 127.0.0.1, started by these tests.
+
+What a real server cannot be made to do on demand (answer garbage, fail twice then recover, check a key) is
+tested against `_Misbehaving`, a plain HTTP server on loopback that replies with what each test scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from covlib import lm as L
+from covlib.cache import Cache
+from covlib.endpoint import EndpointError, EndpointLM, LocalServer, embedded_gguf, parse_spec
+
+PROMPTS = [
+    "The capital of France is",
+    "Question: Who wrote Hamlet?\nAnswer:",
+    "1, 2, 3, 4,",
+    "Once upon a time",
+    "The largest planet in the solar system is",
+    "Water boils at",
+    "Q: What colour is the sky?\nA:",
+    "The Eiffel Tower is located in",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """llama-cpp-python's server on the embedded GGUF (no BOS token, as the model ships)."""
+    with LocalServer(log=str(tmp_path_factory.mktemp("server") / "server.log")) as srv:
+        yield srv
+
+
+def _client(srv_or_url, tmp_path, **options) -> EndpointLM:
+    url = srv_or_url if isinstance(srv_or_url, str) else srv_or_url.base_url
+    return EndpointLM("smollm2", url, cache=Cache(tmp_path / "calls.sqlite", table="lm"), **options)
+
+
+def test_spec_names_the_server_and_keys_do_not_collide(monkeypatch):
+    assert parse_spec("openai:Qwen/Qwen2.5-7B-Instruct@http://gpu1:8000/v1") == (
+        "Qwen/Qwen2.5-7B-Instruct", "http://gpu1:8000/v1")
+    assert parse_spec("openai:m@http://127.0.0.1:8080") == ("m", "http://127.0.0.1:8080/v1")  # /v1 by convention
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert parse_spec("openai:gpt-4o") == ("gpt-4o", "https://api.openai.com/v1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://example.org/api/v1/")
+    assert parse_spec("openai:gpt-4o") == ("gpt-4o", "https://example.org/api/v1")
+    for bad, why in (("openai:@http://x/v1", "names no model"), ("openai:m@gpu1:8000", "base URL"),
+                     ("hf:m", "not a server spec")):
+        with pytest.raises(ValueError, match=why):
+            parse_spec(bad)
+    a, b = EndpointLM("m", "http://a:1/v1"), EndpointLM("m", "http://b:1/v1")
+    assert a.name != b.name and a._key("generate", prompt="p") != b._key("generate", prompt="p")
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-secret")
+    assert "sk-secret" not in json.dumps(L.describe(a)) and "sk-secret" not in a.name
+    assert isinstance(a, L.Generator)
+    with pytest.raises(ValueError, match="LoRA adapter is served by the server"):
+        L.load_lm("openai:m@http://a:1/v1", adapter="x")
+
+
+def test_greedy_against_the_in_process_lm(server, tmp_path):
+    """The server computes with the GGUF's Q4_1 weights (and 8-bit activations); the in-process LM with the same
+    weights dequantised to float32. Measured on these 8 prompts (12 tokens): the first 3 to 12 tokens agree
+    (7 on average, all 12 on 2 prompts), then the texts drift apart as two numerics do; the shared tokens'
+    log-probabilities differ by 0.03 on average and 0.15 at most."""
+    served = _client(server, tmp_path).generate(PROMPTS, max_new_tokens=12, progress=False)
+    local = L.LM(cache=Cache(tmp_path / "local.sqlite", table="lm")).generate(PROMPTS, max_new_tokens=12,
+                                                                           progress=False)
+    agree, diffs = [], []
+    for (s,), (loc,) in zip(served, local):
+        same = 0
+        for a, b in zip(s.tokens, loc.tokens):
+            if a != b.replace("Ġ", " ").replace("Ċ", "\n"):
+                break
+            same += 1
+        agree.append(same)
+        diffs += [abs(x - y) for x, y in zip(s.token_logprobs[:same], loc.token_logprobs[:same])]
+    assert min(agree) >= 3 and sum(agree) / len(agree) >= 5, agree
+    assert max(diffs) < 0.3 and sum(diffs) / len(diffs) < 0.06, diffs
+
+
+def test_sampling_repeats_per_seed_and_logprobs_are_finite(server, tmp_path):
+    lm = _client(server, tmp_path, concurrency=3)
+    first = lm.generate(PROMPTS[:3], n=3, temperature=0.9, max_new_tokens=10, seed=1, progress=False)
+    lm.cache.clear()
+    again = lm.generate(PROMPTS[:3], n=3, temperature=0.9, max_new_tokens=10, seed=1, progress=False)
+    other = lm.generate(PROMPTS[:3], n=3, temperature=0.9, max_new_tokens=10, seed=2, progress=False)
+    texts = lambda runs: [[c.text for c in row] for row in runs]  # noqa: E731
+    assert texts(first) == texts(again) and texts(first) != texts(other)
+    assert any(len(set(row)) > 1 for row in texts(first))  # the n samples differ from each other
+    for row in first + other:
+        for c in row:
+            assert c.tokens and len(c.tokens) == len(c.token_logprobs) <= 10
+            assert all(math.isfinite(x) and x <= 0 for x in c.token_logprobs)
+            assert c.finish_reason in ("stop", "length") and ("".join(c.tokens) == c.text or not c.text.isascii())
+
+
+def test_stop_strings_and_chat(server, tmp_path):
+    lm = _client(server, tmp_path)
+    (c,), = lm.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=24, stop="\n", progress=False)
+    assert "\n" not in c.text and c.finish_reason == "stop" and "".join(c.tokens) == c.text  # no stop token kept
+    (c,), = lm.generate(["What is 2+2? Answer in one sentence."], max_new_tokens=12, chat=True, progress=False)
+    assert c.text and len(c.tokens) == len(c.token_logprobs) > 0 and all(math.isfinite(x) for x in c.token_logprobs)
+
+
+def test_second_run_sends_nothing(server, tmp_path):
+    lm = _client(server, tmp_path, concurrency=4)
+    first = lm.generate(PROMPTS, n=2, temperature=0.7, max_new_tokens=6, progress=False)
+    assert lm.requests_sent == 16 and len(lm.cache) == 16
+    again = _client(server, tmp_path)
+    assert again.generate(PROMPTS, n=2, temperature=0.7, max_new_tokens=6, progress=False) == first
+    assert again.requests_sent == 0
+
+
+def test_a_killed_run_resends_only_what_is_missing(server, tmp_path):
+    prompts = [f"Write a number: {i}" for i in range(30)]
+    script = textwrap.dedent(f"""
+        from covlib.cache import Cache
+        from covlib.endpoint import EndpointLM
+        lm = EndpointLM("smollm2", {server.base_url!r}, concurrency=2, cache=Cache({str(tmp_path / 'calls.sqlite')!r}, table="lm"))
+        lm.generate({prompts!r}, max_new_tokens=8, progress=False)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script])
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    deadline = time.monotonic() + 120
+    while len(cache) < 8 and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    kept = len(cache)
+    assert 8 <= kept < 30, "the run was not killed mid-way"
+    lm = _client(server, tmp_path, concurrency=2)
+    out = lm.generate(prompts, max_new_tokens=8, progress=False)
+    assert lm.requests_sent == 30 - kept and len(out) == 30 and len(cache) == 30
+
+
+def test_server_down(tmp_path):
+    from covlib.endpoint import _free_port
+
+    lm = _client(f"http://127.0.0.1:{_free_port()}/v1", tmp_path, retries=2, backoff=0.01)
+    t0 = time.monotonic()
+    with pytest.raises(EndpointError, match=r"http://127.0.0.1:\d+/v1/completions: gave up after 3 attempts: "
+                                            r"cannot connect .*is the server running"):
+        lm.generate(["hello"], max_new_tokens=4, progress=False)
+    assert time.monotonic() - t0 < 10 and lm.requests_sent == 3 and len(lm.cache) == 0
+
+
+def test_a_rejected_request_is_not_retried(server, tmp_path):
+    lm = _client(server, tmp_path, backoff=0.01)
+    with pytest.raises(EndpointError, match=r"/v1/completions rejected the request \(HTTP 400: .*context"):
+        lm.generate(["word " * 2500], max_new_tokens=4, progress=False)  # longer than the server's 2048 context
+    assert lm.requests_sent == 1
+
+
+@pytest.fixture(scope="module")
+def bos_server(tmp_path_factory):
+    """The same GGUF with add_bos_token set: llama-cpp-python aligns echoed log-probabilities only then."""
+    folder = tmp_path_factory.mktemp("bos")
+    gguf = folder / "smollm2-bos.gguf"
+    shutil.copy(embedded_gguf(), gguf)
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_set_metadata", str(gguf), "tokenizer.ggml.add_bos_token",
+                    "1", "--force"], check=True, capture_output=True)
+    with LocalServer(gguf=str(gguf), log=str(folder / "server.log")) as srv:
+        yield srv
+
+
+def test_score_from_echoed_prompt_logprobs(server, bos_server, tmp_path):
+    prompts = ["The capital of France is"] * 2 + ["Question: Who wrote Hamlet?\nAnswer:"]
+    conts = [" Paris", " Berlin", " William Shakespeare"]
+    with pytest.raises(EndpointError, match="answer log-prob needs prompt log-probabilities .* are wrong: the echoed"):
+        _client(server, tmp_path).score(prompts, conts, progress=False, desc="answer log-prob")
+    lm = _client(bos_server, tmp_path / "bos")
+    served = lm.score(prompts, conts, progress=False)
+    local = L.LM(cache=Cache(tmp_path / "local.sqlite", table="lm")).score(
+        ["<|im_start|>" + p for p in prompts], conts, progress=False)  # what the server sees: BOS first
+    assert served == pytest.approx(local, abs=0.25) and served[0] > served[1]
+    with pytest.raises(EndpointError, match="judge: score.chat=True. is not available"):
+        lm.score(prompts, conts, chat=True, desc="judge")
+
+
+class _Misbehaving(BaseHTTPRequestHandler):
+    replies: list = []
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append((self.path, self.headers.get("Authorization"), body))
+        status, payload, headers = type(self).replies.pop(0) if len(type(self).replies) > 1 else type(self).replies[0]
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def misbehaving():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Misbehaving)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    _Misbehaving.seen = []
+    yield _Misbehaving, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+GOOD = {"choices": [{"text": " Paris", "finish_reason": "stop",
+                     "logprobs": {"tokens": [" Paris"], "token_logprobs": [-0.3]}}]}
+
+
+def test_retries_then_success_and_the_key_stays_out(misbehaving, tmp_path, monkeypatch):
+    handler, url = misbehaving
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-test-123")
+    handler.replies = [(503, {"error": {"message": "overloaded"}}, {"Retry-After": "0"}),
+                       (429, "slow down", {}), (200, GOOD, {})]
+    lm = _client(url, tmp_path, retries=3, backoff=0.01)
+    (c,), = lm.generate(["The capital of France is"], max_new_tokens=3, progress=False)
+    assert c.text == " Paris" and c.token_logprobs == [-0.3] and lm.requests_sent == 3
+    assert [auth for _, auth, _ in handler.seen] == ["Bearer sk-test-123"] * 3
+    sent = handler.seen[0][2]
+    assert sent["model"] == "smollm2" and sent["max_tokens"] == 3 and sent["logprobs"] == 1 and "seed" not in sent
+    assert b"sk-test-123" not in (tmp_path / "calls.sqlite").read_bytes()
+
+
+def test_gives_up_on_lasting_429(misbehaving, tmp_path):
+    handler, url = misbehaving
+    handler.replies = [(429, {"error": {"message": "rate limit reached"}}, {})]
+    with pytest.raises(EndpointError, match=r"/v1/completions: gave up after 3 attempts: HTTP 429: rate limit reached"):
+        _client(url, tmp_path, retries=2, backoff=0.01).generate(["x"], max_new_tokens=2, progress=False)
+
+
+@pytest.mark.parametrize("payload, message", [
+    ("<html>gateway</html>", r"malformed response \(HTTP 200 but not JSON\): '<html>gateway"),
+    ({"choices": []}, r"malformed response \(IndexError"),
+    ({"choices": [{"text": 5}]}, r"malformed response \(TypeError"),
+    ({"choices": [{"text": "a", "logprobs": {"tokens": ["a"], "token_logprobs": ["x"]}}]}, r"malformed response \(ValueError"),
+])
+def test_malformed_responses(misbehaving, tmp_path, payload, message):
+    handler, url = misbehaving
+    handler.replies = [(200, payload, {})]
+    lm = _client(url, tmp_path, retries=2, backoff=0.01)
+    with pytest.raises(EndpointError, match=message):
+        lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert lm.requests_sent == 1 and len(lm.cache) == 0
+
+
+def test_a_server_without_logprobs_warns_and_scores_clearly(misbehaving, tmp_path):
+    handler, url = misbehaving
+    handler.replies = [(200, {"choices": [{"text": " Paris", "finish_reason": "stop"}]}, {})]
+    lm = _client(url, tmp_path)
+    with pytest.warns(UserWarning, match="returned no log-probabilities"):
+        (c,), = lm.generate(["The capital of France is"], max_new_tokens=3, progress=False)
+    assert c.text == " Paris" and c.token_logprobs == []
+    with pytest.raises(EndpointError, match="self-consistency weights needs prompt log-probabilities .* does not "
+                                            "return them"):
+        lm.score(["The capital of France is"], [" Paris"], progress=False, desc="self-consistency weights")
+
+
+from test_notebooks import run_smoke, smoke_root  # noqa: E402,F401  (smoke_root: the notebooks' scratch root fixture)
+
+
+@pytest.mark.notebook
+def test_notebook_01_runs_unchanged_against_the_server(server, smoke_root):  # noqa: F811
+    record = run_smoke("01", smoke_root, model=server.spec)
+    assert record["meta"]["model"] == server.spec
+    m = record["metrics"]
+    assert m["n_examples"] == 12 and m["paths"] == 60 and 0 <= m["cot_sc_em"] <= 100
+    for kind in ("wang", "majority"):
+        for key in ("mean (incorrect)", "mean (correct)"):
+            value = m["consistency"][kind][key]
+            assert value is None or 0 <= value <= 5
+    assert (smoke_root / "figures" / "fig-01-consistency-kde.png").stat().st_size > 0
