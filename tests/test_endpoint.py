@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +21,7 @@ import pytest
 
 from covlib import lm as L
 from covlib.cache import Cache
-from covlib.endpoint import EndpointError, EndpointLM, LocalServer, embedded_gguf, parse_spec
+from covlib.endpoint import EndpointError, EndpointLM, LocalServer, parse_spec
 
 PROMPTS = [
     "The capital of France is",
@@ -39,8 +37,15 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """llama-cpp-python's server on the embedded GGUF (no BOS token, as the model ships)."""
-    with LocalServer(log=str(tmp_path_factory.mktemp("server") / "server.log")) as srv:
+    """llama-cpp-python's server on the embedded GGUF exactly as shipped (no BOS token)."""
+    with LocalServer(bos=False, log=str(tmp_path_factory.mktemp("server") / "server.log")) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def bos_server(tmp_path_factory):
+    """What `make serve` runs: the same GGUF with add_bos_token set, so echoed log-probabilities line up."""
+    with LocalServer(log=str(tmp_path_factory.mktemp("bos") / "server.log")) as srv:
         yield srv
 
 
@@ -164,18 +169,6 @@ def test_a_rejected_request_is_not_retried(server, tmp_path):
     assert lm.requests_sent == 1
 
 
-@pytest.fixture(scope="module")
-def bos_server(tmp_path_factory):
-    """The same GGUF with add_bos_token set: llama-cpp-python aligns echoed log-probabilities only then."""
-    folder = tmp_path_factory.mktemp("bos")
-    gguf = folder / "smollm2-bos.gguf"
-    shutil.copy(embedded_gguf(), gguf)
-    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_set_metadata", str(gguf), "tokenizer.ggml.add_bos_token",
-                    "1", "--force"], check=True, capture_output=True)
-    with LocalServer(gguf=str(gguf), log=str(folder / "server.log")) as srv:
-        yield srv
-
-
 def test_score_from_echoed_prompt_logprobs(server, bos_server, tmp_path):
     prompts = ["The capital of France is"] * 2 + ["Question: Who wrote Hamlet?\nAnswer:"]
     conts = [" Paris", " Berlin", " William Shakespeare"]
@@ -275,13 +268,29 @@ from test_notebooks import run_smoke, smoke_root  # noqa: E402,F401  (smoke_root
 
 
 @pytest.mark.notebook
-def test_notebook_01_runs_unchanged_against_the_server(server, smoke_root):  # noqa: F811
-    record = run_smoke("01", smoke_root, model=server.spec)
-    assert record["meta"]["model"] == server.spec
+def test_notebook_04_runs_unchanged_against_the_server(bos_server, smoke_root):  # noqa: F811
+    """Notebook 04 (the credibility benchmark: chat answers with references, NLI metrics) in the smoke profile.
+    Notebook 01 runs too, but its answer log-probabilities (`score`) take llama-cpp-python ~50 s per 1,000-token
+    prompt on 2 cores (a Python loop over the vocabulary for every echoed token): 15 minutes, over the budget."""
+    from test_notebooks import smoke_judge
+
+    record = run_smoke("04", smoke_root, model=bos_server.spec, judge=smoke_judge())
+    assert record["params"]["models"] == [bos_server.spec]
     m = record["metrics"]
-    assert m["n_examples"] == 12 and m["paths"] == 60 and 0 <= m["cot_sc_em"] <= 100
-    for kind in ("wang", "majority"):
-        for key in ("mean (incorrect)", "mean (correct)"):
-            value = m["consistency"][kind][key]
-            assert value is None or 0 <= value <= 5
-    assert (smoke_root / "figures" / "fig-01-consistency-kde.png").stat().st_size > 0
+    assert m["models"] == [bos_server.spec] and m["n_questions"] == 8
+    (s,) = m["summary"].values()
+    assert s["n"] == 8 and all(0 <= s[k] <= 100 for k in ("P", "R", "F1_mean", "CitP", "CitR") if s[k] is not None)
+    assert (smoke_root / "tables" / "tab-04-credibility-models.md").stat().st_size > 0
+
+
+def test_every_backend_satisfies_the_generator_protocol_and_make_reproduce_takes_a_spec(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
+    from reproduce import check_arguments
+    from scripted import ScriptedGenerator
+
+    for backend in (L.LM(cache=Cache(tmp_path / "c.sqlite")), EndpointLM("m", "http://127.0.0.1:9/v1"),
+                    ScriptedGenerator({})):
+        assert isinstance(backend, L.Generator), type(backend).__name__
+    check_arguments("openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1", "")  # accepted, nothing contacted
+    with pytest.raises(SystemExit, match="MODEL='openai:m@gpu1:8000': .*base URL"):
+        check_arguments("openai:m@gpu1:8000", "")
