@@ -47,7 +47,7 @@ bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (o
 index: env ## build the streamed, memory-mapped BM25 index of a big corpus once: make index TSV=psgs_w100.tsv [NAME=wiki]
 	$(PY) -m covlib.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
 
-serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2@http://127.0.0.1:8080/v1
+serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1
 	$(PY) -m covlib.endpoint --port "$(or $(PORT),8080)"
 
 lab: env ## open JupyterLab on notebooks/

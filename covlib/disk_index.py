@@ -11,7 +11,8 @@ the postings of its own terms, and memory stays small whatever the corpus size:
     folder/vocab.txt         one term per line, its line number is its id
     folder/passages.jsonl    the passages as read, one JSON object per line
     folder/offsets.npy       byte offset of each passage line (random access by position)
-    folder/shard-NNN/{indptr,docs,weights}.npy   postings: term t owns docs[indptr[t]:indptr[t+1]]
+    folder/shard-NNN/{terms,indptr,docs,weights}.npy   postings: the shard's j-th term, terms[j], owns
+                             docs[indptr[j]:indptr[j+1]] (only terms present in the shard are listed)
 
 Scores are those of `retrieval.BM25Retriever` (Okapi BM25, k1 = 1.5, b = 0.75, Robertson's idf
 clipped at 0, the same tokenizer), so the two rank a corpus alike; ties go to the earlier passage.
@@ -80,8 +81,8 @@ class DiskBM25Retriever(_Retriever):
         self._shards = []
         for shard in meta["shards"]:
             sub = self.folder / shard["folder"]
-            self._shards.append((shard["start"], shard["size"],
-                                 *(np.load(sub / f"{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "weights"))))
+            self._shards.append((shard["start"], shard["size"], *(np.load(sub / f"{part}.npy", mmap_mode="r")
+                                                                  for part in ("terms", "indptr", "docs", "weights"))))
 
     @classmethod
     def load(cls, folder: str | Path) -> "DiskBM25Retriever":
@@ -124,9 +125,11 @@ class DiskBM25Retriever(_Retriever):
     def _rank(self, terms: list[int], k: int) -> list[tuple[int, float]]:
         """(passage position, score) of the k best, score descending, ties by position."""
         best_docs, best_scores = [], []
-        for start, _size, indptr, docs, weights in self._shards:  # noqa: B007
-            spans = [(int(indptr[t]), int(indptr[t + 1])) for t in terms if t + 1 < len(indptr)]
-            spans = [(s, e) for s, e in spans if e > s]
+        wanted = np.asarray(terms, dtype=np.int64)
+        for start, _size, shard_terms, indptr, docs, weights in self._shards:
+            at = np.minimum(np.searchsorted(shard_terms, wanted), max(len(shard_terms) - 1, 0))
+            found = at[np.asarray(shard_terms)[at] == wanted] if len(shard_terms) else at[:0]
+            spans = [(int(indptr[j]), int(indptr[j + 1])) for j in found]
             if not spans:
                 continue
             d = np.concatenate([docs[s:e] for s, e in spans])
@@ -150,14 +153,23 @@ class DiskBM25Retriever(_Retriever):
     def build(cls, passages: Iterable[Passage], folder: str | Path, *, k1: float = 1.5, b: float = 0.75,
               shard_size: int = 250_000, progress: bool = True) -> "DiskBM25Retriever":
         """Index a stream of passages into `folder` (replaced when it exists); passage ids must be unique."""
-        from tqdm.auto import tqdm
-
         if shard_size < 1 or not (k1 >= 0 and 0 <= b <= 1):
             raise ValueError(f"need shard_size >= 1, k1 >= 0 and 0 <= b <= 1, got {shard_size}, {k1}, {b}")
         folder = Path(folder)
         tmp = folder.with_name(folder.name + ".building")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        try:
+            return cls._build_into(tmp, folder, passages, k1, b, shard_size, progress)
+        except BaseException:  # a bad record, a duplicate id, Ctrl-C: no half-built index left behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def _build_into(cls, tmp: Path, folder: Path, passages: Iterable[Passage], k1: float, b: float, shard_size: int,
+                    progress: bool) -> "DiskBM25Retriever":
+        from tqdm.auto import tqdm
+
         started = time.perf_counter()
         vocab: dict[str, int] = {}
         df = np.zeros(1 << 16, dtype=np.int64)
@@ -205,7 +217,6 @@ class DiskBM25Retriever(_Retriever):
         bar.close()
         n = len(offsets)
         if not n:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise ValueError("no passages to index (an empty corpus)")
         np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
         _check_unique_ids(np.frombuffer(id_hashes, dtype=np.int64), _PassageFile(tmp))
@@ -242,13 +253,14 @@ def _term_major(terms: np.ndarray, lengths: np.ndarray, n_terms: int) -> dict[st
 
 def _weigh_shard(sub: Path, idf: np.ndarray, avgdl: float, k1: float, b: float) -> None:
     """Replace a shard's term frequencies by BM25 weights, its indptr padded to the final vocabulary."""
-    indptr, docs, tf = (np.load(sub / f"{p}.npy") for p in ("indptr", "docs", "tf"))
+    indptr, docs, tf = (np.load(sub / f"{p}.npy") for p in ("indptr", "docs", "tf"))  # term-major, all terms so far
     lengths = np.load(sub / "lengths.npy").astype(np.float64)
     term_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
     norm = k1 * (1 - b + b * lengths[docs] / max(avgdl, 1e-9))
     weights = (idf[term_of] * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
     keep = weights > 0  # a term in over half the passages has idf 0: its postings add nothing, so they are dropped
-    counts = np.bincount(term_of[keep], minlength=len(idf))
+    present, counts = np.unique(term_of[keep], return_counts=True)  # only the shard's own terms: size ~ its postings
+    np.save(sub / "terms.npy", present.astype(np.int32))
     np.save(sub / "indptr.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
     np.save(sub / "docs.npy", docs[keep])
     np.save(sub / "weights.npy", weights[keep])

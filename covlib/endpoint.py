@@ -36,16 +36,37 @@ from urllib.parse import urlsplit
 
 from covlib import paths
 from covlib.cache import Cache, make_key
-from covlib.lm import ENDPOINT_PREFIX, Completion, check_decoding, check_prompts, sample_seed
+from covlib.lm import ENDPOINT_PREFIX, Completion, check_decoding, check_pairs, check_prompts, from_cache, sample_seed
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # when the spec names no server (and OPENAI_BASE_URL is unset)
 KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_CONCURRENCY = 8
 
 
 class EndpointError(RuntimeError):
-    """A server could not be reached, rejected a request, or answered something unusable; names the URL."""
+    """A server could not be reached, rejected a request, or answered something unusable; names the URL.
+    The API key is masked in the message, should a server or proxy echo it back."""
+
+    def __init__(self, message: str):
+        super().__init__(_redact(message))
+
+
+class _Stopped(EndpointError):
+    """A request not sent because another request of its run had failed (that one's error is raised)."""
+
+
+def _redact(text: str) -> str:
+    """The text with every API key covlib would send replaced by ***."""
+    for variable in KEY_VARIABLES:
+        key = os.environ.get(variable)
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+    return text
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUS or (status >= 500 and status != 501)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -85,6 +106,7 @@ class EndpointLM:
         self._client = None
         self._warned: set[str] = set()
         self._echo_checked = False
+        self._run_state = threading.local()  # per worker thread: the Event that stops its run
 
     @classmethod
     def from_spec(cls, spec: str, **options: Any) -> "EndpointLM":
@@ -97,12 +119,13 @@ class EndpointLM:
 
     # ------------------------------------------------------------------ HTTP
     def _http(self):
-        if self._client is None:
-            import httpx
+        with self._lock:  # the worker threads share one client (one connection pool)
+            if self._client is None:
+                import httpx
 
-            self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=10.0),
-                                        limits=httpx.Limits(max_connections=self.concurrency))
-        return self._client
+                self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=10.0),
+                                            limits=httpx.Limits(max_connections=self.concurrency))
+            return self._client
 
     def _headers(self) -> dict[str, str]:
         key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
@@ -115,6 +138,9 @@ class EndpointLM:
         url = f"{self.base_url}/{route}"
         last = ""
         for attempt in range(self.retries + 1):
+            stop = getattr(self._run_state, "stop", None)
+            if stop is not None and stop.is_set():  # another request of this run failed: do not start or retry
+                raise _Stopped(f"{url}: not sent, the run stopped on an earlier error")
             wait_s = min(60.0, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
             with self._lock:
                 self.requests_sent += 1
@@ -134,10 +160,10 @@ class EndpointLM:
                         raise EndpointError(f"{url}: malformed response (HTTP 200 but not JSON): "
                                             f"{reply.text[:200]!r}") from None
                 last = f"HTTP {reply.status_code}: {_server_message(reply)}"
-                if reply.status_code not in RETRY_STATUS:
+                if not _retryable(reply.status_code):
                     raise EndpointError(f"{url} rejected the request ({last}); model {self.served_model!r}")
                 after = reply.headers.get("retry-after", "")
-                wait_s = float(after) if after.replace(".", "", 1).isdigit() else wait_s
+                wait_s = min(float(after), 300.0) if after.replace(".", "", 1).isdigit() else wait_s
             if attempt < self.retries:
                 time.sleep(wait_s)
         raise EndpointError(f"{url}: gave up after {self.retries + 1} attempts: {last}")
@@ -174,29 +200,52 @@ class EndpointLM:
             self.cache.require_writable(len(todo))
             self._run(todo, lambda job: asdict(self._complete(job[0], job[1], decoding, chat)), progress, desc)
             found = self.cache.get_many(k for ks in keys for k in ks)
-        out = []
-        for ks in keys:
-            comps = [Completion(**found[k]) for k in ks]
-            out.append(comps * n if greedy else comps)
-        return out
+        return from_cache(found, keys, n)
 
     def _run(self, todo: dict[str, Any], work: Callable[[Any], Any], progress: bool, desc: str) -> None:
-        """`work(job)` for every job, `concurrency` at a time; each result is committed to the cache as it arrives."""
+        """`work(job)` for every job, `concurrency` at a time; each result is committed to the cache as it arrives.
+        On the first error, requests not yet sent are cancelled, those in flight finish (their results kept), and
+        the error is raised."""
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="request")
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="covlib-endpoint")
+        stop = threading.Event()  # this run's: set on its first error
+        error: BaseException | None = None
+
+        def guarded(job: Any) -> Any:
+            self._run_state.stop = stop
+            try:
+                return work(job)
+            except BaseException:
+                stop.set()  # at once, in the worker: no other request of this run starts after it
+                raise
+
         try:
-            pending = {pool.submit(work, job): key for key, job in todo.items()}
+            pending = {pool.submit(guarded, job): key for key, job in todo.items()}
             while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)  # commit each as it arrives; a failure stops the run
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     key = pending.pop(future)
+                    if future.cancelled():
+                        continue
+                    if future.exception() is not None:
+                        if error is None or isinstance(error, _Stopped):  # raise the error that stopped the run
+                            error = future.exception()
+                        continue
                     self.cache.put(key, future.result())  # committed now: a crash after this loses nothing
                     bar.update(1)
+                if error is not None:  # in-flight requests finish (kept); the rest are not sent
+                    for future in pending:
+                        future.cancel()
+        except BaseException:  # Ctrl-C: stop sending, keep what is committed
+            stop.set()
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             bar.close()
+        if error is not None:
+            raise error
 
     def _complete(self, prompt: str, sample: int, decoding: dict[str, Any], chat: bool) -> Completion:
         payload: dict[str, Any] = {"model": self.served_model, "max_tokens": decoding["max_new_tokens"],
@@ -263,10 +312,7 @@ class EndpointLM:
     ) -> list[float]:
         """Total log-probability of each continuation given its prompt, from the server's echoed prompt
         log-probabilities (cached)."""
-        prompts = check_prompts(prompts, "score")
-        continuations = check_prompts(continuations, "score", what="continuation")
-        if len(prompts) != len(continuations):
-            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        prompts, continuations = check_pairs(prompts, continuations)
         if chat:
             raise EndpointError(f"{desc}: score(chat=True) is not available from {self.name}: an OpenAI-compatible "
                                 "server scores raw text only (echo=true on /completions); use chat=False")
@@ -275,8 +321,14 @@ class EndpointLM:
         todo = {k: (p, c) for p, c, k in zip(prompts, continuations, keys) if k not in found}
         if todo:
             self.cache.require_writable(len(todo))
-            self._check_echo(desc)
-            self._run(todo, lambda job: self._score_one(job[0], job[1], desc), progress, desc)
+            try:
+                self._check_echo(desc)
+                self._run(todo, lambda job: self._score_one(job[0], job[1], desc), progress, desc)
+            except EndpointError as err:
+                if str(err).startswith(desc):
+                    raise
+                raise EndpointError(f"{desc} needs prompt log-probabilities (score: echo=true on /completions), "
+                                    f"and {self.name} failed to give them: {err}") from None
             found = self.cache.get_many(keys)
         return [float(found[k]) for k in keys]
 
@@ -391,9 +443,13 @@ class LocalServer:
     llama-cpp-python 0.3.36 returns correct echoed log-probabilities, which `score` needs, only for models that
     add one. `bos=False` serves the file exactly as shipped (what the in-process LM computes on)."""
 
-    def __init__(self, gguf: str | None = None, alias: str = "smollm2", port: int = 0, n_ctx: int = 2048,
+    def __init__(self, gguf: str | None = None, alias: str | None = None, port: int = 0, n_ctx: int = 2048,
                  threads: int | None = None, log: str | None = None, bos: bool = True):
-        self.gguf, self.alias, self.n_ctx = gguf or embedded_gguf(bos=bos), alias, n_ctx
+        from pathlib import Path
+
+        self.gguf, self.n_ctx = gguf or embedded_gguf(bos=bos), n_ctx
+        # the served name enters cache keys: the embedded file with or without BOS, or a GGUF file's own name
+        self.alias = alias or (("smollm2-bos" if bos else "smollm2") if gguf is None else Path(gguf).stem)
         self.port = port or _free_port()
         self.threads = threads or max(1, (os.cpu_count() or 2))
         self.log = log
@@ -473,7 +529,8 @@ def _cli() -> None:  # `python -m covlib.endpoint --port 8080` (what `make serve
                                  "OpenAI-compatible API with llama-cpp-python, until Ctrl-C.")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
-    ap.add_argument("--alias", default="smollm2", help="the model name clients ask for")
+    ap.add_argument("--alias", default=None, help="the model name clients ask for (default: smollm2-bos, "
+                    "smollm2 with --no-bos, or the GGUF file's name)")
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--no-bos", action="store_true", help="serve the embedded GGUF as shipped (score() is refused)")
     args = ap.parse_args()

@@ -92,6 +92,24 @@ def check_prompts(prompts: Any, method: str, what: str = "prompt") -> list[str]:
     return prompts
 
 
+def check_pairs(prompts: Any, continuations: Any) -> tuple[list[str], list[str]]:
+    """`score`'s inputs as two lists of the same length, each checked as `check_prompts` does."""
+    prompts = check_prompts(prompts, "score")
+    continuations = check_prompts(continuations, "score", what="continuation")
+    if len(prompts) != len(continuations):
+        raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+    return prompts, continuations
+
+
+def from_cache(found: dict[str, Any], keys: list[list[str]], n: int) -> list[list[Completion]]:
+    """`n` completions per prompt from cached records; a greedy prompt has one key, repeated `n` times."""
+    out = []
+    for ks in keys:
+        comps = [Completion(**found[k]) for k in ks]
+        out.append(comps * n if len(ks) == 1 else comps)
+    return out
+
+
 def check_decoding(*, n: int, temperature: float, top_p: float, max_new_tokens: int, stop: str | Sequence[str],
                    seed: int) -> dict[str, Any]:
     """The decoding parameters as they enter cache keys (greedy: top_p 1, seed 0); bad values raise."""

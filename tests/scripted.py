@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from covlib.lm import Completion, check_prompts
+from covlib.lm import Completion, check_pairs, check_prompts
 
 Reply = Union[str, tuple[str, float], Sequence[tuple[str, float]]]  # text, (text, mean log-prob), or samples
 
@@ -67,10 +67,7 @@ class ScriptedGenerator:
     def score(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False, progress: bool = True,
               desc: str = "score") -> list[float]:
         """The scripted log-probability of each continuation after its prompt."""
-        prompts = check_prompts(prompts, "score")
-        continuations = check_prompts(continuations, "score", what="continuation")
-        if len(prompts) != len(continuations):
-            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        prompts, continuations = check_pairs(prompts, continuations)
         self.score_calls.append(len(prompts))
         self.scored += list(zip(prompts, continuations))
         return [self._logprob(p, c) for p, c in zip(prompts, continuations)]

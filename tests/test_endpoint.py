@@ -50,8 +50,8 @@ def bos_server(tmp_path_factory):
 
 
 def _client(srv_or_url, tmp_path, **options) -> EndpointLM:
-    url = srv_or_url if isinstance(srv_or_url, str) else srv_or_url.base_url
-    return EndpointLM("smollm2", url, cache=Cache(tmp_path / "calls.sqlite", table="lm"), **options)
+    url, name = (srv_or_url, "smollm2") if isinstance(srv_or_url, str) else (srv_or_url.base_url, srv_or_url.alias)
+    return EndpointLM(name, url, cache=Cache(tmp_path / "calls.sqlite", table="lm"), **options)
 
 
 def test_spec_names_the_server_and_keys_do_not_collide(monkeypatch):
@@ -92,7 +92,7 @@ def test_greedy_against_the_in_process_lm(server, tmp_path):
             same += 1
         agree.append(same)
         diffs += [abs(x - y) for x, y in zip(s.token_logprobs[:same], loc.token_logprobs[:same])]
-    assert min(agree) >= 3 and sum(agree) / len(agree) >= 5, agree
+    assert min(agree) >= 1 and sum(agree) / len(agree) >= 3, agree  # measured: 3 and 7 (margin for other CPUs)
     assert max(diffs) < 0.3 and sum(diffs) / len(diffs) < 0.06, diffs
 
 
@@ -134,7 +134,7 @@ def test_a_killed_run_resends_only_what_is_missing(server, tmp_path):
     script = textwrap.dedent(f"""
         from covlib.cache import Cache
         from covlib.endpoint import EndpointLM
-        lm = EndpointLM("smollm2", {server.base_url!r}, concurrency=2, cache=Cache({str(tmp_path / 'calls.sqlite')!r}, table="lm"))
+        lm = EndpointLM({server.alias!r}, {server.base_url!r}, concurrency=2, cache=Cache({str(tmp_path / 'calls.sqlite')!r}, table="lm"))
         lm.generate({prompts!r}, max_new_tokens=8, progress=False)
     """)
     child = subprocess.Popen([sys.executable, "-c", script])
@@ -227,7 +227,8 @@ def test_retries_then_success_and_the_key_stays_out(misbehaving, tmp_path, monke
     assert [auth for _, auth, _ in handler.seen] == ["Bearer sk-test-123"] * 3
     sent = handler.seen[0][2]
     assert sent["model"] == "smollm2" and sent["max_tokens"] == 3 and sent["logprobs"] == 1 and "seed" not in sent
-    assert b"sk-test-123" not in (tmp_path / "calls.sqlite").read_bytes()
+    stored = b"".join(f.read_bytes() for f in tmp_path.glob("calls.sqlite*"))  # the WAL file holds new rows
+    assert stored and b"Paris" in stored and b"sk-test-123" not in stored
 
 
 def test_gives_up_on_lasting_429(misbehaving, tmp_path):
@@ -288,9 +289,31 @@ def test_every_backend_satisfies_the_generator_protocol_and_make_reproduce_takes
     from reproduce import check_arguments
     from scripted import ScriptedGenerator
 
+    import inspect
+
     for backend in (L.LM(cache=Cache(tmp_path / "c.sqlite")), EndpointLM("m", "http://127.0.0.1:9/v1"),
                     ScriptedGenerator({})):
         assert isinstance(backend, L.Generator), type(backend).__name__
+        for method in ("generate", "score"):  # the same parameters, kinds and defaults as the protocol
+            want = inspect.signature(getattr(L.Generator, method)).parameters
+            got = inspect.signature(getattr(type(backend), method)).parameters
+            assert [(p.name, p.kind, p.default) for p in got.values()] == \
+                [(p.name, p.kind, p.default) for p in want.values()], (type(backend).__name__, method)
     check_arguments("openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1", "")  # accepted, nothing contacted
     with pytest.raises(SystemExit, match="MODEL='openai:m@gpu1:8000': .*base URL"):
         check_arguments("openai:m@gpu1:8000", "")
+
+
+def test_a_failed_run_keeps_what_finished_and_stops_sending(misbehaving, tmp_path, monkeypatch):
+    handler, url = misbehaving
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-echoed-key")
+    handler.replies = [(200, GOOD, {}), (200, GOOD, {}), (400, {"error": {"message": "bad key sk-echoed-key"}}, {}),
+                       (200, GOOD, {})]
+    lm = _client(url, tmp_path, concurrency=1, retries=3, backoff=0.01)
+    with pytest.raises(EndpointError, match=r"rejected the request \(HTTP 400: bad key \*\*\*\)") as err:
+        lm.generate([f"prompt {i}" for i in range(10)], max_new_tokens=2, progress=False)
+    assert "sk-echoed-key" not in str(err.value)  # a key a server echoes back is masked
+    assert len(lm.cache) == 2 and lm.requests_sent == 3  # the two answers kept; nothing sent after the error
+    handler.replies = [(404, {"error": {"message": "no such route"}}, {})]
+    with pytest.raises(EndpointError, match=r"^answer AUC needs prompt log-probabilities .*\(HTTP 404: no such route\)"):
+        lm.score(["a"], ["b"], progress=False, desc="answer AUC")
