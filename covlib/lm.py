@@ -125,6 +125,12 @@ def check_decoding(*, n: int, temperature: float, top_p: float, max_new_tokens: 
                 max_new_tokens=int(max_new_tokens), stop=list(stop), seed=int(seed) if not greedy else 0)
 
 
+def first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Where the earliest stop string starts in `text`, or None: completions are cut there in every backend."""
+    cuts = [text.find(s) for s in stops if s and s in text]
+    return min(cuts) if cuts else None
+
+
 def sample_seed(seed: int, prompt: str, sample: int) -> int:
     """The seed of sample `sample` of `prompt` (63 bits), the same in every backend and batch."""
     digest = hashlib.sha256(f"{seed}\x00{sample}\x00{prompt}".encode("utf-8")).digest()

@@ -104,8 +104,13 @@ def corpus_fingerprint(passages: Sequence[Passage]) -> str:
     """SHA-256 over the ids, titles and texts of the passages, in order."""
     h = hashlib.sha256()
     for p in passages:
-        h.update(f"{p.id}\x00{p.title}\x00{p.text}\x01".encode())
+        h.update(_fingerprint_part(p))
     return h.hexdigest()
+
+
+def _fingerprint_part(p: Passage) -> bytes:
+    """One passage's share of `corpus_fingerprint` (the streamed disk index hashes passages one at a time)."""
+    return f"{p.id}\x00{p.title}\x00{p.text}\x01".encode()
 
 
 def check_k(k: Any) -> int:
@@ -159,7 +164,12 @@ def _topk(scores: np.ndarray, k: int, positive_only: bool) -> list[list[tuple[in
 def _write_passages(passages: Sequence[Passage], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for p in passages:
-            f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
+            f.write(_passage_line(p))
+
+
+def _passage_line(p: Passage) -> str:
+    """A passage as its stored JSON line (passages.jsonl of every index folder)."""
+    return json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n"
 
 
 def _read_passages(path: Path) -> list[Passage]:

@@ -41,7 +41,9 @@ def notebooks(only: str = "") -> list[Path]:
 def check_arguments(model: str, device: str) -> None:
     """Stop before the first notebook on a model that is neither a folder, a hub id nor a server spec
     (`openai:<model>@<base_url>`), or an unknown device."""
-    if model.startswith("openai:"):
+    from covlib.lm import is_endpoint
+
+    if is_endpoint(model):
         from covlib.endpoint import parse_spec
 
         try:
