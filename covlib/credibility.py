@@ -498,6 +498,11 @@ def f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
 
+def plain_answer(answer: str) -> str:
+    """The answer as key-fact recall reads it: its sentences without citation marks."""
+    return " ".join(s.text for s in cited_sentences(answer)) or strip_citations(answer)
+
+
 def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_facts: Sequence[KeyFacts],
                   golds: Sequence[Sequence[str]], judge: nli.Judge | str | None = None,
                   progress: bool = True) -> list[dict[str, Any]]:
@@ -524,7 +529,7 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
             raise ValueError(f"reference set of {refs.question_id!r} lined up with key facts of {kf.question_id!r}")
     judge = nli.get_judge(judge)
     sentences: list[list[CitedSentence]] = [cited_sentences(a) for a in answers]
-    plain = [" ".join(s.text for s in ss) or strip_citations(a) for a, ss in zip(answers, sentences)]
+    plain = [plain_answer(a) for a in answers]
     # 1. recall: (answer, key fact)
     rec_pairs = [(i, plain[i], k) for i in range(n) if plain[i].strip() for k in key_facts[i].key_facts]
     # 2. precision: (sentence, key fact)

@@ -94,6 +94,11 @@ def trained_judge_dir(name: str = TRAINED_JUDGE) -> Path:
     return paths.models_dir() / name
 
 
+def offline_judge() -> str:
+    """The judge for smoke runs and grading: the trained one when `make judge` built it, else the overlap heuristic."""
+    return TRAINED_JUDGE if (trained_judge_dir() / "config.json").is_file() else "overlap"
+
+
 def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, batch_size: int = 64) -> "HFNLIJudge":
     """The cross-encoder trained offline on FEVER by `make judge`, named `name` in every cache key and result."""
     folder = trained_judge_dir(name)

@@ -86,6 +86,57 @@ for text, answer in zip(r.texts, r.answers):
     print(f"  [{answer!s:>20}] {text.strip()[:150]}")
 print(f"prediction: {r.prediction!r}; majority {r.majority}/{r.n}; wang {r.wang:.2f}/{r.n}")
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-consistency-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 1 · Consistency on one [0, n] scale
+# Write `consistency(keys, mean_logprobs)` for one question's n sampled paths. `keys[i]` is path
+# i's normalised answer (`None` when the path never said "The answer is"); `mean_logprobs[i]` is its
+# mean token log-probability (`None` or NaN: weight 0). Return `(majority, wang)` for the chosen answer:
+#
+# * the chosen answer has the most votes; a tie goes to the larger weight sum, then to the answer
+#   that came first;
+# * `majority` is how many paths gave it;
+# * `wang` is n · (weight sum of its paths) / (weight sum of all n paths), each path weighing
+#   w_i = exp(mean_logprobs[i]); 0.0 when every weight is 0;
+# * a question where no path has an answer scores `(0, 0.0)`.
+#
+# The checks compare yours with `r.majority` and `r.wang` (from `prompting.self_consistency`).
+
+# %% nbgrader={"grade": false, "grade_id": "ex01-consistency-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def consistency(keys: list, mean_logprobs: list) -> tuple[int, float]:
+    """(majority, wang) of the chosen answer, both on [0, n]."""
+    ### BEGIN SOLUTION
+    weights = [0.0 if m is None or math.isnan(m) else math.exp(m) for m in mean_logprobs]
+    votes, mass, first = {}, {}, {}
+    for i, (key, w) in enumerate(zip(keys, weights)):
+        if key is not None:
+            votes[key] = votes.get(key, 0) + 1
+            mass[key] = mass.get(key, 0.0) + w
+            first.setdefault(key, i)
+    if not votes:
+        return 0, 0.0
+    best = max(votes, key=lambda k: (votes[k], mass[k], -first[k]))
+    total = sum(weights)
+    return votes[best], (len(keys) * mass[best] / total if total > 0 else 0.0)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex01-consistency-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+m, w = consistency(["paris", "paris", "lyon", None, "paris"], [-0.5] * 5)
+assert m == 3 and math.isclose(w, 3.0), f"3 of 5 equally weighted paths say 'paris': expected (3, 3.0), got {(m, w)}"
+assert consistency([None] * 5, [-1.0] * 5) == (0, 0.0), "no path has an answer: expected (0, 0.0)"
+m, w = consistency(["a", "b", "b", "a", "c"], [-0.1, -2.0, -2.0, -0.1, -0.1])
+assert m == 2 and math.isclose(w, 5 * 2 * math.exp(-0.1) / (3 * math.exp(-0.1) + 2 * math.exp(-2.0))), \
+    f"'a' and 'b' tie on votes; 'a' has the larger weight sum: got {(m, w)}"
+### BEGIN HIDDEN TESTS
+assert consistency(["x", "y"], [-1.0, -1.0]) == (1, 1.0), "a full tie goes to the answer that came first"
+m, w = consistency(["a", "a", "b"], [None, float("nan"), -1.0])
+assert m == 2 and w == 0.0, "paths without log-probabilities weigh 0"
+for res in cot_sc:
+    m, w = consistency([prompting.answer_key(a, "hotpotqa") for a in res.answers], res.mean_logprobs)
+    assert m == res.majority and math.isclose(w, res.wang, abs_tol=1e-9), \
+        f"question {res.id}: got {(m, w)}, expected {(res.majority, res.wang)}"
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ## 2. Consistency of correct vs incorrect predictions (Fig. 2)
 
@@ -110,6 +161,34 @@ plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
 fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
 results.save_figure(fig, "fig-01-consistency-kde", params=params, model=generator.name, n=len(cot_sc))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-threshold-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 2 · Which predictions get edited?
+# Verify-and-Edit edits a prediction when its consistency is below the threshold ⌈n/2⌉ (for
+# n = 5: 3, "less than a majority"). Write `uncertain(scores, n)`: for each consistency score on
+# [0, n], whether it is edited. Use whole-number arithmetic for ⌈n/2⌉, not floats.
+
+# %% nbgrader={"grade": false, "grade_id": "ex01-threshold-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def uncertain(scores: list[float], n: int) -> list[bool]:
+    """For each consistency score on [0, n]: is it below ceil(n / 2)?"""
+    ### BEGIN SOLUTION
+    cut = (n + 1) // 2
+    return [s < cut for s in scores]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex01-threshold-checks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+assert uncertain([0, 2, 2.9, 3, 5], 5) == [True, True, True, False, False], "n = 5: edit below 3"
+assert uncertain([1, 2], 4) == [True, False], "n = 4: ceil(4/2) = 2"
+### BEGIN HIDDEN TESTS
+from covlib import verify_edit
+
+for n in range(1, 12):
+    grid = [i / 4 for i in range(0, 4 * n + 1)]
+    assert uncertain(grid, n) == [s < verify_edit.default_threshold(n) for s in grid], f"n = {n}"
+assert uncertain(list(frame["wang"]), n_samples) == [s < threshold for s in frame["wang"]], "this notebook's scores"
+assert uncertain([], 5) == [], "no scores, no decisions"
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 3. How well does the threshold separate them?

@@ -87,6 +87,66 @@ if first is not None:
         print(f"  verify : {q}\n  found  : {top[:1]}\n  answer : {a}")
     print("edited   :", first.edited_rationale, "→", first.answer)
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex02-sentences-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 3 · Verify-and-Edit's sentence selection
+# Each verifying question is answered from only the 3 retrieved sentences closest to it (the
+# paper ranks sentences by the distance of their sentence embeddings). Write
+# `select_sentences(query, sentences, k, encode)`:
+#
+# * drop exact duplicate sentences first, keeping the first copy;
+# * embed the query and the sentences with `encode` (a list of texts → an array of unit-length rows);
+# * rank the sentences by cosine similarity to the query (for unit vectors: the dot product),
+#   ties in their original order, and return the top `k` sentences (all of them when fewer).
+#
+# The checks compare yours with `retrieval.top_sentences`, which `compute_edits` used above.
+
+# %% nbgrader={"grade": false, "grade_id": "ex02-sentences-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+from covlib.embedding import load_encoder
+
+encode = load_encoder().encode
+
+
+def select_sentences(query: str, sentences: list[str], k: int, encode) -> list[str]:
+    """The k distinct sentences closest to the query by embedding cosine, ties in original order."""
+    ### BEGIN SOLUTION
+    import numpy as np
+
+    distinct = list(dict.fromkeys(sentences))
+    if not distinct or k <= 0:
+        return []
+    vectors = encode([query, *distinct])
+    sims = vectors[1:] @ vectors[0]
+    order = np.argsort(-sims, kind="stable")[:k]
+    return [distinct[i] for i in order]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex02-sentences-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+pool = ["Paris is the capital of France.", "Bananas are yellow.", "Paris is the capital of France.",
+        "France borders Spain and Italy."]
+picked = select_sentences("What is the capital of France?", pool, 2, encode)
+assert picked == ["Paris is the capital of France.", "France borders Spain and Italy."], \
+    f"expected the Paris sentence once, then the France one; got {picked}"
+assert select_sentences("anything", [], 3, encode) == [], "no sentences, nothing selected"
+assert len(select_sentences("Paris", pool, 10, encode)) == 3, "k larger than the pool: every distinct sentence"
+### BEGIN HIDDEN TESTS
+from covlib import retrieval
+
+checked = 0
+for ex in examples[:6]:
+    candidates = [s for p in ex.paragraphs for s in p.sentences if s.strip()]
+    for query in [ex.question] + [q for e in edits.values() if e.id == ex.id for q in e.verifying_questions][:2]:
+        ranked = retrieval.top_sentences(query, candidates, k=len(candidates))
+        score = dict(ranked)
+        mine = select_sentences(query, candidates, 3, encode)
+        assert len(mine) == min(3, len(score)) and len(set(mine)) == len(mine), f"{query!r}: {mine}"
+        assert all(s in score for s in mine), f"{query!r}: a selected sentence is not among the candidates"
+        assert all(abs(score[s] - ranked[i][1]) < 1e-5 for i, s in enumerate(mine)), \
+            f"{query!r}: expected {[s for s, _ in ranked[:3]]}, got {mine}"
+        checked += 1
+assert checked >= 6
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ## 3. EM and AUC at every threshold 0..n
 
@@ -112,6 +172,41 @@ for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
 plotting.caption(axes[0], model=generator.name, knowledge=source.label, n=len(cot_sc))
 fig.suptitle("CoT-SC + Verify-and-Edit on Adversarial HotpotQA as the threshold moves (cf. Fig. 3)")
 results.save_figure(fig, "fig-02-threshold-ablation", params=params, model=generator.name, knowledge=source.label)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex02-predictions-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 4 · The prediction at a threshold
+# Every example was edited once above, so the prediction at any threshold t can be read off
+# without running a model. Write `predictions_at(t, results, edits, kind)`: for each CoT-SC result
+# `r` (in order), its consistency `prompting.consistency_of(r, kind)`; below t it is edited, and the
+# prediction is the edit's answer `edits[r.id].answer` (the original `r.prediction` when the
+# re-answer failed, i.e. the answer is `None`); at or above t it is `r.prediction`.
+# The checks compare yours with `verify_edit.apply_threshold` at every threshold.
+
+# %% nbgrader={"grade": false, "grade_id": "ex02-predictions-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def predictions_at(t: float, results: list, edits: dict, kind: str = "wang") -> list[str]:
+    """The prediction of every example at threshold t (edit when consistency < t)."""
+    ### BEGIN SOLUTION
+    out = []
+    for r in results:
+        edited = prompting.consistency_of(r, kind) < t
+        answer = edits[r.id].answer if edited else None
+        out.append(answer if answer is not None else r.prediction)
+    return out
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex02-predictions-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+assert predictions_at(0, cot_sc, edits) == [r.prediction for r in cot_sc], "threshold 0 edits nothing"
+everything = predictions_at(n_samples + 1, cot_sc, edits)
+assert all(p == (edits[r.id].answer if edits[r.id].answer is not None else r.prediction)
+           for p, r in zip(everything, cot_sc)), "threshold n + 1 edits every example"
+### BEGIN HIDDEN TESTS
+for kind in ("wang", "majority"):
+    for t in [0, 0.5, 1, 2, 2.5, 3, 4, 5, 6][: n_samples + 4]:
+        expected = [v.prediction for v in verify_edit.apply_threshold(cot_sc, edits, t, consistency=kind)]
+        assert predictions_at(t, cot_sc, edits, kind) == expected, f"{kind} consistency, threshold {t}"
+assert predictions_at(3, [], edits) == [], "no results, no predictions"
+### END HIDDEN TESTS
 
 # %% [markdown]
 # Paper, for reference (GPT-3, Table 1): CoT-SC 31.2% EM; CoT-SC + VE 35.7% (Wiki.), 36.0%

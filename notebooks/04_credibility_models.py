@@ -116,6 +116,85 @@ for s in first[:5]:
     print(f"{s.citations} {s.text}")
 print({k: round(v, 2) if isinstance(v, float) else v for k, v in per_model[names[0]][0].items()})
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex04-citations-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 5 · Citation precision and recall
+# §4.2 scores an answer's citations against the gold references: with Cm the set of reference ids the
+# answer cites (ids that do not exist, like [7] of 5, included: they lower precision) and Cg the
+# gold ids, precision is |Cm ∩ Cg| / |Cm| and recall |Cm ∩ Cg| / |Cg|. Write
+# `citation_pr(cited, gold)` returning `(precision, recall)`: precision 0.0 for an answer that cites
+# nothing, recall NaN for a question without gold references. A repeated citation counts once.
+
+# %% nbgrader={"grade": false, "grade_id": "ex04-citations-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def citation_pr(cited: list[int], gold: list[int]) -> tuple[float, float]:
+    """(citation precision, citation recall) of one answer."""
+    ### BEGIN SOLUTION
+    cm, cg = set(cited), set(gold)
+    hit = len(cm & cg)
+    return (hit / len(cm) if cm else 0.0), (hit / len(cg) if cg else float("nan"))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex04-citations-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import math
+
+assert citation_pr([1, 3], [1, 2]) == (0.5, 0.5), "cites [1] and [3], gold [1] and [2]"
+assert citation_pr([], [1, 2]) == (0.0, 0.0), "nothing cited: precision 0, recall 0"
+assert citation_pr([1, 1, 7], [1]) == (0.5, 1.0), "[1] twice counts once; [7] does not exist and still counts"
+### BEGIN HIDDEN TESTS
+p, r = citation_pr([2], [])
+assert p == 0.0 and math.isnan(r), "no gold references: recall is NaN"
+for name, rows_ in per_model.items():
+    for i, row in enumerate(rows_):
+        cited = C.cited_ids(C.cited_sentences(answers[name][i]))
+        p, r = citation_pr(cited, ref_sets[i].gold)
+        assert p == row["cit_precision"], f"{name}, answer {i}: precision {p} vs {row['cit_precision']}"
+        assert r == row["cit_recall"] or (math.isnan(r) and math.isnan(row["cit_recall"])), f"{name}, answer {i}: recall"
+### END HIDDEN TESTS
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex04-recall-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 6 · Key-fact recall
+# Knowledge recall asks how many of the question's key facts the answer states (§4.1):
+# R = (1/|K|) Σ_k f(answer, k), where f(premise, hypothesis) is 1 when the NLI judge's most probable
+# label is entailment. Write `key_fact_recall(answer, key_facts, judge)`:
+#
+# * the premise is the answer without its citation marks, `C.plain_answer(answer)`;
+# * one batched call judges every (answer, key fact) pair: `nli.probabilities(premises, hypotheses,
+#   judge, progress=False)` gives rows of P(entailment, neutral, contradiction);
+# * NaN when there are no key facts; 0.0 when the answer has no text.
+
+# %% nbgrader={"grade": false, "grade_id": "ex04-recall-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+from covlib import nli
+
+
+def key_fact_recall(answer: str, key_facts: list[str], judge: str) -> float:
+    """Share of the key facts that the answer entails."""
+    ### BEGIN SOLUTION
+    if not key_facts:
+        return float("nan")
+    premise = C.plain_answer(answer)
+    if not premise.strip():
+        return 0.0
+    probs = nli.probabilities([premise] * len(key_facts), list(key_facts), judge, progress=False)
+    return float((probs.argmax(axis=1) == 0).mean())
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex04-recall-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+assert math.isnan(key_fact_recall("Paris [1].", [], judge)), "no key facts: NaN"
+assert key_fact_recall("", ["Paris is in France."], judge) == 0.0, "an empty answer recalls nothing"
+first_row = per_model[names[0]][0]
+got = key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge)
+assert got == first_row["recall"] or (math.isnan(got) and math.isnan(first_row["recall"])), \
+    f"the first answer: {got} vs the notebook's {first_row['recall']}"
+### BEGIN HIDDEN TESTS
+for name, rows_ in per_model.items():
+    for i, row in enumerate(rows_):
+        got = key_fact_recall(answers[name][i], facts[i].key_facts, judge)
+        assert got == row["recall"] or (math.isnan(got) and math.isnan(row["recall"])), f"{name}, answer {i}"
+assert key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge) == \
+    key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge), "citations are not text"
+### END HIDDEN TESTS
+
 # %%
 paper_name = {v: k for k, v in C.PAPER_MODELS.items()}
 table = pd.DataFrame(

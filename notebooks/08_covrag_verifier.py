@@ -109,6 +109,80 @@ records = C.cov_rag(answerer, examples, retriever, verifier=checker, k=k, max_ro
 by_set = {n: [r for r in records if r.id in {ex.id for ex in exs}] for n, exs in sets.items()}
 print(records[0].rounds[0].answer, "\n", records[0].rounds[0].verification.raw[:300])
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex08-parser-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 7 · Reading the verifier's output
+# The verifier answers in Table 6's JSON: `{"1": {"reference_correctness": s}, "2": {"correctness": s,
+# "citation_accuracy": s, "truthfulness": s, "bias": s, "conciseness": s}, "3": judgment, "4": revised query}`,
+# often inside a ```json fence or with a sentence before or after. Write `read_verification(text)`
+# returning a dict with the six scores (floats; `None` when missing), `judgment` (`None` when missing)
+# and `revised_query` (`""` when missing):
+#
+# * find the JSON objects in the text: from each `{` that is not inside an object already read, try
+#   `json.JSONDecoder().raw_decode(text, i)` (it reads one JSON value starting at index i and says
+#   where it ends); read the **last** object found;
+# * no object at all: every score and the judgment `None`, the revised query `""`.
+#
+# `C.parse_verification` does this and much more (single quotes, truncated output, 0-10 scales,
+# renamed keys, ...); the checks compare yours with it on well-formed outputs.
+
+# %% nbgrader={"grade": false, "grade_id": "ex08-parser-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+import json
+
+SCORE_NAMES = ("reference_correctness", "correctness", "citation_accuracy", "truthfulness", "bias", "conciseness")
+
+
+def read_verification(text: str) -> dict:
+    """The six scores, the judgment and the revised query of one verifier output."""
+    ### BEGIN SOLUTION
+    decoder, found, i = json.JSONDecoder(), None, text.find("{")
+    while i != -1:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(value, dict):
+            found = value
+        i = text.find("{", end)
+    found = found or {}
+    scores = {**(found.get("1") or {}), **(found.get("2") or {})}
+    out = {name: (float(scores[name]) if scores.get(name) is not None else None) for name in SCORE_NAMES}
+    out["judgment"] = found.get("3")
+    out["revised_query"] = (found.get("4") or "").strip()
+    return out
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex08-parser-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+sample = ('Here is my verification:\n```json\n{"1": {"reference_correctness": 0.2}, "2": {"correctness": 0.1, '
+          '"citation_accuracy": 0.5, "truthfulness": 0.9, "bias": 0.8, "conciseness": 0.6}, "3": "false", '
+          '"4": "Who wrote Hamlet?"}\n```')
+got = read_verification(sample)
+assert got == {"reference_correctness": 0.2, "correctness": 0.1, "citation_accuracy": 0.5, "truthfulness": 0.9,
+               "bias": 0.8, "conciseness": 0.6, "judgment": "false", "revised_query": "Who wrote Hamlet?"}, got
+none = read_verification("I cannot verify this answer.")
+assert none["judgment"] is None and none["revised_query"] == "" and all(none[s] is None for s in SCORE_NAMES), none
+### BEGIN HIDDEN TESTS
+partial = read_verification('{"2": {"correctness": 1}, "3": "true"}')
+assert partial["correctness"] == 1.0 and partial["bias"] is None and partial["revised_query"] == "", partial
+two = read_verification('Format: {"3": "unclear", "4": ""} My answer: {"3": "true", "4": "x"}')
+assert two["judgment"] == "true" and two["revised_query"] == "x", "the last object is the verifier's answer"
+checked = 0
+for v in (r.rounds[0].verification for r in records):
+    if not v.parsed:
+        continue
+    body = C.verification_json(v)
+    for text in (body, f"```json\n{body}\n```", f"My verification: {body} That is all."):
+        ref, mine = C.parse_verification(text), read_verification(text)
+        for name in SCORE_NAMES:
+            assert mine[name] == getattr(ref, name), f"{name} of {text!r}: {mine[name]} vs {getattr(ref, name)}"
+        assert mine["judgment"] == ref.judgment and mine["revised_query"] == ref.revised_query, text
+        checked += 1
+gold = C.gold_verification("Who wrote Hamlet?", "Marlowe", [], ["William Shakespeare"])
+assert read_verification(C.verification_json(gold))["judgment"] == gold.judgment
+print(f"compared on {checked} outputs")
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ## 3. Do the scores separate correct from wrong answers?
 
@@ -161,6 +235,70 @@ sigma_table = pd.DataFrame(sigma_rows)
 sigma_table["share %"] = 100 * sigma_table["holds"] / sigma_table["of parsed"].clip(lower=1)
 results.save_table(sigma_table, "tab-08-sigma", params=params, model=checker.name, floatfmt=".1f")
 sigma_table
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex08-sigma-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 8 · The σ indicator
+# Algorithm 1 retrieves again only when σ fires. Footnote 2's σ for a `C.Verification` `v` and
+# thresholds `t` (`C.Thresholds`) has six conditions: `v.reference_correctness <= t.reference_correctness_max`,
+# `v.judgment == "false"`, a non-blank `v.revised_query`, `v.correctness < t.correctness_below`,
+# `v.bias > t.bias_above` and `v.truthfulness <= t.truthfulness_max`; a missing score (`None`) never
+# satisfies its condition. Write `fires(v, t)`:
+#
+# * `False` for an output that could not be parsed (`not v.parsed`);
+# * without the chain of scores (`v.chain` is False): judged false and a revised query;
+# * `t.mode == "all"`: all six conditions; `t.mode == "any"`: a revised query and any one of the other five.
+
+# %% nbgrader={"grade": false, "grade_id": "ex08-sigma-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def fires(v, t) -> bool:
+    """Whether σ sends the revised query back to retrieval."""
+    ### BEGIN SOLUTION
+    if not v.parsed:
+        return False
+    revised = bool(v.revised_query.strip())
+    judged_false = v.judgment == "false"
+    if not v.chain:
+        return judged_false and revised
+
+    def holds(x, test):
+        return x is not None and test(x)
+
+    others = [
+        holds(v.reference_correctness, lambda x: x <= t.reference_correctness_max),
+        judged_false,
+        holds(v.correctness, lambda x: x < t.correctness_below),
+        holds(v.bias, lambda x: x > t.bias_above),
+        holds(v.truthfulness, lambda x: x <= t.truthfulness_max),
+    ]
+    return revised and (all(others) if t.mode == "all" else any(others))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex08-sigma-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+low = C.Verification(reference_correctness=0.1, correctness=0.1, truthfulness=0.5, bias=0.9, judgment="false",
+                     revised_query="a better query", status="ok")
+assert fires(low, C.PAPER_THRESHOLDS), "every condition holds"
+assert not fires(C.Verification(status="failed"), C.PAPER_THRESHOLDS), "an unparsed output never fires"
+import dataclasses
+
+assert not fires(dataclasses.replace(low, revised_query="  "), C.PAPER_THRESHOLDS), "no revised query, nothing to retrieve"
+### BEGIN HIDDEN TESTS
+any_mode = C.Thresholds(mode="any")
+one = dataclasses.replace(low, correctness=0.9, bias=0.1, truthfulness=0.99, reference_correctness=0.9, judgment="true")
+assert not fires(one, any_mode) and fires(dataclasses.replace(one, bias=0.71), any_mode), "any: one condition is enough"
+assert not fires(dataclasses.replace(low, bias=None), C.PAPER_THRESHOLDS), "a missing score never satisfies its condition"
+assert fires(dataclasses.replace(low, reference_correctness=0.27, truthfulness=0.92), C.PAPER_THRESHOLDS), "<= at the edge"
+assert not fires(dataclasses.replace(low, correctness=0.26), C.PAPER_THRESHOLDS), "correctness must be below 0.26"
+bare = C.Verification(judgment="false", revised_query="q", status="ok", chain=False)
+assert fires(bare, C.PAPER_THRESHOLDS) and not fires(dataclasses.replace(bare, judgment="true"), any_mode), "w/o CoL"
+for mode in ("all", "any"):
+    t = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
+    for v in verifs:
+        assert fires(v, t) == C.sigma(v, t), f"{mode}: {v}"
+    grid = [dataclasses.replace(low, reference_correctness=a, correctness=b, bias=c, truthfulness=d, judgment=j)
+            for a in (None, 0.2, 0.5) for b in (None, 0.1, 0.5) for c in (None, 0.5, 0.9) for d in (None, 0.5, 0.95)
+            for j in ("true", "false", None)]
+    assert [fires(v, t) for v in grid] == [C.sigma(v, t) for v in grid], f"{mode}: the grid of conditions"
+### END HIDDEN TESTS
 
 # %%
 headline = {

@@ -136,6 +136,47 @@ results.save_table(table, "tab-09-accuracy", params=params, corpus=corpus_name, 
                         "paper Avg weights its own 400/400/100/100", floatfmt=".1f")
 table
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "ex09-avg-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Exercise 9 · Table 2's weighted Avg
+# Table 2's Avg column weights each dataset's accuracy by its number of questions (400 NQ, 400 WebQ,
+# 100 Mintaka, 100 TriviaQA). Write `weighted_avg(values, counts)`: `values` maps a dataset to an
+# accuracy, or `None` where a row has no number for it (the paper's GPT-3 row); `counts` maps a
+# dataset to its number of questions. Leave out the datasets without a value or without questions;
+# return `None` when nothing is left.
+
+# %% nbgrader={"grade": false, "grade_id": "ex09-avg-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def weighted_avg(values: dict, counts: dict):
+    """Accuracy averaged over datasets, weighted by their question counts."""
+    ### BEGIN SOLUTION
+    pairs = [(values[k], counts[k]) for k in values if values[k] is not None and counts.get(k)]
+    total = sum(c for _, c in pairs)
+    return sum(v * c for v, c in pairs) / total if total else None
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex09-avg-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import math
+
+paper = C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]
+got = weighted_avg({k: paper[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)
+assert round(got, 1) == paper["Avg"], f"CoV-RAG Llama2-13b: the paper's Avg is {paper['Avg']}, got {got}"
+assert weighted_avg({"NQ": None}, {"NQ": 400}) is None, "nothing to average: None"
+### BEGIN HIDDEN TESTS
+gpt3 = C.PAPER_TABLE2[("GPT-3", "text-davinci-003")]
+assert round(weighted_avg({k: gpt3[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS), 1) == gpt3["Avg"], "missing datasets"
+assert weighted_avg({"NQ": 0.5, "WebQ": 1.0}, {"NQ": 0, "WebQ": 2}) == 1.0, "a dataset with no questions weighs nothing"
+assert weighted_avg({}, {}) is None
+for (method, model_), vals in C.PAPER_TABLE2.items():
+    mine = weighted_avg({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)
+    assert math.isclose(mine, C.weighted_average({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)), method
+for row in rows:
+    if not row["method"].startswith("paper"):
+        acc = {n: row[n] for n in sets if n in row}
+        ref = C.weighted_average(acc, counts)
+        mine = weighted_avg(acc, counts)
+        assert (mine is None and ref is None) or math.isclose(mine, ref), f"{row['method']}: {mine} vs {ref}"
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ## 4. Fig. 3: single vs multi-iteration per dataset and model
 

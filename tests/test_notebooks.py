@@ -107,7 +107,7 @@ def smoke_judge() -> str:
     heuristic (`make test` does not train it: 15-55 minutes on 2 cores is over the suite's budget)."""
     from covlib import nli
 
-    return nli.TRAINED_JUDGE if (nli.trained_judge_dir() / "config.json").is_file() else "overlap"
+    return nli.offline_judge()
 
 
 @pytest.mark.notebook

@@ -1,0 +1,482 @@
+"""Course assignments from the solution notebooks, and an autograder that survives broken submissions.
+
+The notebooks are the solutions. Their exercises use nbgrader's markup, in the py:percent sources:
+
+* a markdown cell `<ex>-prompt` (locked) says what to write;
+* a code cell `<ex>-answer` (`solution: true`) holds the solution between `### BEGIN SOLUTION` and
+  `### END SOLUTION`;
+* a code cell `<ex>-checks` (`grade: true`, `points`, locked) holds the visible checks, then the
+  hidden ones between `### BEGIN HIDDEN TESTS` and `### END HIDDEN TESTS`.
+
+`student_version` runs nbgrader's own preprocessors (solutions become `raise NotImplementedError()`,
+hidden tests go, outputs are cleared, checksums are set), so the folder that `write_assignments`
+makes also works with an nbgrader course. `grade` is covlib's own autograder: it rebuilds each
+submitted notebook from the solution notebook, keeping only the student's answer cells, runs it in
+the smoke profile under a time limit, and reads the points from the check cells' outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from covlib import paths
+
+ROLES = ("prompt", "answer", "checks")
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+_MARKERS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"))
+_ID = re.compile(r"^(ex\d{2}[a-z]?-[a-z0-9-]+)-(prompt|answer|checks)$")
+
+
+class CourseError(ValueError):
+    """A solution notebook whose exercise markup is inconsistent."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: its notebook, id, points and title (the prompt's first line)."""
+
+    notebook: str  # file name, e.g. "01_consistency_kde.ipynb"
+    id: str  # e.g. "ex01-consistency"
+    points: float
+    title: str
+
+
+def _nbgrader(cell: Any) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _role(cell: Any) -> tuple[str, str] | None:
+    """(exercise id, role) of a marked cell, or None."""
+    grade_id = _nbgrader(cell).get("grade_id", "")
+    m = _ID.match(grade_id)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def notebooks_dir() -> Path:
+    """The solution notebooks: <code root>/notebooks."""
+    return paths.code_root() / "notebooks"
+
+
+def exercise_notebooks(folder: str | Path | None = None) -> list[Path]:
+    """The solution notebooks that hold at least one exercise, in order."""
+    import nbformat
+
+    folder = Path(folder) if folder else notebooks_dir()
+    out = []
+    for path in sorted(folder.glob("[0-9][0-9]*_*.ipynb")):
+        if any(_role(c) for c in nbformat.read(path, as_version=4).cells):
+            out.append(path)
+    return out
+
+
+def exercises(nb: Any, name: str) -> list[Exercise]:
+    """The exercises of one solution notebook, checked: every id has a prompt, an answer and checks, in that order."""
+    seen: dict[str, dict[str, int]] = {}
+    for i, cell in enumerate(nb.cells):
+        role = _role(cell)
+        meta = _nbgrader(cell)
+        if meta and role is None:
+            raise CourseError(f"{name} cell {i}: nbgrader id {meta.get('grade_id')!r} is not '<exNN-name>-{{prompt,answer,checks}}'")
+        if role is None:
+            continue
+        ex, what = role
+        if what in seen.setdefault(ex, {}):
+            raise CourseError(f"{name}: two '{ex}-{what}' cells")
+        seen[ex][what] = i
+        want = {"prompt": ("markdown", False, False), "answer": ("code", True, False), "checks": ("code", False, True)}[what]
+        if (cell.cell_type, bool(meta.get("solution")), bool(meta.get("grade"))) != want:
+            raise CourseError(f"{name} '{ex}-{what}': must be a {want[0]} cell with solution={want[1]}, grade={want[2]}")
+        if what == "answer" and not all(a in cell.source and b in cell.source for a, b in _MARKERS[:1]):
+            raise CourseError(f"{name} '{ex}-answer' has no ### BEGIN SOLUTION / ### END SOLUTION block")
+        if what == "checks" and not meta.get("points"):
+            raise CourseError(f"{name} '{ex}-checks' has no points")
+    out = []
+    for ex, roles in seen.items():
+        if set(roles) != set(ROLES) or [roles[r] for r in ROLES] != sorted(roles.values()):
+            raise CourseError(f"{name} '{ex}': needs a prompt, an answer and a checks cell, in that order (has {sorted(roles)})")
+        title = nb.cells[roles["prompt"]].source.strip().splitlines()[0].strip("#* ")
+        out.append(Exercise(name, ex, float(_nbgrader(nb.cells[roles["checks"]])["points"]), title))
+    return out
+
+
+def all_exercises(folder: str | Path | None = None) -> list[Exercise]:
+    """Every exercise of every solution notebook."""
+    import nbformat
+
+    return [e for p in exercise_notebooks(folder) for e in exercises(nbformat.read(p, as_version=4), p.name)]
+
+
+def solution_regions(nb: Any) -> list[str]:
+    """The text of every marked solution and hidden-test region of a solution notebook."""
+    regions = []
+    for cell in nb.cells:
+        for begin, end in _MARKERS:
+            regions += [m.group(1) for m in re.finditer(re.escape(begin) + r"\n(.*?)[ \t]*" + re.escape(end),
+                                                        cell.source, re.S)]
+    return regions
+
+
+# --------------------------------------------------------------------------- student versions
+
+STUDENT_HEADER = """**Assignment: {title}**
+
+Write your code in the cells that say `# YOUR CODE HERE` (replace the `raise NotImplementedError()`),
+then run the check cell below each one: its asserts are the visible checks. The grader runs this
+notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
+from this file, so keep helper code inside them, and do not rename the notebook.
+Exercises: {listing}."""
+
+
+def student_version(nb: Any, name: str) -> Any:
+    """The student notebook: nbgrader clears the solutions and hidden tests, locks cells, sets checksums."""
+    from nbconvert.exporters.exporter import ResourcesDict
+    from nbformat import v4
+    from nbgrader import preprocessors as pre
+
+    found = exercises(nb, name)
+    nb = copy.deepcopy(nb)
+    resources = ResourcesDict()
+    for step in (pre.LockCells, pre.ClearSolutions, pre.ClearOutput, pre.ClearHiddenTests, pre.ClearMarkScheme,
+                 pre.ComputeChecksums, pre.CheckCellMetadata):
+        nb, resources = step().preprocess(nb, resources)
+    title = nb.cells[0].source.strip().splitlines()[0].lstrip("# ") if nb.cells else name
+    listing = "; ".join(f"{e.title} ({e.points:g} points)" for e in found)
+    nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing)))
+    return nb
+
+
+def write_assignments(out: str | Path | None = None, folder: str | Path | None = None) -> list[Path]:
+    """Write every exercise notebook's student version, and a README listing the exercises, to `out`."""
+    import nbformat
+
+    out = Path(out) if out else paths.build_dir() / "assignments"
+    out.mkdir(parents=True, exist_ok=True)
+    written, lines = [], []
+    for path in exercise_notebooks(folder):
+        nb = nbformat.read(path, as_version=4)
+        student = student_version(nb, path.name)
+        leaks = leaked(nb, student)
+        if leaks:  # never hand out a solution: refuse rather than write
+            raise CourseError(f"{path.name}: the student version still holds solution text: {leaks[0]!r}")
+        nbformat.write(student, out / path.name)
+        written.append(out / path.name)
+        lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({e.points:g} points)" for e in exercises(nb, path.name))]
+    total = sum(e.points for e in all_exercises(folder))
+    (out / "README.md").write_text(
+        "# covlib exercises\n\nOpen each notebook in JupyterLab inside the covlib environment (`make lab`), fill in the\n"
+        "cells marked `# YOUR CODE HERE`, run the check cell under each, and hand the notebooks back\n"
+        f"under their own names. {total:g} points in all.\n\n" + "\n".join(lines) + "\n")
+    return written
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if len(re.sub(r"\s", "", ln)) >= 8 and not ln.strip().startswith("#")]
+
+
+def leaked(solution: Any, student: Any) -> list[str]:
+    """Lines of the solution's marked regions that appear in the student notebook (and nowhere unmarked in the solution)."""
+    import nbformat
+
+    given = "\n".join(re.sub(r"### BEGIN (SOLUTION|HIDDEN TESTS).*?### END (SOLUTION|HIDDEN TESTS)", "", c.source, flags=re.S)
+                      for c in solution.cells)
+    text = nbformat.writes(student)
+    sources = "\n".join(c.source for c in student.cells)
+    out = []
+    for region in solution_regions(solution):
+        for line in _lines(region):
+            if line not in given and (line in sources or json.dumps(line)[1:-1] in text):
+                out.append(line)
+    return out + [m for m in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS") if m in sources]
+
+
+# --------------------------------------------------------------------------- grading
+
+
+@dataclass
+class Grade:
+    """One row of the grade table."""
+
+    student: str
+    notebook: str
+    exercise: str
+    points: float
+    max_points: float
+    error: str = ""
+
+
+def merge(solution: Any, submitted: Any | None, name: str) -> tuple[Any, dict[str, str]]:
+    """The notebook to grade: the solution notebook with the student's answer cells in place of its own.
+
+    Returns it and, per exercise, a note on a missing answer cell (then the empty stub is used).
+    """
+    nb = copy.deepcopy(solution)
+    answers = {}
+    for cell in (submitted.cells if submitted is not None else []):
+        role = _role(cell)
+        if role and role[1] == "answer" and cell.cell_type == "code":
+            answers.setdefault(role[0], cell.source)
+    notes = {}
+    for cell in nb.cells:
+        role = _role(cell)
+        if role and role[1] == "answer":
+            if role[0] in answers:
+                cell.source = answers[role[0]]
+            else:
+                cell.source = re.sub(r"([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
+                                     lambda m: "\n".join(m.group(1) + s for s in STUB.splitlines()), cell.source, flags=re.S)
+                notes[role[0]] = "answer cell missing from the submission"
+    return nb, notes
+
+
+def smoke_parameters(nb: Any) -> dict[str, Any]:
+    """What the grader sets after the `parameters` cell: the smoke profile, and an offline judge where there is one."""
+    from covlib import nli
+
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    out: dict[str, Any] = {"profile": "smoke"}
+    if cell is not None and re.search(r"^judge\s*:", cell.source, re.M):
+        out["judge"] = nli.offline_judge()
+    return out
+
+
+def inject(nb: Any, parameters: dict[str, Any]) -> Any:
+    """Insert a cell setting `parameters` right after the `parameters` cell (as papermill does)."""
+    from nbformat import v4
+
+    nb = copy.deepcopy(nb)
+    where = next((i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])), None)
+    if where is None:
+        raise CourseError("no cell tagged 'parameters'")
+    cell = v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(where + 1, cell)
+    return nb
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def grading_environment(scratch: Path) -> dict[str, str]:
+    """Kernel environment: outputs go to `scratch`; data, models and the call cache stay shared."""
+    return {"COVLIB_ROOT": str(scratch), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
+            "COVLIB_CACHE": str(paths.cache_dir()), "MPLBACKEND": "Agg"}
+
+
+def execute(nb: Any, cwd: str | Path, time_limit: float, stop_on_error: bool = False,
+            env: dict[str, str] | None = None) -> str:
+    """Run `nb`'s code cells in order in a fresh kernel within `time_limit` seconds, outputs in place.
+
+    Errors stay in the cells' outputs and execution goes on (unless `stop_on_error`). Returns why it
+    stopped early ("" when every cell ran).
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    deadline = time.monotonic() + time_limit
+    client = NotebookClient(nb, timeout=int(time_limit) + 1, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(cwd)}})
+    with _environ(env or {}):
+        try:
+            with client.setup_kernel():
+                for i, cell in enumerate(nb.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return f"time limit of {time_limit:g} s reached"
+                    client.timeout = max(1, int(left))
+                    try:
+                        client.execute_cell(cell, i)
+                    except CellTimeoutError:
+                        return f"time limit of {time_limit:g} s reached"
+                    except DeadKernelError as err:
+                        return f"the kernel died ({str(err).strip() or 'no reason given'})"
+                    if stop_on_error and cell_error(cell):
+                        return f"cell {i} raised {cell_error(cell)}"
+        except DeadKernelError as err:
+            return f"the kernel died ({str(err).strip() or 'no reason given'})"
+        except RuntimeError as err:  # a kernel that will not start
+            return f"the kernel failed: {err}"
+    return ""
+
+
+def cell_error(cell: Any) -> str:
+    """'Name: message' (first line, at most 200 characters) of a cell's error output, or ''."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            if out.get("ename") == "NotImplementedError":
+                return "not answered (NotImplementedError)"
+            value = (out.get("evalue") or "").strip().splitlines()
+            return f"{out.get('ename')}: {value[0] if value else ''}".strip().rstrip(":")[:200]
+    return ""
+
+
+def _ran(cell: Any) -> bool:
+    return cell.get("execution_count") is not None or bool(cell.get("outputs"))
+
+
+def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str,
+                   time_limit: float = 600, scratch: str | Path | None = None,
+                   feedback: str | Path | None = None) -> list[Grade]:
+    """Grade one submitted notebook against its solution notebook; never raises for a bad submission."""
+    import nbformat
+
+    solution_path = Path(solution_path)
+    solution = nbformat.read(solution_path, as_version=4)
+    found = exercises(solution, solution_path.name)
+    rows = {e.id: Grade(student, solution_path.name, e.id, 0.0, e.points) for e in found}
+
+    def fail_all(msg: str) -> list[Grade]:
+        for r in rows.values():
+            r.error = msg
+        return list(rows.values())
+
+    if submission is None:
+        return fail_all("not submitted")
+    try:
+        submitted = nbformat.read(str(submission), as_version=4)
+    except Exception as err:  # not JSON, not a notebook, unreadable: the whole notebook scores 0
+        return fail_all(f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}")
+    nb, notes = merge(solution, submitted, solution_path.name)
+    nb = inject(nb, smoke_parameters(nb))
+    scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student
+    scratch.mkdir(parents=True, exist_ok=True)
+    stopped = execute(nb, solution_path.parent, time_limit, env=grading_environment(scratch))
+    answer_errors = {}
+    for cell in nb.cells:
+        role = _role(cell)
+        if role is None:
+            continue
+        ex, what = role
+        if what == "answer" and cell_error(cell):
+            answer_errors[ex] = cell_error(cell)
+        if what != "checks":
+            continue
+        row = rows[ex]
+        if not _ran(cell):
+            row.error = f"not run: {stopped or 'execution stopped before this cell'}"
+        elif cell_error(cell):
+            why = notes.get(ex) or (f"the answer cell raised {answer_errors[ex]}" if ex in answer_errors else "")
+            row.error = f"{why}; checks: {cell_error(cell)}" if why else cell_error(cell)
+        else:
+            row.points = row.max_points
+    if feedback:
+        Path(feedback).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(feedback))
+    return list(rows.values())
+
+
+def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict[str, Path]]:
+    """Per student (a subfolder of `folder`), the submitted notebook for each expected name (searched recursively)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"submissions folder not found: {folder}")
+    out: dict[str, dict[str, Path]] = {}
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        found = {}
+        for path in sorted(student.rglob("*.ipynb"), key=lambda p: (len(p.parts), str(p))):
+            if ".ipynb_checkpoints" not in path.parts and path.name in names:
+                found.setdefault(path.name, path)
+        out[student.name] = found
+    if not out:
+        raise ValueError(f"no student folders in {folder}: expected {folder}/<student>/<notebook>.ipynb")
+    return out
+
+
+def grade(submissions: str | Path, out: str | Path | None = None, time_limit: float = 600,
+          folder: str | Path | None = None, progress: bool = True) -> list[Grade]:
+    """Grade every student's notebooks; write grades.csv, grades.md and executed feedback notebooks to `out`."""
+    solutions = exercise_notebooks(folder)
+    out = Path(out) if out else paths.build_dir() / "grades"
+    out.mkdir(parents=True, exist_ok=True)
+    found = find_submissions(submissions, [p.name for p in solutions])
+    rows: list[Grade] = []
+    jobs = [(s, p) for s in found for p in solutions]
+    bar = _bar(jobs, progress)
+    for student, path in bar:
+        if hasattr(bar, "set_postfix_str"):
+            bar.set_postfix_str(f"{student}/{path.name}")
+        rows += grade_notebook(path, found[student].get(path.name), student, time_limit,
+                               scratch=out / "scratch" / student, feedback=out / "feedback" / student / path.name)
+    write_table(rows, out)
+    return rows
+
+
+def _bar(items: list, show: bool) -> Any:
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc="grading", unit="notebook")
+
+
+def write_table(rows: Sequence[Grade], out: str | Path) -> tuple[Path, Path]:
+    """grades.csv (one row per student and exercise) and grades.md (that table, then totals per student)."""
+    import pandas as pd
+
+    out = Path(out)
+    frame = pd.DataFrame([r.__dict__ for r in rows], columns=["student", "notebook", "exercise", "points", "max_points", "error"])
+    csv, md = out / "grades.csv", out / "grades.md"
+    frame.to_csv(csv, index=False)
+    totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
+    shown = frame.assign(error=frame["error"].str.replace("|", "\\|", regex=False))
+    md.write_text("# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
+                  + shown.to_markdown(index=False, floatfmt="g") + "\n")
+    return csv, md
+
+
+def _cli(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m covlib.course", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("assignments", help="write the student notebooks")
+    a.add_argument("--out", default=str(paths.build_dir() / "assignments"))
+    g = sub.add_parser("grade", help="grade a folder of submissions: <dir>/<student>/<notebook>.ipynb")
+    g.add_argument("submissions")
+    g.add_argument("--out", default=str(paths.build_dir() / "grades"))
+    g.add_argument("--time-limit", type=float, default=600, help="seconds per notebook (default 600)")
+    args = parser.parse_args(argv)
+    if args.command == "assignments":
+        written = write_assignments(args.out)
+        n = len(all_exercises())
+        print(f"wrote {len(written)} student notebooks ({n} exercises) and README.md to {args.out}")
+        return 0
+    if args.time_limit <= 0:
+        parser.error("--time-limit must be a positive number of seconds")
+    try:
+        rows = grade(args.submissions, args.out, args.time_limit)
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        by.setdefault(r.student, [0.0, 0.0])
+        by[r.student][0] += r.points
+        by[r.student][1] += r.max_points
+    for student, (got, of) in by.items():
+        print(f"{student}: {got:g} / {of:g}")
+    print(f"grade table: {Path(args.out) / 'grades.csv'} and grades.md; executed notebooks under feedback/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cli())
