@@ -52,14 +52,14 @@ serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp)
 	$(PY) -m covlib.endpoint --port "$(or $(PORT),8080)"
 
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
-	$(PY) -m covlib.course assignments --out build/assignments
+	$(PY) -m covlib.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
 
 grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] -> build/grades/
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
-	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out build/grades --time-limit "$(or $(TIME_LIMIT),600)"
+	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
 
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into a static site: build/book/index.html
-	$(PY) -m covlib.book --out build/book
+	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)"
 
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/

@@ -131,7 +131,8 @@ STUDENT_HEADER = """**Assignment: {title}**
 Write your code in the cells that say `# YOUR CODE HERE` (replace the `raise NotImplementedError()`),
 then run the check cell below each one: its asserts are the visible checks. The grader runs this
 notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
-from this file, so keep helper code inside them, and do not rename the notebook.
+from this file, so keep helper code inside them, and do not rename the notebook. For a quick run,
+set `profile = "smoke"` in the parameters cell: the grader runs that profile.
 Exercises: {listing}."""
 
 
@@ -148,7 +149,7 @@ def student_version(nb: Any, name: str) -> Any:
                  pre.ComputeChecksums, pre.CheckCellMetadata):
         nb, resources = step().preprocess(nb, resources)
     title = nb.cells[0].source.strip().splitlines()[0].lstrip("# ") if nb.cells else name
-    listing = "; ".join(f"{e.title} ({e.points:g} points)" for e in found)
+    listing = "; ".join(f"{e.title} ({_points(e.points)})" for e in found)
     nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing)))
     return nb
 
@@ -168,13 +169,17 @@ def write_assignments(out: str | Path | None = None, folder: str | Path | None =
             raise CourseError(f"{path.name}: the student version still holds solution text: {leaks[0]!r}")
         nbformat.write(student, out / path.name)
         written.append(out / path.name)
-        lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({e.points:g} points)" for e in exercises(nb, path.name))]
+        lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({_points(e.points)})" for e in exercises(nb, path.name))]
     total = sum(e.points for e in all_exercises(folder))
     (out / "README.md").write_text(
         "# covlib exercises\n\nOpen each notebook in JupyterLab inside the covlib environment (`make lab`), fill in the\n"
         "cells marked `# YOUR CODE HERE`, run the check cell under each, and hand the notebooks back\n"
         f"under their own names. {total:g} points in all.\n\n" + "\n".join(lines) + "\n")
     return written
+
+
+def _points(points: float) -> str:
+    return f"{points:g} point" + ("" if points == 1 else "s")
 
 
 def _lines(text: str) -> list[str]:

@@ -1,0 +1,367 @@
+"""Teaching: the exercises marked in the solution notebooks, the student versions (no solution leaks),
+the autograder on the shipped solutions, on a deliberately broken submission and on misbehaving ones,
+and the book."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import v4
+
+from covlib import book, course, paths
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPERS = {"Verify-and-Edit": ("01", "02", "03"), "credibility": ("04", "05", "06", "07"),
+          "CoV-RAG": ("08", "09", "10", "11")}
+SOLUTIONS = course.exercise_notebooks()
+
+
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _cells(nb, ex: str, role: str):
+    return [c for c in nb.cells if course._role(c) == (ex, role)]
+
+
+def _need_data() -> None:
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+
+
+# --------------------------------------------------------------------------- the markup
+
+
+def test_at_least_eight_exercises_across_the_three_papers():
+    exercises = course.all_exercises()
+    assert len(exercises) >= 8, [e.id for e in exercises]
+    for paper, numbers in PAPERS.items():
+        assert sum(e.notebook[:2] in numbers for e in exercises) >= 2, f"{paper}: fewer than two exercises"
+    assert len({e.id for e in exercises}) == len(exercises)
+    for path in SOLUTIONS:
+        nb = _read(path)
+        for ex in course.exercises(nb, path.name):
+            (checks,) = _cells(nb, ex.id, "checks")
+            visible, _, hidden = checks.source.partition("### BEGIN HIDDEN TESTS")
+            assert "assert" in visible, f"{ex.id}: no visible check"
+            assert "assert" in hidden and "### END HIDDEN TESTS" in hidden, f"{ex.id}: no hidden check"
+            assert ex.points > 0 and ex.title.startswith("Exercise")
+
+
+def test_inconsistent_markup_is_refused():
+    nb = _read(SOLUTIONS[0])
+    (answer,) = _cells(nb, "ex01-consistency", "answer")
+    nb.cells.remove(answer)
+    with pytest.raises(course.CourseError, match="needs a prompt, an answer and a checks cell"):
+        course.exercises(nb, "01")
+    nb = _read(SOLUTIONS[0])
+    (checks,) = _cells(nb, "ex01-consistency", "checks")
+    checks.metadata["nbgrader"]["grade_id"] = "consistency-checks"
+    with pytest.raises(course.CourseError, match="is not '<exNN-name>"):
+        course.exercises(nb, "01")
+
+
+# --------------------------------------------------------------------------- student versions
+
+
+@pytest.fixture(scope="module")
+def assignments(tmp_path_factory):
+    out = tmp_path_factory.mktemp("assignments")
+    done = subprocess.run(["make", "-o", ".venv/.installed", "assignments", f"ASSIGNMENTS={out}"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_make_assignments_writes_every_student_notebook(assignments):
+    names = sorted(p.name for p in assignments.glob("*.ipynb"))
+    assert names == sorted(p.name for p in SOLUTIONS)
+    readme = (assignments / "README.md").read_text()
+    for ex in course.all_exercises():
+        assert ex.title in readme
+    for path in SOLUTIONS:
+        student = _read(assignments / path.name)
+        assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")
+        for ex in course.exercises(_read(path), path.name):
+            (answer,) = _cells(student, ex.id, "answer")
+            assert "raise NotImplementedError()" in answer.source
+            (checks,) = _cells(student, ex.id, "checks")
+            (solution_checks,) = _cells(_read(path), ex.id, "checks")
+            assert checks.source.strip() == solution_checks.source.split("### BEGIN HIDDEN TESTS")[0].strip()
+            assert checks.metadata["nbgrader"]["locked"] and checks.metadata["nbgrader"]["checksum"]
+
+
+def test_no_student_notebook_holds_solution_text(assignments):
+    for path in SOLUTIONS:
+        solution = _read(path)
+        raw = (assignments / path.name).read_text()
+        student = _read(assignments / path.name)
+        assert course.leaked(solution, student) == [], path.name
+        assert "### BEGIN SOLUTION" not in raw and "### BEGIN HIDDEN TESTS" not in raw
+        regions = course.solution_regions(solution)
+        assert len(regions) == 2 * len(course.exercises(solution, path.name))
+        given = "\n".join(c.source for c in course.student_version(solution, path.name).cells)
+        for region in regions:  # every distinctive line of every marked region, compared with the file itself
+            for line in course._lines(region):
+                if line not in re.sub(r"### BEGIN.*?### END \w+( TESTS)?", "", "\n".join(c.source for c in solution.cells),
+                                      flags=re.S):
+                    assert line not in given and json.dumps(line)[1:-1] not in raw, f"{path.name}: {line!r} leaked"
+
+
+def test_the_leak_check_catches_a_planted_solution():
+    solution = _read(SOLUTIONS[0])
+    student = course.student_version(solution, SOLUTIONS[0].name)
+    assert course.leaked(solution, student) == []
+    student.cells.append(v4.new_markdown_cell("hint: best = max(votes, key=lambda k: (votes[k], mass[k], -first[k]))"))
+    assert course.leaked(solution, student) == ["best = max(votes, key=lambda k: (votes[k], mass[k], -first[k]))"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_student_notebook_runs_to_its_first_exercise_and_fails_cleanly_there(path, tmp_path):
+    _need_data()
+    solution = _read(path)
+    student = course.inject(course.student_version(solution, path.name), course.smoke_parameters(solution))
+    stopped = course.execute(student, path.parent, 1200, stop_on_error=True,
+                             env=course.grading_environment(tmp_path))
+    first = course.exercises(solution, path.name)[0].id
+    (checks,) = _cells(student, first, "checks")
+    at = student.cells.index(checks)
+    assert stopped == f"cell {at} raised not answered (NotImplementedError)", stopped
+    code = [(i, c) for i, c in enumerate(student.cells) if c.cell_type == "code"]
+    assert all(c.execution_count and not course.cell_error(c) for i, c in code if i < at), "a cell before it failed"
+    assert not any(c.execution_count for i, c in code if i > at), "execution went past the failing checks"
+
+
+# --------------------------------------------------------------------------- grading the real notebooks
+
+
+def _break(nb, ex: str, how: str):
+    """A copy of a solution notebook with one exercise broken the way a student might."""
+    (answer,) = _cells(nb, ex, "answer")
+    if how == "wrong":
+        answer.source = answer.source.replace("return votes[best], (len(keys) * mass[best] / total if total > 0 else 0.0)",
+                                              "return votes[best], mass[best]")
+        assert "mass[best]\n" in answer.source
+    elif how == "deleted":
+        nb.cells.remove(answer)
+    elif how == "syntax":
+        answer.source += "\n    return (\n"
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """`make grade` on three students: the shipped solutions, a broken submission, an unreadable one."""
+    _need_data()
+    subs = tmp_path_factory.mktemp("submissions")
+    (subs / "alice").mkdir()
+    for path in SOLUTIONS:  # the solution notebooks as handed in, one level down as nbgrader lays them out
+        (subs / "alice" / "week1").mkdir(exist_ok=True)
+        shutil.copy(path, subs / "alice" / "week1" / path.name)
+    (subs / "bob").mkdir()
+    for path in SOLUTIONS:
+        nb = _read(path)
+        if path.name.startswith("01"):
+            nb = _break(nb, "ex01-consistency", "wrong")
+        elif path.name.startswith("08"):
+            nb = _break(nb, "ex08-sigma", "deleted")
+        elif path.name.startswith("09"):
+            nb = _break(nb, "ex09-avg", "syntax")
+        nbformat.write(nb, subs / "bob" / path.name)
+    (subs / "carol").mkdir()
+    (subs / "carol" / SOLUTIONS[0].name).write_text("{ this is not a notebook")
+    out = tmp_path_factory.mktemp("grades")
+    done = subprocess.run(["make", "-o", ".venv/.installed", "grade", f"SUBMISSIONS={subs}", f"GRADES={out}",
+                           "TIME_LIMIT=1200"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    with open(out / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return out, rows, done.stdout
+
+
+def _points(rows, student: str) -> dict[str, float]:
+    return {r["exercise"]: float(r["points"]) for r in rows if r["student"] == student}
+
+
+@pytest.mark.notebook
+def test_shipped_solutions_get_full_marks(graded):
+    out, rows, stdout = graded
+    exercises = course.all_exercises()
+    total = sum(e.points for e in exercises)
+    assert _points(rows, "alice") == {e.id: e.points for e in exercises}
+    assert all(r["error"] == "" for r in rows if r["student"] == "alice")
+    assert f"alice: {total:g} / {total:g}" in stdout
+    md = (out / "grades.md").read_text()
+    assert "| alice" in md and "Per exercise" in md
+    for path in SOLUTIONS:
+        assert (out / "feedback" / "alice" / path.name).is_file()
+
+
+@pytest.mark.notebook
+def test_broken_submission_loses_exactly_the_broken_exercises(graded):
+    _, rows, stdout = graded
+    exercises = course.all_exercises()
+    lost = {"ex01-consistency", "ex08-sigma", "ex09-avg"}
+    assert _points(rows, "bob") == {e.id: 0.0 if e.id in lost else e.points for e in exercises}
+    errors = {r["exercise"]: r["error"] for r in rows if r["student"] == "bob"}
+    assert errors["ex01-consistency"].startswith("AssertionError: 3 of 5 equally weighted paths")
+    assert errors["ex08-sigma"] == "answer cell missing from the submission; checks: not answered (NotImplementedError)"
+    assert errors["ex09-avg"].startswith("the answer cell raised SyntaxError"), errors["ex09-avg"]
+    assert all(errors[e.id] == "" for e in exercises if e.id not in lost)
+    got = sum(e.points for e in exercises if e.id not in lost)
+    assert f"bob: {got:g} / {sum(e.points for e in exercises):g}" in stdout
+
+
+@pytest.mark.notebook
+def test_unreadable_and_missing_notebooks_score_zero_with_the_reason(graded):
+    _, rows, _ = graded
+    carol = [r for r in rows if r["student"] == "carol"]
+    assert len(carol) == len(course.all_exercises()) and all(float(r["points"]) == 0 for r in carol)
+    for r in carol:
+        want = "cannot read the notebook" if r["notebook"] == SOLUTIONS[0].name else "not submitted"
+        assert r["error"].startswith(want), r
+
+
+def test_grade_refuses_a_missing_folder_or_one_without_students(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "covlib.course", "grade", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "submissions folder not found" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "covlib.course", "grade", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and "no student folders" in done.stderr
+    done = subprocess.run(["make", "-o", ".venv/.installed", "grade"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "usage: make grade SUBMISSIONS=" in done.stdout
+
+
+# --------------------------------------------------------------------------- grading misbehaviour, on a tiny course
+
+
+def _tiny_course(folder: Path) -> Path:
+    """A one-notebook course with two exercises in the real markup; no covlib, so each run takes seconds."""
+    def meta(ex, role, points=None):
+        m = {"grade": role == "checks", "grade_id": f"{ex}-{role}", "locked": role != "answer",
+             "schema_version": 3, "solution": role == "answer", "task": False}
+        if points:
+            m["points"] = points
+        return {"nbgrader": m}
+
+    cells = [v4.new_markdown_cell("# 99 · tiny"), v4.new_code_cell("import math"),
+             v4.new_code_cell("profile: str = 'auto'  # profile", metadata={"tags": ["parameters"]}),
+             v4.new_code_cell("assert profile == 'smoke'\nbase = 10")]
+    for ex, body, check, points in (
+        ("ex99-double", "return 2 * x", "assert double(2) == 4\n### BEGIN HIDDEN TESTS\nassert double(base) == 20\n### END HIDDEN TESTS", 2),
+        ("ex99-root", "return math.sqrt(x)", "assert root(4) == 2\n### BEGIN HIDDEN TESTS\nassert root(2) ** 2 == 2.0000000000000004\n### END HIDDEN TESTS", 3),
+    ):
+        name = ex.split("-")[1]
+        cells += [v4.new_markdown_cell(f"### Exercise · {name}", metadata=meta(ex, "prompt")),
+                  v4.new_code_cell(f"def {name}(x):\n    ### BEGIN SOLUTION\n    {body}\n    ### END SOLUTION",
+                                   metadata=meta(ex, "answer")),
+                  v4.new_code_cell(check, metadata=meta(ex, "checks", points))]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "99_tiny.ipynb"
+    nbformat.write(v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                          "language": "python"}}), path)
+    return path
+
+
+def _submit(solution: Path, folder: Path, edit) -> Path:
+    nb = course.student_version(_read(solution), solution.name)
+    for ex, body in (("ex99-double", "    return 2 * x"), ("ex99-root", "    return math.sqrt(x)")):
+        (answer,) = _cells(nb, ex, "answer")
+        answer.source = answer.source.replace("    # YOUR CODE HERE\n    raise NotImplementedError()", body)
+    edit(nb)
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / solution.name)
+    return folder / solution.name
+
+
+def _answer(nb, ex):
+    return _cells(nb, ex, "answer")[0]
+
+
+CASES = {
+    "full marks": (lambda nb: None, {"ex99-double": 2, "ex99-root": 3}, ["", ""]),
+    "hidden check fails": (lambda nb: setattr(_answer(nb, "ex99-double"), "source",
+                                              "def double(x):\n    return 4 if x == 2 else 0"),
+                           {"ex99-double": 0, "ex99-root": 3}, ["AssertionError", ""]),
+    "checks edited away by the student": (
+        lambda nb: (setattr(_answer(nb, "ex99-double"), "source", "def double(x):\n    return x + 2"),
+                    setattr(_cells(nb, "ex99-double", "checks")[0], "source", "pass")),
+        {"ex99-double": 0, "ex99-root": 3}, ["AssertionError", ""]),
+    "checks cell deleted": (lambda nb: nb.cells.remove(_cells(nb, "ex99-root", "checks")[0]),
+                            {"ex99-double": 2, "ex99-root": 3}, ["", ""]),
+    "extra cells and a changed parameters cell": (
+        lambda nb: (nb.cells.insert(4, v4.new_code_cell("base = 0")),
+                    nb.cells.append(v4.new_code_cell("raise RuntimeError('scratch')")),
+                    setattr(next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), "source",
+                            "profile = 'full'")),
+        {"ex99-double": 2, "ex99-root": 3}, ["", ""]),
+    "kernel dies": (lambda nb: setattr(_answer(nb, "ex99-double"), "source", "import os\nos._exit(1)"),
+                    {"ex99-double": 0, "ex99-root": 0}, ["not run: the kernel died", "not run: the kernel died"]),
+    "time limit": (lambda nb: setattr(_answer(nb, "ex99-root"), "source", "import time\ntime.sleep(120)"),
+                   {"ex99-double": 2, "ex99-root": 0}, ["", "not run: time limit of 20 s reached"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_grader_on_a_tiny_course(case, tmp_path):
+    solution = _tiny_course(tmp_path / "course")
+    edit, points, errors = CASES[case]
+    submitted = _submit(solution, tmp_path / "subs" / "dan", edit)
+    rows = course.grade_notebook(solution, submitted, "dan", time_limit=20, scratch=tmp_path / "scratch")
+    assert {r.exercise: r.points for r in rows} == points
+    for r, want in zip(rows, errors):
+        assert r.error.startswith(want) if want else r.error == "", (r.exercise, r.error)
+
+
+def test_grade_table_escapes_and_totals(tmp_path):
+    rows = [course.Grade("dan", "99_tiny.ipynb", "ex99-double", 2.0, 2.0),
+            course.Grade("dan", "99_tiny.ipynb", "ex99-root", 0.0, 3.0, "AssertionError: a | b"),
+            course.Grade("eve", "99_tiny.ipynb", "ex99-double", 0.0, 2.0, "not submitted")]
+    csv_path, md_path = course.write_table(rows, tmp_path)
+    with open(csv_path, newline="") as f:
+        back = list(csv.DictReader(f))
+    assert [r["error"] for r in back] == ["", "AssertionError: a | b", "not submitted"]
+    md = md_path.read_text()
+    assert "a \\| b" in md and re.search(r"\| dan\s+\|\s+2 \|\s+5 \|", md) and re.search(r"\| eve\s+\|\s+0 \|\s+2 \|", md)
+
+
+# --------------------------------------------------------------------------- the book
+
+
+@pytest.mark.notebook
+def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
+    out, _, _ = graded
+    scratch = out / "scratch" / "alice"
+    site = tmp_path / "book"
+    written = book.build(out / "feedback" / "alice", site, scratch / "figures", scratch / "tables")
+    index = (site / "index.html").read_text()
+    for paper, _, notebooks in book.PAPERS:
+        assert paper in index
+        for stem, what in notebooks:
+            assert stem in index
+    for path in SOLUTIONS:
+        page = site / f"{path.stem}.html"
+        assert page in written and f'href="{path.stem}.html"' in index
+        text = page.read_text()
+        assert not re.search(r"<script[^>]*src=\"https?://", text) and "import(\"https" not in text
+        assert "Figures and tables this notebook wrote" in text
+        assert 'href="index.html"' in text
+    assert "data:image/png;base64," in (site / "01_consistency_kde.html").read_text()  # fig-01 inline
+    assert "make reproduce ONLY=03" in index  # not executed here: the index says how
+    guide = (site / "course-guide.html").read_text()
+    assert "Learning goals" in guide
+
+
+def test_book_with_nothing_executed_still_has_an_index(tmp_path):
+    written = book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t")
+    assert [p.name for p in written] == ["index.html", "course-guide.html"]
+    assert (tmp_path / "site" / "index.html").read_text().count("not executed yet") == len(book.catalogue())
