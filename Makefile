@@ -58,8 +58,8 @@ grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke pr
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
 	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
 
-book: env ## render the executed notebooks (notebooks/executed/), figures and tables into a static site: build/book/index.html
-	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)"
+book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
+	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)" $(if $(STUDENTS),--hide-solutions)
 
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/

@@ -106,12 +106,23 @@ def _nav(prev: str | None, nxt: str | None) -> str:
     return f'<nav class="covlib-nav">{"".join(links)}</nav>'
 
 
-def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = "") -> str:
-    """One executed notebook as a self-contained HTML page (nbconvert's lab template, nothing remote)."""
+def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = "", hide_solutions: bool = False) -> str:
+    """One executed notebook as a self-contained HTML page (nbconvert's lab template, nothing remote).
+
+    `hide_solutions`: the exercises' solutions show as the student stub and the hidden checks are left out.
+    """
     import nbformat
     from nbconvert import HTMLExporter
 
+    from covlib.course import strip_solutions
+
     nb = _offline(nbformat.read(str(path), as_version=4))
+    if hide_solutions:
+        for cell in nb.cells:
+            cell.source = strip_solutions(cell.source)
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    out["traceback"] = []  # a traceback quotes the source it ran, hidden checks included
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     body = _REMOTE_SCRIPT.sub("", body)
     body = _SCRIPT.sub(lambda m: "" if re.search(r"(import|src)\W+https?://", m.group(0)) else m.group(0), body)
@@ -144,7 +155,7 @@ def index_page(built: Sequence[str]) -> str:
 
 
 def build(executed: str | Path | None = None, out: str | Path | None = None, figures: str | Path | None = None,
-          tables: str | Path | None = None, guide: str | Path | None = None) -> list[Path]:
+          tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False) -> list[Path]:
     """Render every executed notebook found in `executed`, the index and the course guide into `out`."""
     executed = Path(executed) if executed else paths.code_root() / "notebooks" / "executed"
     out = Path(out) if out else paths.build_dir() / "book"
@@ -158,7 +169,7 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
     for i, stem in enumerate(built):
         nav = _nav(built[i - 1] if i else None, built[i + 1] if i + 1 < len(built) else None)
         page = out / f"{stem}.html"
-        page.write_text(render_notebook(executed / f"{stem}.ipynb", figures, tables, nav), encoding="utf-8")
+        page.write_text(render_notebook(executed / f"{stem}.ipynb", figures, tables, nav, hide_solutions), encoding="utf-8")
         written.append(page)
     text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
     (out / "course-guide.html").write_text(_page("Course guide", _nav(None, None) + _markdown(text)), encoding="utf-8")
@@ -175,8 +186,10 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=str(paths.build_dir() / "book"))
     parser.add_argument("--figures", default=None, help="figures folder (default: figures/)")
     parser.add_argument("--tables", default=None, help="tables folder (default: tables/)")
+    parser.add_argument("--hide-solutions", action="store_true",
+                        help="show the exercises' solutions as the student stub and leave out hidden checks (a copy for students)")
     args = parser.parse_args(argv)
-    written = build(args.executed, args.out, args.figures, args.tables)
+    written = build(args.executed, args.out, args.figures, args.tables, hide_solutions=args.hide_solutions)
     pages = len(written) - 2
     print(f"book: {pages} of {len(catalogue())} notebooks rendered; open {Path(args.out) / 'index.html'}")
     if pages < len(catalogue()):

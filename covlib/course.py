@@ -183,7 +183,7 @@ def _points(points: float) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if len(re.sub(r"\s", "", ln)) >= 8 and not ln.strip().startswith("#")]
+    return [ln.strip() for ln in text.splitlines() if len(re.sub(r"\s", "", ln)) >= 12 and not ln.strip().startswith("#")]
 
 
 def leaked(solution: Any, student: Any) -> list[str]:
@@ -217,6 +217,13 @@ class Grade:
     error: str = ""
 
 
+def strip_solutions(source: str) -> str:
+    """A cell's source with each solution region replaced by the student stub and hidden tests removed."""
+    source = re.sub(r"([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
+                    lambda m: "\n".join(m.group(1) + s for s in STUB.splitlines()), source, flags=re.S)
+    return re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", source, flags=re.S).rstrip()
+
+
 def merge(solution: Any, submitted: Any | None, name: str) -> tuple[Any, dict[str, str]]:
     """The notebook to grade: the solution notebook with the student's answer cells in place of its own.
 
@@ -235,8 +242,7 @@ def merge(solution: Any, submitted: Any | None, name: str) -> tuple[Any, dict[st
             if role[0] in answers:
                 cell.source = answers[role[0]]
             else:
-                cell.source = re.sub(r"([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
-                                     lambda m: "\n".join(m.group(1) + s for s in STUB.splitlines()), cell.source, flags=re.S)
+                cell.source = strip_solutions(cell.source)
                 notes[role[0]] = "answer cell missing from the submission"
     return nb, notes
 
@@ -386,8 +392,21 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
             row.points = row.max_points
     if feedback:
         Path(feedback).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(feedback))
+        nbformat.write(feedback_copy(nb), str(feedback))
     return list(rows.values())
+
+
+def feedback_copy(nb: Any) -> Any:
+    """The executed notebook to send back: hidden checks removed, and their tracebacks cut to the error line."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        role = _role(cell)
+        if role and role[1] == "checks":
+            cell.source = strip_solutions(cell.source)
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    out["traceback"] = [f"{out.get('ename')}: {out.get('evalue')}"]
+    return nb
 
 
 def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict[str, Path]]:

@@ -5,6 +5,7 @@ and the book."""
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -204,6 +205,15 @@ def test_shipped_solutions_get_full_marks(graded):
     assert "| alice" in md and "Per exercise" in md
     for path in SOLUTIONS:
         assert (out / "feedback" / "alice" / path.name).is_file()
+    for path in SOLUTIONS:  # what goes back to a student shows no hidden check, not even in a traceback
+        feedback = (out / "feedback" / "bob" / path.name).read_text()
+        assert "HIDDEN TESTS" not in feedback
+        solution = _read(path)
+        regions = course.solution_regions(solution)  # per exercise: its solution, then its hidden checks
+        elsewhere = "\n".join([course.strip_solutions(c.source) for c in solution.cells] + regions[0::2])
+        for line in {ln for region in regions[1::2] for ln in course._lines(region)}:
+            if line not in elsewhere:
+                assert json.dumps(line)[1:-1] not in feedback, f"{path.name}: {line!r} in the feedback"
 
 
 @pytest.mark.notebook
@@ -359,6 +369,23 @@ def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
     assert "make reproduce ONLY=03" in index  # not executed here: the index says how
     guide = (site / "course-guide.html").read_text()
     assert "Learning goals" in guide
+
+
+@pytest.mark.notebook
+def test_book_for_students_hides_every_solution(graded, tmp_path):
+    out, _, _ = graded
+    site = tmp_path / "book"
+    book.build(out / "feedback" / "alice", site, tmp_path / "f", tmp_path / "t", hide_solutions=True)
+    for path in SOLUTIONS:
+        text = (site / f"{path.stem}.html").read_text()
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "NotImplementedError" in text
+        plain = html.unescape(re.sub(r"<[^>]+>", "", text))
+        solution = _read(path)
+        given = "\n".join(course.strip_solutions(c.source) for c in solution.cells)
+        for region in course.solution_regions(solution):
+            for line in course._lines(region):
+                if line not in given:
+                    assert line not in plain, f"{path.name}: {line!r} shown to students"
 
 
 def test_book_with_nothing_executed_still_has_an_index(tmp_path):
