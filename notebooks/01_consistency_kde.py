@@ -121,6 +121,9 @@ def consistency(keys: list, mean_logprobs: list) -> tuple[int, float]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex01-consistency-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(consistency, "self_consistency")  # your own code, not covlib's
 m, w = consistency(["paris", "paris", "lyon", None, "paris"], [-0.5] * 5)
 assert m == 3 and math.isclose(w, 3.0), f"3 of 5 equally weighted paths say 'paris': expected (3, 3.0), got {(m, w)}"
 assert consistency([None] * 5, [-1.0] * 5) == (0, 0.0), "no path has an answer: expected (0, 0.0)"
@@ -178,6 +181,9 @@ def uncertain(scores: list[float], n: int) -> list[bool]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex01-threshold-checks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(uncertain, "default_threshold")  # your own code, not covlib's
 assert uncertain([0, 2, 2.9, 3, 5], 5) == [True, True, True, False, False], "n = 5: edit below 3"
 assert uncertain([1, 2], 4) == [True, False], "n = 4: ceil(4/2) = 2"
 ### BEGIN HIDDEN TESTS

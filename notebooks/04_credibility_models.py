@@ -135,6 +135,9 @@ def citation_pr(cited: list[int], gold: list[int]) -> tuple[float, float]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-citations-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(citation_pr, "citation_scores", "score_answers", "score_runs")  # your own code, not covlib's
 import math
 
 assert citation_pr([1, 3], [1, 2]) == (0.5, 0.5), "cites [1] and [3], gold [1] and [2]"
@@ -180,6 +183,9 @@ def key_fact_recall(answer: str, key_facts: list[str], judge: str) -> float:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-recall-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(key_fact_recall, "score_answers", "score_runs")  # your own code, not covlib's
 assert math.isnan(key_fact_recall("Paris [1].", [], judge)), "no key facts: NaN"
 assert key_fact_recall("", ["Paris is in France."], judge) == 0.0, "an empty answer recalls nothing"
 first_row = per_model[names[0]][0]

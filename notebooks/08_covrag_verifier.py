@@ -154,6 +154,9 @@ def read_verification(text: str) -> dict:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex08-parser-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(read_verification, "parse_verification")  # your own code, not covlib's
 sample = ('Here is my verification:\n```json\n{"1": {"reference_correctness": 0.2}, "2": {"correctness": 0.1, '
           '"citation_accuracy": 0.5, "truthfulness": 0.9, "bias": 0.8, "conciseness": 0.6}, "3": "false", '
           '"4": "Who wrote Hamlet?"}\n```')
@@ -180,7 +183,6 @@ for v in (r.rounds[0].verification for r in records):
         checked += 1
 gold = C.gold_verification("Who wrote Hamlet?", "Marlowe", [], ["William Shakespeare"])
 assert read_verification(C.verification_json(gold))["judgment"] == gold.judgment
-print(f"compared on {checked} outputs")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -274,6 +276,9 @@ def fires(v, t) -> bool:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex08-sigma-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(fires, "sigma", "sigma_conditions")  # your own code, not covlib's
 low = C.Verification(reference_correctness=0.1, correctness=0.1, truthfulness=0.5, bias=0.9, judgment="false",
                      revised_query="a better query", status="ok")
 assert fires(low, C.PAPER_THRESHOLDS), "every condition holds"

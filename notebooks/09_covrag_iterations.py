@@ -155,6 +155,9 @@ def weighted_avg(values: dict, counts: dict):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex09-avg-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from covlib import course
+
+course.check_own_work(weighted_avg, "weighted_average")  # your own code, not covlib's
 import math
 
 paper = C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]

@@ -40,6 +40,16 @@ def screenshot(page: Path, png: Path, width: int = 1280, height: int = 1600, bin
     return png
 
 
+def has_content(png: Path) -> bool:
+    """Whether a screenshot shows something: at least 2% of its pixels differ from the background."""
+    from PIL import Image
+
+    image = Image.open(png).convert("L")
+    pixels = list(image.getdata())
+    background = max(set(pixels[:1000]), key=pixels[:1000].count)
+    return sum(abs(p - background) > 30 for p in pixels) > 0.02 * len(pixels)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--book", default=str(ROOT / "build" / "book"))
@@ -52,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     pages = args.pages or ["index.html"] + [p.name for p in sorted(book.glob("[0-9]*.html"))[:1]]
     for name in pages:
         png = screenshot(book / name, Path(args.out) / (Path(name).stem + ".png"))
-        print(png)
+        print(png, "" if has_content(png) else "(blank!)")
     return 0
 
 

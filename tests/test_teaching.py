@@ -100,6 +100,17 @@ def test_make_assignments_writes_every_student_notebook(assignments):
             assert checks.metadata["nbgrader"]["locked"] and checks.metadata["nbgrader"]["checksum"]
 
 
+def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
+    import zipfile
+
+    (wheel,) = assignments.glob("covlib-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "covlib/course.py" in names and "covlib/verify_edit.py" in names
+    assert not [n for n in names if n.endswith((".ipynb", ".py")) and not n.startswith("covlib/")], names
+    assert not [n for n in names if "notebooks" in n or "tests/" in n], names
+    assert wheel.name in (assignments / "README.md").read_text()
+
+
 def test_no_student_notebook_holds_solution_text(assignments):
     for path in SOLUTIONS:
         solution = _read(path)
@@ -130,9 +141,8 @@ def test_the_leak_check_catches_a_planted_solution():
 def test_student_notebook_runs_to_its_first_exercise_and_fails_cleanly_there(path, tmp_path):
     _need_data()
     solution = _read(path)
-    student = course.inject(course.student_version(solution, path.name), course.smoke_parameters(solution))
-    stopped = course.execute(student, path.parent, 1200, stop_on_error=True,
-                             env=course.grading_environment(tmp_path))
+    student = course.student_version(solution, path.name)  # as handed out: smoke profile, the overlap judge
+    stopped = course.execute(student, tmp_path, 1200, stop_on_error=True, env=course.grading_environment(tmp_path))
     first = course.exercises(solution, path.name)[0].id
     (checks,) = _cells(student, first, "checks")
     at = student.cells.index(checks)
@@ -267,7 +277,8 @@ def _tiny_course(folder: Path) -> Path:
              v4.new_code_cell("profile: str = 'auto'  # profile", metadata={"tags": ["parameters"]}),
              v4.new_code_cell("assert profile == 'smoke'\nbase = 10")]
     for ex, body, check, points in (
-        ("ex99-double", "return 2 * x", "assert double(2) == 4\n### BEGIN HIDDEN TESTS\nassert double(base) == 20\n### END HIDDEN TESTS", 2),
+        ("ex99-double", "return 2 * x", "from covlib import course\ncourse.check_own_work(double, 'fsum')\n"
+         "assert double(2) == 4\n### BEGIN HIDDEN TESTS\nassert double(base) == 20\n### END HIDDEN TESTS", 2),
         ("ex99-root", "return math.sqrt(x)", "assert root(4) == 2\n### BEGIN HIDDEN TESTS\nassert root(2) ** 2 == 2.0000000000000004\n### END HIDDEN TESTS", 3),
     ):
         name = ex.split("-")[1]
@@ -318,6 +329,22 @@ CASES = {
                     {"ex99-double": 0, "ex99-root": 0}, ["not run: the kernel died", "not run: the kernel died"]),
     "time limit": (lambda nb: setattr(_answer(nb, "ex99-root"), "source", "import time\ntime.sleep(120)"),
                    {"ex99-double": 2, "ex99-root": 0}, ["", "not run: time limit of 20 s reached"]),
+    "endless loop inside the checks": (
+        lambda nb: setattr(_answer(nb, "ex99-root"), "source", "def root(x):\n    while True:\n        pass"),
+        {"ex99-double": 2, "ex99-root": 0}, ["", "stopped: time limit of 20 s reached"]),
+    "kernel dies inside the checks": (
+        lambda nb: setattr(_answer(nb, "ex99-double"), "source", "def double(x):\n    import os\n    os._exit(1)"),
+        {"ex99-double": 0, "ex99-root": 0}, ["stopped: the kernel died", "not run: the kernel died"]),
+    "mangled metadata and a copied answer cell": (
+        lambda nb: (nb.cells.insert(1, v4.new_code_cell("x = 1", metadata={"nbgrader": "oops"})),
+                    nb.cells.insert(1, v4.new_code_cell("y = 1", metadata={"nbgrader": {"grade_id": 5}})),
+                    nb.cells.insert(nb.cells.index(_answer(nb, "ex99-root")), v4.new_code_cell(
+                        "def root(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+                        metadata={"nbgrader": dict(_answer(nb, "ex99-root").metadata["nbgrader"])}))),
+        {"ex99-double": 2, "ex99-root": 3}, ["", ""]),
+    "calls the reference it should replace": (
+        lambda nb: setattr(_answer(nb, "ex99-double"), "source", "def double(x):\n    return math.fsum([x, x])"),
+        {"ex99-double": 0, "ex99-root": 3}, ["AssertionError: double calls fsum: write this step yourself", ""]),
 }
 
 
@@ -330,6 +357,65 @@ def test_grader_on_a_tiny_course(case, tmp_path):
     assert {r.exercise: r.points for r in rows} == points
     for r, want in zip(rows, errors):
         assert r.error.startswith(want) if want else r.error == "", (r.exercise, r.error)
+
+
+def test_make_grade_checks_the_solutions_first_and_survives_a_grader_error(tmp_path, monkeypatch):
+    solution = _tiny_course(tmp_path / "course")
+    _submit(solution, tmp_path / "subs" / "dan", lambda nb: None)
+    _submit(solution, tmp_path / "subs" / "eve" / "week1", lambda nb: None)
+    shutil.copy(tmp_path / "subs" / "eve" / "week1" / solution.name, tmp_path / "subs" / "eve" / solution.name)
+    (tmp_path / "subs" / "fay").mkdir()
+    shutil.copy(tmp_path / "subs" / "dan" / solution.name, tmp_path / "subs" / "fay" / "99_tiny-Copy1.ipynb")
+    rows = course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False)
+    notes = {r.student: r.note for r in rows}
+    assert [r.points for r in rows] == [2, 3] * 3
+    assert notes == {"dan": "", "eve": f"2 copies; graded {solution.name}", "fay": "graded 99_tiny-Copy1.ipynb (renamed)"}
+    assert "renamed" in (tmp_path / "out" / "grades.md").read_text()
+
+    real = course.grade_notebook
+    def broken(path, submission, student, *args, **kwargs):
+        if student == "eve":
+            raise RuntimeError("boom")
+        return real(path, submission, student, *args, **kwargs)
+    monkeypatch.setattr(course, "grade_notebook", broken)
+    rows = course.grade(tmp_path / "subs", tmp_path / "out2", time_limit=30, folder=solution.parent, progress=False,
+                        solutions_first=False)
+    assert [(r.student, r.points) for r in rows if r.student == "eve"] == [("eve", 0.0), ("eve", 0.0)]
+    assert all(r.error == "grader error: RuntimeError: boom" for r in rows if r.student == "eve")
+    assert sum(r.points for r in rows) == 10  # dan and fay still graded
+    monkeypatch.undo()
+
+    nb = _read(solution)
+    (answer,) = _cells(nb, "ex99-root", "answer")
+    answer.source = answer.source.replace("return math.sqrt(x)", "return x / 2")
+    nbformat.write(nb, solution)
+    with pytest.raises(course.CourseError, match="the solution notebooks do not pass their own checks"):
+        course.grade(tmp_path / "subs", tmp_path / "out3", time_limit=30, folder=solution.parent, progress=False)
+
+
+def test_a_stray_copy_of_a_solution_notebook_is_refused(tmp_path):
+    solution = _tiny_course(tmp_path)
+    shutil.copy(solution, tmp_path / "99_tiny-Copy1.ipynb")
+    with pytest.raises(course.CourseError, match="exercise 'ex99-double' is in both"):
+        course.exercise_notebooks(tmp_path)
+
+
+def test_own_work_check_sees_nested_calls():
+    import math
+
+    def direct(x):
+        return math.fsum(x)
+
+    def nested(x):
+        return (lambda y: sorted(y))(x)
+
+    assert {"math", "fsum"} <= course.calls(direct) and "sorted" in course.calls(nested)
+    scope: dict = {}  # a notebook cell's namespace: the reference imported under another name
+    exec("from covlib.covrag import weighted_average as avg\ndef aliased(v, c):\n    return avg(v, c)", scope)
+    assert "weighted_average" in course.calls(scope["aliased"])
+    with pytest.raises(AssertionError, match="nested calls sorted: write this step yourself"):
+        course.check_own_work(nested, "sorted", "weighted_average")
+    course.check_own_work(direct, "sorted")
 
 
 def test_grade_table_escapes_and_totals(tmp_path):
@@ -371,11 +457,12 @@ def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
     assert "Learning goals" in guide
 
 
-@pytest.mark.notebook
-def test_book_for_students_hides_every_solution(graded, tmp_path):
-    out, _, _ = graded
-    site = tmp_path / "book"
-    book.build(out / "feedback" / "alice", site, tmp_path / "f", tmp_path / "t", hide_solutions=True)
+def test_book_for_students_hides_every_solution(tmp_path):
+    site = tmp_path / "book"  # the solution notebooks themselves, solutions and hidden checks in place
+    book.build(ROOT / "notebooks", site, tmp_path / "f", tmp_path / "t", hide_solutions=True)
+    full = tmp_path / "full"
+    book.build(ROOT / "notebooks", full, tmp_path / "f", tmp_path / "t")
+    assert "BEGIN HIDDEN TESTS" in (full / f"{SOLUTIONS[0].stem}.html").read_text()  # the check can fail
     for path in SOLUTIONS:
         text = (site / f"{path.stem}.html").read_text()
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "NotImplementedError" in text
@@ -392,3 +479,16 @@ def test_book_with_nothing_executed_still_has_an_index(tmp_path):
     written = book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t")
     assert [p.name for p in written] == ["index.html", "course-guide.html"]
     assert (tmp_path / "site" / "index.html").read_text().count("not executed yet") == len(book.catalogue())
+
+
+def test_book_in_a_headless_browser(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book_screenshots
+
+    if book_screenshots.browser() is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium): the static checks above still ran")
+    site = tmp_path / "book"
+    book.build(ROOT / "notebooks", site, tmp_path / "f", tmp_path / "t")
+    for page in ("index.html", f"{SOLUTIONS[0].stem}.html"):
+        png = book_screenshots.screenshot(site / page, tmp_path / f"{page}.png", height=1000)
+        assert book_screenshots.has_content(png), f"{page} rendered blank"
