@@ -66,9 +66,11 @@ def catalogue() -> list[str]:
 
 
 def _offline(nb: Any) -> Any:
-    """Drop what would need the network to show: widget views (their text stays) and widget state."""
+    """Drop what would need the network to show (widget views; their text stays) and stderr (progress bars, warnings)."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
+        if "outputs" in cell:
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
         for out in cell.get("outputs", []):
             data = out.get("data")
             if data and _WIDGET in data:

@@ -160,8 +160,8 @@ STUDENT_HEADER = """**Assignment: {title}**
 Write your code in the cells that say `# YOUR CODE HERE` (replace the `raise NotImplementedError()`),
 then run the check cell below each one: its asserts are the visible checks. The grader runs this
 notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
-from this file, so keep helper code inside them, and do not rename the notebook. For a quick run,
-set `profile = "smoke"` in the parameters cell: the grader runs that profile.
+from this file, so keep helper code inside them, and do not rename the notebook. The cell after the
+parameters sets the smoke profile (a dozen examples: what the grader runs); delete it for a full run.
 Exercises: {listing}."""
 
 
