@@ -63,6 +63,13 @@ def _role(cell: Any) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+def read(path: str | Path) -> Any:
+    """A notebook read as nbformat version 4."""
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
 def notebooks_dir() -> Path:
     """The solution notebooks: <code root>/notebooks."""
     return paths.code_root() / "notebooks"
@@ -70,12 +77,10 @@ def notebooks_dir() -> Path:
 
 def exercise_notebooks(folder: str | Path | None = None) -> list[Path]:
     """The solution notebooks that hold at least one exercise, in order."""
-    import nbformat
-
     folder = Path(folder) if folder else notebooks_dir()
     out, owner = [], {}
     for path in sorted(folder.glob("[0-9][0-9]*_*.ipynb")):
-        ids = {r[0] for r in map(_role, nbformat.read(path, as_version=4).cells) if r}
+        ids = {r[0] for r in map(_role, read(path).cells) if r}
         for ex in sorted(ids):  # a stray copy (01_x-Copy1.ipynb) would be handed out and graded twice
             if ex in owner:
                 raise CourseError(f"exercise {ex!r} is in both {owner[ex]} and {path.name}: remove the copy")
@@ -102,7 +107,7 @@ def exercises(nb: Any, name: str) -> list[Exercise]:
         want = {"prompt": ("markdown", False, False), "answer": ("code", True, False), "checks": ("code", False, True)}[what]
         if (cell.cell_type, bool(meta.get("solution")), bool(meta.get("grade"))) != want:
             raise CourseError(f"{name} '{ex}-{what}': must be a {want[0]} cell with solution={want[1]}, grade={want[2]}")
-        if what == "answer" and not all(a in cell.source and b in cell.source for a, b in _MARKERS[:1]):
+        if what == "answer" and not all(m in cell.source for m in _MARKERS[0]):
             raise CourseError(f"{name} '{ex}-answer' has no ### BEGIN SOLUTION / ### END SOLUTION block")
         if what == "checks" and not meta.get("points"):
             raise CourseError(f"{name} '{ex}-checks' has no points")
@@ -117,9 +122,7 @@ def exercises(nb: Any, name: str) -> list[Exercise]:
 
 def all_exercises(folder: str | Path | None = None) -> list[Exercise]:
     """Every exercise of every solution notebook."""
-    import nbformat
-
-    return [e for p in exercise_notebooks(folder) for e in exercises(nbformat.read(p, as_version=4), p.name)]
+    return [e for p in exercise_notebooks(folder) for e in exercises(read(p), p.name)]
 
 
 def solution_regions(nb: Any) -> list[str]:
@@ -249,17 +252,18 @@ def write_assignments(out: str | Path | None = None, folder: str | Path | None =
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.ipynb"):  # a notebook that lost its exercises must not linger in the hand-out
         old.unlink()
-    written, lines = [], []
+    written, lines, total = [], [], 0.0
     for path in exercise_notebooks(folder):
-        nb = nbformat.read(path, as_version=4)
+        nb = read(path)
+        found = exercises(nb, path.name)
         student = student_version(nb, path.name)
         leaks = leaked(nb, student)
         if leaks:  # never hand out a solution: refuse rather than write
             raise CourseError(f"{path.name}: the student version still holds solution text: {leaks[0]!r}")
         nbformat.write(student, out / path.name)
         written.append(out / path.name)
-        lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({_points(e.points)})" for e in exercises(nb, path.name))]
-    total = sum(e.points for e in all_exercises(folder))
+        lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({_points(e.points)})" for e in found)]
+        total += sum(e.points for e in found)
     wheel = build_wheel(out) if wheel else None
     (out / "README.md").write_text(STUDENT_README.format(total=f"{total:g}", listing="\n".join(lines),
                                                          wheel=wheel.name if wheel else "covlib-<version>-py3-none-any.whl"))
@@ -274,19 +278,20 @@ def _lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if len(re.sub(r"\s", "", ln)) >= 12 and not ln.strip().startswith("#")]
 
 
+def secret_lines(solution: Any, regions: Sequence[str] | None = None) -> list[str]:
+    """The distinctive lines of the marked regions (default: all of them) that appear nowhere unmarked in the solution."""
+    given = "\n".join(strip_solutions(c.source) for c in solution.cells)
+    regions = solution_regions(solution) if regions is None else regions
+    return [line for region in regions for line in _lines(region) if line not in given]
+
+
 def leaked(solution: Any, student: Any) -> list[str]:
     """Lines of the solution's marked regions that appear in the student notebook (and nowhere unmarked in the solution)."""
     import nbformat
 
-    given = "\n".join(re.sub(r"### BEGIN (SOLUTION|HIDDEN TESTS).*?### END (SOLUTION|HIDDEN TESTS)", "", c.source, flags=re.S)
-                      for c in solution.cells)
     text = nbformat.writes(student)
     sources = "\n".join(c.source for c in student.cells)
-    out = []
-    for region in solution_regions(solution):
-        for line in _lines(region):
-            if line not in given and (line in sources or json.dumps(line)[1:-1] in text):
-                out.append(line)
+    out = [line for line in secret_lines(solution) if line in sources or json.dumps(line)[1:-1] in text]
     return out + [m for m in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS") if m in sources]
 
 
@@ -456,7 +461,7 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     import nbformat
 
     solution_path = Path(solution_path)
-    solution = nbformat.read(solution_path, as_version=4)
+    solution = read(solution_path)
     found = exercises(solution, solution_path.name)
     rows = {e.id: Grade(student, solution_path.name, e.id, 0.0, e.points) for e in found}
 
@@ -468,7 +473,7 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     if submission is None:
         return fail_all("not submitted")
     try:
-        submitted = nbformat.read(str(submission), as_version=4)
+        submitted = read(submission)
     except Exception as err:  # not JSON, not a notebook, unreadable: the whole notebook scores 0
         return fail_all(f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}")
     nb, notes = merge(solution, submitted, solution_path.name)
@@ -582,19 +587,12 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
                                     feedback=out / "feedback" / student / path.name)
         except Exception as err:  # one submission must never stop the others
             graded = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
-                      for e in exercises(nbformat_read(path), path.name)]
+                      for e in exercises(read(path), path.name)]
         for row in graded:
             row.note = note
         rows += graded
     write_table(rows, out)
     return rows
-
-
-def nbformat_read(path: str | Path) -> Any:
-    """A notebook read as nbformat version 4."""
-    import nbformat
-
-    return nbformat.read(str(path), as_version=4)
 
 
 def _bar(items: list, show: bool, desc: str) -> Any:
