@@ -39,13 +39,18 @@ PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         ("10_covrag_finetune", "§2.2 and Table 4: LoRA fine-tuning of the verifier"),
         ("11_covrag_judge", "Table 3: answers ranked by an LLM judge"),
     )),
+    ("The claims ledger", "the three papers' directional claims against our runs", (
+        ("12_claims", "every claim: the paper's evidence, ours with its 95% interval, a verdict"),
+    )),
 )
+LEDGER_COLUMNS = ("paper", "claim", "scope", "ours [95% CI]", "n", "verdict", "reason")
 
 _STYLE = """
 body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 .covlib-book h1 { font-size: 1.8rem; } .covlib-book h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; }
 .covlib-book li { margin: .3rem 0; } .covlib-book .missing { color: #888; }
 .covlib-book code { background: #f4f4f4; padding: 0 .2rem; } .covlib-book table { border-collapse: collapse; }
+.covlib-book table.ledger td, .covlib-book table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; }
 .covlib-book td, .covlib-book th { border: 1px solid #ccc; padding: .2rem .5rem; }
 nav.covlib-nav { position: sticky; top: 0; z-index: 10; background: #f7f7f7; border-bottom: 1px solid #ddd;
   padding: .5rem 1rem; font: 14px system-ui, sans-serif; }
@@ -138,11 +143,31 @@ def _page(title: str, content: str) -> str:
             f"<style>{_STYLE}</style></head><body class=\"covlib-book\">{content}</body></html>")
 
 
-def index_page(built: Sequence[str]) -> str:
-    """The index: each paper, its notebooks, what each reproduces; a notebook not executed yet says how to run it."""
+def ledger_section(tables: Path) -> str:
+    """The claims ledger (tables/tab-12-claims.csv) as an HTML table, every cell escaped (a note before notebook 12 ran)."""
+    import csv
+
+    path = tables / "tab-12-claims.csv"
+    if not path.is_file():
+        return ("<h2>Claims ledger</h2><p class=\"missing\">Not built yet: <code>make reproduce</code> "
+                "(or <code>make reproduce ONLY=12</code> after 01-11), then <code>make book</code>.</p>")
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in LEDGER_COLUMNS) + "</tr>"
+                   for r in rows)
+    return ("<h2>Claims ledger</h2><p>Each directional claim of the three papers against our run "
+            "(<a href=\"12_claims.html\">notebook 12</a> says how verdicts are read).</p>"
+            f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def index_page(built: Sequence[str], tables: Path | None = None) -> str:
+    """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
+    yet says how to run it)."""
     parts = ["<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
              "<p>The executed notebooks of this reproduction, with their figures and tables. "
-             "Teachers: see the <a href=\"course-guide.html\">course guide</a>.</p>"]
+             "Teachers: see the <a href=\"course-guide.html\">course guide</a>.</p>",
+             ledger_section(tables if tables is not None else paths.tables_dir())]
     for paper, where, notebooks in PAPERS:
         parts.append(f"<h2>{html.escape(paper)}</h2><p><em>{html.escape(where)}</em></p><ul>")
         for stem, what in notebooks:
@@ -175,7 +200,7 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
         written.append(page)
     text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
     (out / "course-guide.html").write_text(_page("Course guide", _nav(None, None) + _markdown(text)), encoding="utf-8")
-    (out / "index.html").write_text(index_page(built), encoding="utf-8")
+    (out / "index.html").write_text(index_page(built, tables), encoding="utf-8")
     return [out / "index.html", out / "course-guide.html", *written]
 
 

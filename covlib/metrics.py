@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -49,7 +50,7 @@ def _f1(pred: str, gold: str) -> float:
         return 0.0
     pt, gt = p.split(), g.split()
     if not pt or not gt:
-        return float(pt == gt)
+        return 0.0  # as the official script: no common token, so 0 (also for two empty strings)
     common = sum((Counter(pt) & Counter(gt)).values())
     if common == 0:
         return 0.0
@@ -58,16 +59,33 @@ def _f1(pred: str, gold: str) -> float:
 
 
 def f1_score(pred: str, golds: str | Iterable[str]) -> float:
-    """Token-level F1 of the normalised prediction, maximum over gold aliases (HotpotQA yes/no rule)."""
+    """Token-level F1 of the normalised prediction, maximum over gold aliases (HotpotQA yes/no rule; empty -> 0)."""
     return max((_f1(pred, g) for g in _as_list(golds)), default=0.0)
 
 
+def contains_words(text: str) -> str:
+    """Containment normalisation: NFC, lowercase, every non-alphanumeric character a word break, articles dropped.
+
+    Unlike `normalize_answer`, punctuation separates words instead of gluing them, so an answer
+    next to punctuation stays a whole word ("Obama's" -> "obama s", "1990–91" -> "1990 91"),
+    as DPR's `has_answer` tokeniser, ALCE and WebGLM read it.
+    """
+    s = unicodedata.normalize("NFC", str(text)).lower()
+    s = "".join(ch if ch.isalnum() else " " for ch in s)
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
 def accuracy_contains(pred: str, golds: str | Iterable[str]) -> float:
-    """1.0 if any normalised gold alias appears inside the normalised prediction (WebGLM / CoV-RAG)."""
-    p = f" {normalize_answer(pred)} "
+    """1.0 if any gold alias appears in the prediction as whole words (WebGLM / CoV-RAG / DPR `has_answer`).
+
+    Both texts are compared twice: with punctuation as a word break (`contains_words`: "Obama's",
+    "Paris-based", "“Help”" hold their gold) and with punctuation deleted (`normalize_answer`:
+    "U.S" holds "US"); either match counts.
+    """
+    split_p, glued_p = f" {contains_words(pred)} ", f" {normalize_answer(pred)} "
     for g in _as_list(golds):
-        g = normalize_answer(g)
-        if g and f" {g} " in p:
+        split_g, glued_g = contains_words(g), normalize_answer(g)
+        if (split_g and f" {split_g} " in split_p) or (glued_g and f" {glued_g} " in glued_p):
             return 1.0
     return 0.0
 
@@ -155,7 +173,8 @@ def accuracy_coverage_auc(confidences: Sequence[float], correct: Sequence[float]
         sums = prefix[cuts]
     elif ties == "average":
         # expected sum of the first m outcomes when each tie group is randomly permuted
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(conf)) + 1])
+        # a new group wherever the confidence changes (== , not diff: -inf - -inf is nan, which would split ties)
+        starts = np.concatenate([[0], np.flatnonzero(conf[1:] != conf[:-1]) + 1])
         ends = np.concatenate([starts[1:], [n]])
         group_of = np.repeat(np.arange(starts.size), ends - starts)
         group_sum = np.add.reduceat(y, starts)
@@ -169,14 +188,20 @@ def accuracy_coverage_auc(confidences: Sequence[float], correct: Sequence[float]
 
 
 def accuracy_coverage_curve(confidences: Sequence[float], correct: Sequence[float], ticks: int = 20) -> tuple[np.ndarray, np.ndarray]:
-    """Coverage points (j / ticks) and the accuracy of the most confident fraction at each (Ye & Durrett's f1auc_curve)."""
+    """Coverage points (j / ticks) and the accuracy of the most confident fraction at each (Ye & Durrett's f1auc_curve).
+
+    As in the reference, a coverage that holds no example (int(n * j / ticks) == 0, when n < ticks)
+    has accuracy NaN (plots leave a gap there) rather than the first example's.
+    """
     conf = np.asarray(confidences, dtype=np.float64).ravel()
     y = np.asarray(correct, dtype=np.float64).ravel()
+    if conf.size != y.size:
+        raise ValueError(f"{conf.size} confidences for {y.size} outcomes")
     order = np.argsort(-conf, kind="stable")
     y = y[order]
     x = (np.arange(ticks) + 1) / ticks
-    cuts = np.maximum((y.size * x).astype(int), 1)
-    return x, np.array([y[:c].mean() for c in cuts])
+    cuts = (y.size * x).astype(int)
+    return x, np.array([y[:c].mean() if c else np.nan for c in cuts])
 
 
 # ---------------------------------------------------------------------------
@@ -261,6 +286,96 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0, n_
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return float(v.mean()), float(low), float(high)
+
+
+# --------------------------------------------------------------------------- intervals
+#
+# Every number a table reports carries its n and a 95% interval: a seeded percentile bootstrap
+# over questions (resampling whole questions, so per-question rows stay together). A difference
+# between two methods on the same questions is a *paired* bootstrap of the per-question
+# differences. Each returns {"value", "low", "high", "n"} (plain floats, JSON-ready).
+
+N_BOOT = 2000  # bootstrap resamples for every interval
+CONFIDENCE = 0.95
+
+
+def bootstrap(statistic: Any, *columns: Sequence[float], seed: int = 0, n_boot: int = N_BOOT,
+              confidence: float = CONFIDENCE) -> dict[str, float]:
+    """statistic(*columns) and its percentile-bootstrap interval, resampling rows (questions) with a seed.
+
+    Resamples on which the statistic is undefined (NaN: an AUC of one class, a correlation of a
+    constant) are left out of the percentiles; an interval needs at least 2 rows.
+    """
+    cols = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
+    n = cols[0].size if cols else 0
+    if any(c.size != n for c in cols):
+        raise ValueError(f"columns of different lengths {[c.size for c in cols]}")
+    if n == 0:
+        raise ValueError("an interval of no values")
+    value = float(statistic(*cols))
+    if n < 2:
+        return {"value": value, "low": float("nan"), "high": float("nan"), "n": n}
+    rng = np.random.default_rng(seed)
+    draws = np.array([statistic(*(c[idx] for c in cols)) for idx in rng.integers(0, n, size=(n_boot, n))], dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if draws.size < n_boot // 2:
+        return {"value": value, "low": float("nan"), "high": float("nan"), "n": n}
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(draws, [alpha, 1 - alpha])
+    return {"value": value, "low": float(low), "high": float(high), "n": n}
+
+
+def _finite(*columns: Sequence[float]) -> list[np.ndarray]:
+    cols = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
+    if len({c.size for c in cols}) > 1:
+        raise ValueError(f"{' vs '.join(str(c.size) for c in cols)} values: they must pair up")
+    keep = np.logical_and.reduce([np.isfinite(c) for c in cols])
+    return [c[keep] for c in cols]
+
+
+def mean_interval(values: Sequence[float], scale: float = 1.0, seed: int = 0, n_boot: int = N_BOOT) -> dict[str, float]:
+    """Mean of the finite values (x `scale`, e.g. 100 for %) with its 95% bootstrap interval and n (NaNs left out)."""
+    (v,) = _finite(values)
+    if v.size == 0:
+        return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1) if v.size > 1 else np.array([np.nan])
+    alpha = (1 - CONFIDENCE) / 2
+    low, high = (np.quantile(means, [alpha, 1 - alpha]) if v.size > 1 else (np.nan, np.nan))
+    return {"value": float(v.mean() * scale), "low": float(low * scale), "high": float(high * scale), "n": int(v.size)}
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0, seed: int = 0,
+                      n_boot: int = N_BOOT) -> dict[str, float]:
+    """mean(a - b) over the questions where both are finite (x `scale`), with a paired 95% bootstrap interval."""
+    x, y = _finite(a, b)
+    return mean_interval(x - y, scale=scale, seed=seed, n_boot=n_boot)
+
+
+def group_difference(values: Sequence[float], in_group: Sequence[bool], scale: float = 1.0, seed: int = 0,
+                     n_boot: int = N_BOOT) -> dict[str, float]:
+    """mean(values | group) - mean(values | rest), questions resampled together (a stratum may vanish: NaN draw)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    g = np.asarray(in_group, dtype=bool).ravel()
+    if v.size != g.size:
+        raise ValueError(f"{v.size} values for {g.size} group flags")
+
+    def diff(vals: np.ndarray, flags: np.ndarray) -> float:
+        flags = flags.astype(bool)
+        return float(vals[flags].mean() - vals[~flags].mean()) if flags.any() and (~flags).any() else float("nan")
+
+    est = bootstrap(diff, v, g.astype(float), seed=seed, n_boot=n_boot)
+    return {k: (x * scale if k != "n" else x) for k, x in est.items()}
+
+
+def format_interval(est: dict[str, float], digits: int = 1) -> str:
+    """'41.7 [29.0, 54.3]' (the value, then its 95% interval); 'n/a' for a missing value."""
+    value, low, high = est.get("value"), est.get("low"), est.get("high")
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+        return f"{value:.{digits}f} [n/a]"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 # --------------------------------------------------------------------------- NLI judges

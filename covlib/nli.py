@@ -228,15 +228,39 @@ def entailment(
     return probabilities(premises, hypotheses, judge=judge, progress=progress)[:, 0]
 
 
+def two_label(judge: Judge) -> bool:
+    """Whether the judge only tells entailment from not-entailment (TRUE, 2-label classifiers)."""
+    return bool(getattr(judge, "two_label", False))
+
+
+def entailed(probs: Any, judge: Judge | str | None = None) -> np.ndarray:
+    """The judge's own entailment decision f in {0, 1} per row of `probabilities`' output.
+
+    A three-way judge decides by its argmax label. A two-label judge (TRUE, the credibility
+    paper's f) decides entailed when P(entailment) > 0.5, its own threshold: its
+    not-entailment mass is spread over two columns, so an argmax would call p in (1/3, 0.5]
+    entailed.
+    """
+    probs = np.asarray(probs, dtype=float).reshape(-1, 3)
+    if not len(probs):
+        return np.zeros(0)
+    if two_label(get_judge(judge)):
+        return (probs[:, 0] > 0.5).astype(float)
+    return (probs.argmax(axis=1) == 0).astype(float)
+
+
 def entailment_labels(
     premises: Sequence[str],
     hypotheses: Sequence[str],
     judge: Judge | str | None = None,
     progress: bool = True,
 ) -> list[str]:
-    """Argmax label ('entailment' / 'neutral' / 'contradiction') for each pair."""
+    """Label ('entailment' / 'neutral' / 'contradiction') per pair: the argmax, or for a two-label judge
+    'entailment' when P(entailment) > 0.5 and otherwise the larger of the other two."""
+    judge = get_judge(judge)
     probs = probabilities(premises, hypotheses, judge=judge, progress=progress)
-    return [LABELS[i] for i in probs.argmax(axis=1)]
+    decided = entailed(probs, judge)
+    return ["entailment" if d else LABELS[1 + int(p[2] > p[1])] for d, p in zip(decided, probs)]
 
 
 def evaluate(
@@ -354,6 +378,19 @@ class HFNLIJudge:
         self._load()
         return dict(self._mapping)
 
+    @property
+    def two_label(self) -> bool:
+        """Whether the model is entailment / not_entailment only (read from its config, weights not loaded)."""
+        if self._mapping is None and not self.labels:
+            from transformers import AutoConfig
+
+            try:
+                id2label = AutoConfig.from_pretrained(self.model_id).id2label
+            except (OSError, ValueError) as err:
+                raise _load_error(self.model_id, err) from err
+            return "not_entailment" in map_nli_labels(id2label).values()
+        return "not_entailment" in (self._mapping or map_nli_labels(self.labels)).values()
+
     def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
         """(N, 3) entailment/neutral/contradiction probabilities, in batches of similar length (less padding)."""
         import torch
@@ -390,8 +427,11 @@ class TrueT5Judge:
 
     P(entailment) is softmax over the first decoder step's logits of the tokens
     '1' and '0'; being binary, the not-entailed mass is split 50/50 between
-    neutral and contradiction. The default model is T5-11B (~45 GB in fp32).
+    neutral and contradiction, and its decision is its own, P(entailment) > 0.5 (`two_label`, see
+    `entailed`). The default model is T5-11B (~45 GB in fp32).
     """
+
+    two_label = True
 
     def __init__(
         self,

@@ -29,6 +29,11 @@ def code_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def resources_dir() -> Path:
+    """Data files the project ships inside the covlib package (hand-written key facts and their review sheet)."""
+    return Path(__file__).resolve().parent / "resources"
+
+
 def data_dir() -> Path:
     """Folder holding the shared evaluation data (COVLIB_DATA overrides)."""
     env = os.environ.get("COVLIB_DATA")
