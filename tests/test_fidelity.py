@@ -206,3 +206,41 @@ def test_bootstrap_of_a_statistic_and_its_formatting():
     assert M.format_interval(M.mean_interval([1.0])) == "1.0 [n/a]"
     g = M.group_difference([3, 4, 5, 0, 1, 2], [1, 1, 1, 0, 0, 0])
     assert g["value"] == 3.0 and g["low"] <= 3.0 <= g["high"]
+
+
+# --------------------------------------------------------------------------- 4. hand-written key facts
+
+
+def _five_grams(text: str) -> set[tuple[str, ...]]:
+    words = M.contains_words(text).split()
+    return {tuple(words[i:i + 5]) for i in range(len(words) - 4)}
+
+
+def test_hand_key_facts_cover_the_sample_and_do_not_copy_the_references(shared_data):
+    import csv
+
+    hotpot = data.load_hotpotqa(shared_data("hotpotqa", "hotpot_dev_distractor_sample100.jsonl"))
+    hand = C.build_key_facts("hand", hotpot)
+    supporting = C.supporting_key_facts(hotpot)
+    assert C.DEFAULT_KEY_FACTS == "hand" and [f.question_id for f in hand] == [ex.id for ex in hotpot]
+    assert all(2 <= len(f.key_facts) <= 4 and f.source == "hand" for f in hand)
+    copied = {"hand": 0, "supporting": 0}
+    for ex, h, s in zip(hotpot, hand, supporting):
+        gold = set().union(*(_five_grams(" ".join(p.sentences)) for p in ex.paragraphs if p.is_supporting))
+        copied["hand"] += sum(bool(_five_grams(k) & gold) for k in h.key_facts)
+        copied["supporting"] += sum(bool(_five_grams(k) & gold) for k in s.key_facts)
+    # supporting sentences are the references' own words; the hand-written facts paraphrase them (the few
+    # 5-word runs left are names and titles: the review sheet says which)
+    n_hand, n_supporting = sum(len(f.key_facts) for f in hand), sum(len(f.key_facts) for f in supporting)
+    assert copied["supporting"] / n_supporting > 0.95 and copied["hand"] / n_hand < 0.2
+    with (C.key_facts_path("hand").parent / C.HAND_REVIEW_SHEET).open(encoding="utf-8", newline="") as handle:
+        sheet = [r for r in csv.DictReader(handle) if r["key_fact"]]
+    assert [r["key_fact"] for r in sheet] == [k for f in hand for k in f.key_facts]
+    assert all(r["review2"].strip() for r in sheet)
+
+
+def test_hand_key_facts_refuse_questions_they_do_not_cover(shared_data):
+    hotpot = data.load_hotpotqa(shared_data("hotpotqa", "hotpot_dev_distractor_sample100.jsonl"))
+    other = data.load_adv_hotpotqa(split="test")[:1]
+    with pytest.raises(ValueError, match="no hand-written key facts"):
+        C.build_key_facts("hand", hotpot[:1] + other)
