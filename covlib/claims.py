@@ -144,6 +144,8 @@ def verdict(record: dict[str, Any]) -> tuple[str, str]:
         return "supported", "the 95% interval lies above 0"
     if high < 0:
         return "contradicted", "the 95% interval lies below 0"
+    if low == high == 0:
+        return "inconclusive at this n", "no question changed between the two settings (interval [0, 0])"
     return "inconclusive at this n", "the 95% interval holds 0"
 
 

@@ -36,11 +36,19 @@ def bar_with_reference(
     reference: Any = None,
     ax: Any = None,
     labels: bool = True,
+    ci: tuple[str, str] | None = None,
 ) -> Any:
-    """Bars of `df[y]` by `x` (and `hue`); with `reference` (same columns, or {x: value}) ours vs paper side by side."""
+    """Bars of `df[y]` by `x` (and `hue`); with `reference` (same columns, or {x: value}) ours vs paper side by side.
+
+    `ci=(low column, high column)`: columns of `df` with the bounds of each `y` (e.g. a 95%
+    interval), drawn as error bars on our bars (not on the reference's); needs `hue=None`.
+    A row with a missing bound gets no error bar.
+    """
     import pandas as pd
     import seaborn as sns
 
+    if ci is not None and hue is not None:
+        raise ValueError("bar_with_reference: error bars (ci=) need hue=None")
     ax = _ax(ax)
     data = df.copy()
     if reference is not None:
@@ -56,9 +64,31 @@ def bar_with_reference(
     if labels:
         for bars in ax.containers:
             ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+    if ci is not None and ax.containers:
+        _bar_errors(ax, ax.containers[0], df, x, y, ci)
     if hue is not None and ax.get_legend() is not None:
         ax.legend(title=None if hue in ("source", "_hue") else hue, fontsize=8)
     return ax
+
+
+def _bar_errors(ax: Any, bars: Any, df: Any, x: str, y: str, ci: tuple[str, str]) -> None:
+    """Error bars from df[ci[0]] to df[ci[1]] on the bars of one container, matched to df rows by x category."""
+    ticks = {round(float(t), 6): label.get_text() for t, label in zip(ax.get_xticks(), ax.get_xticklabels())}
+    bounds = {str(k): (lo, hi) for k, lo, hi in zip(df[x], df[ci[0]], df[ci[1]])}
+    xs, ys, err = [], [], [[], []]
+    for patch in bars.patches:
+        centre = patch.get_x() + patch.get_width() / 2
+        label = ticks.get(round(float(np.round(centre)), 6))
+        lo, hi = bounds.get(label, (np.nan, np.nan))
+        height = patch.get_height()
+        if label is None or not (np.isfinite(height) and np.isfinite(lo) and np.isfinite(hi)):
+            continue
+        xs.append(centre)
+        ys.append(height)
+        err[0].append(max(height - lo, 0.0))
+        err[1].append(max(hi - height, 0.0))
+    if xs:
+        ax.errorbar(xs, ys, yerr=err, fmt="none", ecolor="0.2", elinewidth=1, capsize=3, zorder=3)
 
 
 def kde_by_group(
@@ -118,8 +148,13 @@ def line_with_peak(
     ax: Any = None,
     mark_peak: bool = True,
     fmt: str = "{:.3f}",
+    bands: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
 ) -> Any:
-    """One line per series over `x` (e.g. a threshold ablation), with each maximum marked and labelled."""
+    """One line per series over `x` (e.g. a threshold ablation), with each maximum marked and labelled.
+
+    `bands={label: (low, high)}` shades each named series' interval (e.g. its 95% bootstrap
+    interval) in the line's colour.
+    """
     ax = _ax(ax)
     x = np.asarray(x, dtype=float)
     for label, series in ys.items():
@@ -127,6 +162,11 @@ def line_with_peak(
         if y.shape != x.shape:
             raise ValueError(f"line_with_peak: series {label!r} has {y.size} values for {x.size} x values")
         (line,) = ax.plot(x, y, marker="o", markersize=3, label=label)
+        if bands is not None and label in bands:
+            low, high = (np.asarray(b, dtype=float) for b in bands[label])
+            if low.shape != x.shape or high.shape != x.shape:
+                raise ValueError(f"line_with_peak: band of {label!r} has {low.size}/{high.size} bounds for {x.size} x values")
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         if mark_peak and np.isfinite(y).any():
             i = int(np.nanargmax(y))
             ax.plot([x[i]], [y[i]], marker="*", markersize=12, color=line.get_color(), linestyle="none")

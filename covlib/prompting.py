@@ -34,19 +34,29 @@ Self-consistency, on ONE scale [0, n] for n sampled paths (threshold ceil(n/2) m
   (Wang et al. 2022's length-normalised path probability, the variant they found best) and the
   sum in the denominator over ALL n paths, failed parses included. With equal weights it is
   exactly `majority`; failed paths lower it as they lower `majority`.
-* `wang_raw` = sum_{i: a_i = a} w_i, the official code's FEVER score and the paper's §5.6
-  "unnormalized answer probabilities marginalized over the rationales" (also in [0, n], but
-  below the vote count by the paths' mean probability: with a small model it is far below
-  ceil(n/2) for almost every question, so thresholding it edits nearly everything).
+* `wang_raw` = sum_{i: a_i = a} w_i, the paper's §5.6 "unnormalized answer probabilities
+  marginalized over the rationales", and the score of the official code for all three datasets
+  up to its commit b585f24 ("fixed consistency", Dec 2023), which replaced it by a vote
+  fraction (below). Also in [0, n], but below the vote count by the paths' mean probability:
+  with a small model it is far below ceil(n/2) for almost every question, so thresholding it
+  edits nearly everything.
 
-The official HotpotQA / 2Wiki code compared a vote FRACTION (max count / 5, in [0, 1]) against
-thresholds of 3 or 3.5 and so edited every example; here every score lives on [0, n].
+Since commit b585f24 the official code (HotpotQA, 2Wiki and FEVER alike) compares a vote
+FRACTION (max count / 5, in [0, 1]) against thresholds of 3 to 3.6 and so edits every example;
+here every score lives on [0, n].
 Answers are compared after `metrics.normalize_answer` (FEVER: after label mapping). A path
 without a parse votes for nothing; the chosen answer is the one with most votes (ties: larger
 weight sum, then first sampled), or with `vote="wang"` the one with the largest weight sum
 (Algorithm 1's argmax of the consistency score). The chosen rationale r* is that of the chosen
 answer's path with the highest mean log-prob (official HotpotQA code). An example whose every
 path failed gets prediction "" and counts as wrong; `parse_failures` counts failed paths.
+
+Gold aliases: `is_correct` accepts a match with ANY gold alias. The shared 2Wiki dev file
+carries up to 224 aliases per question, while the official code compared the prediction with
+one answer string; `rescore(records, aliases="first")` scores the same predictions against the
+first alias only, so a table can report EM both ways. That file lists aliases in no canonical
+order (the dataset's answer "United States" is the last of 13 aliases beginning "the US"), so
+first-alias EM is a one-string EM, not the official answer string's.
 
 `answer_logprob` (what the official code ranks by for the accuracy-coverage AUC) is
 log P(" {answer}." | prompt, chosen rationale, "The answer is") of the chosen path, scored in
@@ -216,6 +226,27 @@ def gold_answers(example: Example, dataset: str) -> list[str]:
     return [example.label or ""] if check_dataset(dataset) == "fever" else list(example.answers)
 
 
+ALIAS_MODES = ("all", "first")
+
+
+def rescore(records: Sequence, aliases: str = "first") -> list[float]:
+    """Per-question correctness (0/1) of each record's prediction against its gold aliases.
+
+    `aliases="all"`: any alias counts (what `is_correct` stored); `"first"`: only the first gold
+    answer (one string, as the official code compares; see the module doc for 2Wiki's alias
+    order). `records` are `PromptResult`s or
+    `verify_edit.VERecord`s (anything with `prediction`, `gold` and `dataset`); FEVER labels
+    have one gold, so both modes agree there.
+    """
+    if aliases not in ALIAS_MODES:
+        raise ValueError(f"aliases must be one of {ALIAS_MODES}, not {aliases!r}")
+    out = []
+    for r in records:
+        gold = list(r.gold) if aliases == "all" else list(r.gold[:1])
+        out.append(is_correct(r.prediction, gold, r.dataset) if gold else 0.0)
+    return out
+
+
 # --------------------------------------------------------------------------- consistency
 
 
@@ -276,7 +307,7 @@ class PromptResult:
     n: int
     majority: int  # [0, n]
     wang: float  # [0, n]
-    wang_raw: float  # [0, n], official unnormalised marginal
+    wang_raw: float  # [0, n], unnormalised marginal (the official code's score before its commit b585f24)
     parse_failures: int
     chosen_path: int  # -1 when no path parsed
     answer_logprob: float  # official AUC confidence; -inf when nothing parsed

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 
 from covlib.data import load_fewshot_answers, split_sentences
 from covlib.knowledge import Knowledge
-from covlib.metrics import accuracy_coverage_auc
+from covlib.metrics import accuracy_coverage_auc, bootstrap, mean_interval
 from covlib.prompting import (
     CONSISTENCY_KINDS,
     PromptResult,
@@ -378,8 +378,9 @@ def verify_and_edit(lm, results: Sequence[PromptResult], examples: Sequence[Exam
                     consistency: str = "wang", **kwargs: Any) -> list[VERecord]:
     """Algorithm 1: edit CoT-SC results with consistency < threshold (default ceil(n/2)); kwargs go to compute_edits.
 
-    Consistency and threshold share the [0, n] scale (the official code compared a 0-1 vote
-    fraction with thresholds of 3-3.5 and so edited every example).
+    Consistency and threshold share the [0, n] scale (since its commit b585f24 the official code
+    compares a 0-1 vote fraction with thresholds of 3-3.6 and so edits every example; before it,
+    the unnormalised sum `wang_raw`).
     """
     n = _n_of(results, n)
     threshold = default_threshold(n) if threshold is None else threshold
@@ -388,19 +389,46 @@ def verify_and_edit(lm, results: Sequence[PromptResult], examples: Sequence[Exam
     return apply_threshold(results, edits, threshold, consistency)
 
 
+def correctness_by_threshold(results: Sequence[PromptResult], edits: dict[str, Edit],
+                             thresholds: Sequence[float] | None = None, consistency: str = "wang") -> dict:
+    """{threshold: per-question correctness (0/1, in `results` order)} at each threshold (default 0..n).
+
+    The same questions at every threshold, so two thresholds compare with a paired bootstrap
+    (`metrics.paired_difference(by_t[a], by_t[b], scale=100)`: EM points).
+    """
+    n = _n_of(results, None)
+    return {t: [r.correct for r in apply_threshold(results, edits, t, consistency)]
+            for t in (range(n + 1) if thresholds is None else thresholds)}
+
+
 def sweep_thresholds(results: Sequence[PromptResult], edits: dict[str, Edit],
-                     thresholds: Sequence[float] | None = None, consistency: str = "wang") -> list[dict]:
-    """Accuracy (%), AUC on `confidence` and on the answer log-prob, and edit count at each threshold (default 0..n)."""
+                     thresholds: Sequence[float] | None = None, consistency: str = "wang",
+                     intervals: bool = False, seed: int = 0) -> list[dict]:
+    """Accuracy (%), AUC on `confidence` and on the answer log-prob, and edit count at each threshold (default 0..n).
+
+    With `intervals=True` each row also has `n` and, for `accuracy`, `auc` and
+    `auc_answer_logprob`, the bounds `<metric> low` / `<metric> high` of a 95% percentile
+    bootstrap over questions (seeded; `metrics.mean_interval` / `metrics.bootstrap`).
+    """
     n = _n_of(results, None)
     rows = []
     for t in (range(n + 1) if thresholds is None else thresholds):
         records = apply_threshold(results, edits, t, consistency)
         correct = [r.correct for r in records]
-        rows.append({
+        confidence = [r.confidence for r in records]
+        answer_logprob = [r.answer_logprob for r in records]
+        row = {
             "threshold": t,
             "edited": sum(r.edited for r in records),
             "accuracy": 100 * sum(correct) / len(correct),
-            "auc": accuracy_coverage_auc([r.confidence for r in records], correct),
-            "auc_answer_logprob": accuracy_coverage_auc([r.answer_logprob for r in records], correct),
-        })
+            "auc": accuracy_coverage_auc(confidence, correct),
+            "auc_answer_logprob": accuracy_coverage_auc(answer_logprob, correct),
+        }
+        if intervals:
+            for name, est in (("accuracy", mean_interval(correct, scale=100, seed=seed)),
+                              ("auc", bootstrap(accuracy_coverage_auc, confidence, correct, seed=seed)),
+                              ("auc_answer_logprob", bootstrap(accuracy_coverage_auc, answer_logprob, correct, seed=seed))):
+                row[f"{name} low"], row[f"{name} high"] = est["low"], est["high"]
+            row["n"] = len(records)
+        rows.append(row)
     return rows

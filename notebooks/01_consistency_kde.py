@@ -35,10 +35,13 @@
 # %%
 import math
 
+import warnings
+
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from covlib import data, lm, metrics, plotting, profiles, prompting, results
+from covlib import claims, data, lm, metrics, plotting, profiles, prompting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -47,7 +50,7 @@ device: str = ""  # cpu or cuda; empty picks cuda when available
 n_questions: int = 250  # Adversarial HotpotQA test questions (paper: all 250)
 n_samples: int = 5  # self-consistency paths (paper: 5)
 temperature: float = 0.7  # sampling temperature (paper: 0.7)
-seed: int = 0  # sampling seed
+seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
@@ -142,12 +145,17 @@ for res in cot_sc:
 
 # %% [markdown]
 # ## 2. Consistency of correct vs incorrect predictions (Fig. 2)
+# Each panel also gives the paper's claim as one number: mean consistency of the correct
+# predictions minus that of the incorrect ones, with its 95% bootstrap interval over questions
+# (`metrics.group_difference`; both groups resampled together).
 
 # %%
 frame = pd.DataFrame(
     {"correct": ["correct" if x.correct else "incorrect" for x in cot_sc],
      "majority": [x.majority for x in cot_sc], "wang": [x.wang for x in cot_sc]}
 )
+correct_mask = np.array([x.correct == 1 for x in cot_sc])
+separation = {kind: metrics.group_difference(frame[kind], correct_mask, seed=seed) for kind in ("wang", "majority")}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
 for ax, kind in zip(axes, ("wang", "majority")):
     plotting.kde_by_group(frame[kind], frame["correct"], ax=ax)
@@ -160,6 +168,8 @@ for ax, kind in zip(axes, ("wang", "majority")):
         ax.plot(group[kind], [-0.02 - 0.03 * offset] * len(group), "|", ms=10, transform=ax.get_xaxis_transform(),
                 color=f"C{0 if label == 'incorrect' else 1}", clip_on=False)
     ax.set_xlim(-0.5, n_samples + 0.5)  # the kernel spreads past 0..n, as in the paper's figure
+    ax.text(0.02, 0.97, f"mean(correct) − mean(incorrect):\n{metrics.format_interval(separation[kind], 2)} "
+            f"(95% CI, n={separation[kind]['n']})", transform=ax.transAxes, ha="left", va="top", fontsize=8)
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
 fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
@@ -199,21 +209,38 @@ assert uncertain([], 5) == [], "no scores, no decisions"
 # %% [markdown]
 # ## 3. How well does the threshold separate them?
 # The paper's claim: most incorrect predictions fall below ⌈n/2⌉, most correct ones at or above.
+# Every number comes with its 95% interval (seeded percentile bootstrap over questions) in the
+# `95% CI` column beside it; shares are fractions of their group, consistencies on [0, n].
 
 # %%
-rows = []
+def point_biserial_r(binary, values) -> float:
+    """The point-biserial r alone (NaN, silently, when a resample holds one class only)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return metrics.point_biserial(binary, values)[0]
+
+
+rows, intervals = [], {}
 for kind in ("wang", "majority"):
     wrong = frame[frame.correct == "incorrect"][kind]
     right = frame[frame.correct == "correct"][kind]
-    r_pb, p_pb = metrics.point_biserial([x.correct for x in cot_sc], frame[kind])
-    rows.append({
-        "consistency": kind,
-        "incorrect below threshold": (wrong < threshold).mean() if len(wrong) else float("nan"),
-        "correct at/above threshold": (right >= threshold).mean() if len(right) else float("nan"),
-        "mean (incorrect)": wrong.mean(), "mean (correct)": right.mean(),
-        "point-biserial r": r_pb, "p": p_pb,
-        "n correct": len(right), "n incorrect": len(wrong),
-    })
+    r_pb, p_pb = metrics.point_biserial(correct_mask.astype(float), frame[kind]) if 0 < correct_mask.sum() < len(correct_mask) \
+        else (float("nan"), float("nan"))
+    est = {
+        "incorrect below threshold": metrics.mean_interval((wrong < threshold).astype(float), seed=seed),
+        "correct at/above threshold": metrics.mean_interval((right >= threshold).astype(float), seed=seed),
+        "mean (incorrect)": metrics.mean_interval(wrong, seed=seed),
+        "mean (correct)": metrics.mean_interval(right, seed=seed),
+        "mean difference (correct − incorrect)": separation[kind],
+        "point-biserial r": {**metrics.bootstrap(point_biserial_r, correct_mask.astype(float), frame[kind], seed=seed),
+                             "value": r_pb},
+    }
+    intervals[kind] = est
+    row = {"consistency": kind}
+    for name, e in est.items():
+        row[name] = e["value"]
+        row[f"{name} 95% CI"] = metrics.format_interval(e, digits=2)
+    rows.append({**row, "p": p_pb, "n correct": len(right), "n incorrect": len(wrong), "n": len(frame)})
 table = pd.DataFrame(rows)
 results.save_table(table, "tab-01-consistency", params=params, model=generator.name, n=len(cot_sc))
 table
@@ -223,6 +250,22 @@ table
 # shows incorrect predictions concentrated below 3 and correct ones above. A 135M model is
 # mostly wrong, so the "correct" density rests on few points: read its shape with care.
 
+# %% [markdown]
+# The claim, recorded for the ledger (notebook 12): Wang et al.'s consistency (the score
+# Verify-and-Edit thresholds) is higher for correct predictions than for incorrect ones. With
+# no correct (or no incorrect) prediction there is nothing to compare, and the ledger says so.
+
+# %%
+scope = f"hotpotqa, CoT-SC wang consistency, n={n_samples} paths"
+n_right = int(correct_mask.sum())
+if 0 < n_right < len(correct_mask):
+    claim_records = [claims.estimate("ve-consistency-separates", scope, separation["wang"], "consistency on [0, n]",
+                                     model=generator.name)]
+else:
+    claim_records = [claims.untestable("ve-consistency-separates", f"{n_right} of {len(correct_mask)} CoT-SC predictions "
+                                       "are correct: one of the two groups is empty", scope=scope, model=generator.name)]
+claim_records
+
 # %%
 headline = {
     "model": generator.name,
@@ -231,9 +274,12 @@ headline = {
     "parse_failures": summary["parse_failures"],
     "paths": summary["paths"],
     "threshold": threshold,
+    "cot_sc_em_interval": metrics.mean_interval([x.correct for x in cot_sc], scale=100, seed=seed),
     "consistency": {row["consistency"]: {k: row[k] for k in ("incorrect below threshold", "correct at/above threshold",
                                                              "mean (incorrect)", "mean (correct)", "point-biserial r")}
                     for row in rows},
+    "intervals": intervals,  # {kind: {statistic: {value, low, high, n}}}, 95% bootstrap over questions
+    "claims": claim_records,
     "paper": {"cot_sc_em": 31.2, "source": "Verify-and-Edit Table 1 (text-davinci-003)"},
 }
 results.record_metrics("01_consistency_kde", headline, params=params, model=generator.name)

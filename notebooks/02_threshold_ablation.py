@@ -31,7 +31,7 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import data, lm, plotting, profiles, prompting, results, verify_edit
+from covlib import claims, data, lm, metrics, plotting, profiles, prompting, results, verify_edit
 from covlib.knowledge import KNOWLEDGE_KINDS, make_knowledge
 
 # %% tags=["parameters"]
@@ -41,7 +41,7 @@ device: str = ""  # cpu or cuda; empty picks cuda when available
 n_questions: int = 250  # Adversarial HotpotQA test questions (paper: all 250)
 n_samples: int = 5  # self-consistency paths (paper: 5)
 temperature: float = 0.7  # sampling temperature (paper: 0.7)
-seed: int = 0  # sampling seed
+seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 knowledge: str = "dataset"  # dataset, bm25, tfidf, dense or web (the paper does not say which Fig. 3 used)
 consistency: str = "wang"  # wang or majority: the score thresholded (paper: Wang et al.'s)
@@ -152,10 +152,14 @@ assert checked >= len(examples[:6])
 
 # %% [markdown]
 # ## 3. EM and AUC at every threshold 0..n
+# Each number with the bounds of its 95% interval (`low` / `high`: seeded percentile bootstrap
+# over the same n questions) and n; the figure shades the same intervals. Neighbouring
+# thresholds share most of their predictions, so compare two of them with the paired
+# differences below, not by whether their intervals overlap.
 
 # %%
-sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind)).assign(consistency=kind)
-          for kind in ("wang", "majority")}
+sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind, intervals=True, seed=seed))
+          .assign(consistency=kind) for kind in ("wang", "majority")}
 sweep = pd.concat(sweeps.values(), ignore_index=True)
 results.save_table(sweep, "tab-02-threshold-ablation", params=params, model=generator.name, knowledge=source.label,
                    n=len(cot_sc))
@@ -164,8 +168,11 @@ sweep
 # %%
 main = sweeps[consistency]
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-plotting.line_with_peak(main["threshold"], {f"EM ({k})": sweeps[k]["accuracy"] for k in sweeps}, ax=axes[0], fmt="{:.1f}")
-plotting.line_with_peak(main["threshold"], {f"AUC ({k})": sweeps[k]["auc"] for k in sweeps}, ax=axes[1], fmt="{:.1f}")
+for ax, metric, name in ((axes[0], "accuracy", "EM"), (axes[1], "auc", "AUC")):
+    plotting.line_with_peak(main["threshold"], {f"{name} ({k})": sweeps[k][metric] for k in sweeps}, ax=ax, fmt="{:.1f}",
+                            bands={f"{name} ({k})": (sweeps[k][f"{metric} low"], sweeps[k][f"{metric} high"])
+                                   for k in sweeps})
+    ax.set_title(f"{name}, shaded: 95% bootstrap interval (n={len(cot_sc)})", fontsize=9)
 for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
     ax.axvline(default_threshold, color="0.3", ls="--", lw=1)
     ax.annotate("paper: peak near ⌈n/2⌉ = 3", (default_threshold, 0.02), xycoords=("data", "axes fraction"),
@@ -217,6 +224,25 @@ assert predictions_at(3, [], edits) == [], "no results, no predictions"
 # %% [markdown]
 # Paper, for reference (GPT-3, Table 1): CoT-SC 31.2% EM; CoT-SC + VE 35.7% (Wiki.), 36.0%
 # (DrQA), 37.7% (Google), 56.8% (Dataset); Fig. 3 peaks at threshold 3.
+#
+# ## 4. The paper's two claims about the threshold, as paired differences
+# Fig. 3 says that editing below ⌈n/2⌉ beats not editing (threshold 0) and beats editing
+# (almost) everything (threshold n). Both are differences of EM on the same questions:
+# a paired bootstrap over questions, in EM points, recorded for the ledger (notebook 12).
+
+# %%
+by_threshold = verify_edit.correctness_by_threshold(cot_sc, edits, consistency=consistency)
+differences = {
+    "ve-edit-below-half-helps": metrics.paired_difference(by_threshold[default_threshold], by_threshold[0], scale=100,
+                                                          seed=seed),
+    "ve-half-beats-edit-all": metrics.paired_difference(by_threshold[default_threshold], by_threshold[n_samples],
+                                                        scale=100, seed=seed),
+}
+scope = f"hotpotqa, {knowledge}, {consistency} consistency, n={n_samples} paths"
+claim_records = [claims.estimate(claim_id, scope, est, "EM points", model=generator.name, knowledge=source.label)
+                 for claim_id, est in differences.items()]
+pd.DataFrame([{"claim": r["claim"], "EM difference (points)": metrics.format_interval(r), "n": r["n"]}
+              for r in claim_records])
 
 # %%
 peak = main.loc[main["accuracy"].idxmax()]
@@ -231,6 +257,15 @@ headline = {
     "peak_threshold": int(peak["threshold"]),
     "peak_em": float(peak["accuracy"]),
     "em_at_default_threshold": float(main.loc[main["threshold"] == default_threshold, "accuracy"].iloc[0]),
+    # 95% bootstrap intervals over the same questions, per threshold: {value, low, high, n}
+    "em_interval_by_threshold": {int(r["threshold"]): {"value": r["accuracy"], "low": r["accuracy low"],
+                                                       "high": r["accuracy high"], "n": int(r["n"])}
+                                 for _, r in main.iterrows()},
+    "auc_interval_by_threshold": {int(r["threshold"]): {"value": r["auc"], "low": r["auc low"], "high": r["auc high"],
+                                                        "n": int(r["n"])} for _, r in main.iterrows()},
+    "em_difference": {"half_minus_none": differences["ve-edit-below-half-helps"],
+                      "half_minus_all": differences["ve-half-beats-edit-all"]},
+    "claims": claim_records,
     "paper": {"peak_threshold": 3, "source": "Verify-and-Edit Fig. 3 / §5.6"},
 }
 results.record_metrics("02_threshold_ablation", headline, params=params, model=generator.name, knowledge=source.label)

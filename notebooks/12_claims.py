@@ -48,6 +48,7 @@ device: str = ""  # unused
 results_folder: str = ""  # folder of the results JSON of notebooks 01-11; empty: this project's results/
 
 # %%
+profiles.check_parameters()  # no numeric parameter: nothing to check but the profile
 profile = profiles.resolve(profile, device or None)
 params = dict(profile=profile, results_folder=results_folder or "results/")
 recorded = claims.read_results(results_folder or None)

@@ -206,3 +206,26 @@ def test_fever_results_are_labels():
     (r,) = P.run_cot_sc(lm, [claim], "fever", n=3, shots=SHOTS, progress=False)
     assert r.answers == ["REFUTES", "SUPPORTS", "REFUTES"] and r.prediction == "REFUTES"
     assert r.correct == 1.0 and r.gold == ["REFUTES"] and r.majority == 2
+
+
+def test_rescore_against_the_first_alias_only():
+    """2Wiki's dev file lists many aliases; the paper's code compared one answer string (issue 19, item 15)."""
+    lm = ScriptedLM({
+        "Where was Ann born?": [(" First, Ann was born in Missoula, Montana. The answer is Missoula, Montana.", -0.2)],
+        "Where was Bo born?": [(" First, Bo was born in Galați. The answer is Galați.", -0.2)],
+        "Who is D?": [(" First, D is someone.", -0.5)],
+    })
+    examples = [Example("a", "Where was Ann born?", ["Missoula", "Missoula, Montana"]),
+                Example("b", "Where was Bo born?", ["Galați", "Galati", "Galatz"]),
+                Example("d", "Who is D?", ["Dan", "D"])]
+    results = P.run_cot(lm, examples, "2wikimultihop", shots=SHOTS, progress=False)
+    assert [r.correct for r in results] == [1.0, 1.0, 0.0]  # any alias
+    assert P.rescore(results, aliases="all") == [1.0, 1.0, 0.0]
+    assert P.rescore(results, aliases="first") == [0.0, 1.0, 0.0]  # "Missoula, Montana" is the second alias
+    assert P.rescore(results) == P.rescore(results, aliases="first")
+    # anything with prediction / gold / dataset (Verify-and-Edit records too); FEVER has one gold label
+    fever = [P.PromptResult(**{**vars(results[0]), "dataset": "fever", "prediction": "refutes", "gold": ["REFUTES"]})]
+    assert P.rescore(fever, "first") == P.rescore(fever, "all") == [1.0]
+    assert P.rescore([P.PromptResult(**{**vars(results[0]), "gold": []})], "first") == [0.0]
+    with pytest.raises(ValueError, match="aliases"):
+        P.rescore(results, aliases="second")

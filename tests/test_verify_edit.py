@@ -179,6 +179,67 @@ def test_threshold_sweep_matches_separate_runs(results, consistency):
         V.apply_threshold(results, edits, N + 1, consistency)  # q3 (score 5) was never edited
 
 
+
+@pytest.mark.parametrize("consistency", ["majority", "wang"])
+def test_correctness_by_threshold_and_sweep_intervals(results, consistency):
+    from covlib import metrics
+
+    edits = V.compute_edits(ScriptedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(),
+                            consistency=consistency, shots=SHOTS, encoder=ENCODER, progress=False)
+    by_t = V.correctness_by_threshold(results, edits, consistency=consistency)
+    assert list(by_t) == list(range(N + 1))
+    assert by_t[0] == [0.0, 1.0, 1.0, 0.0]  # CoT-SC: Bob, France, 1990, no answer
+    assert by_t[N] == [1.0, 0.0, 1.0, 1.0]  # edited q1, q2, q4: Alice Smith, Germany, Dan
+    assert V.correctness_by_threshold(results, edits, [N, 0], consistency) == {N: by_t[N], 0: by_t[0]}
+    plain = V.sweep_thresholds(results, edits, consistency=consistency)
+    rows = V.sweep_thresholds(results, edits, consistency=consistency, intervals=True, seed=1)
+    for t, row, base in zip(range(N + 1), rows, plain):
+        assert {k: row[k] for k in base} == base  # the same numbers, bounds added
+        assert row["n"] == 4 and row["accuracy"] == pytest.approx(100 * np.mean(by_t[t]))
+        assert 0 <= row["accuracy low"] <= row["accuracy"] <= row["accuracy high"] <= 100
+        for metric in ("auc", "auc_answer_logprob"):
+            assert 0 <= row[f"{metric} low"] <= row[f"{metric} high"] <= 100
+    assert rows[0]["accuracy low"] < rows[0]["accuracy high"]  # 2 of 4 right: the interval has width
+    assert "accuracy low" not in plain[0]
+    # notebook 02's claims are paired differences of these lists, in EM points
+    diff = metrics.paired_difference(by_t[N], by_t[0], scale=100)
+    assert diff["value"] == pytest.approx(25.0) and diff["n"] == 4
+
+
+def test_interval_plot_helpers():
+    """The optional interval drawing of `plotting` that notebooks 02 and 03 use (error bars, shaded bands)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    from covlib import plotting
+
+    fig, (a, b, c) = plt.subplots(1, 3)
+    ours = pd.DataFrame({"row": ["CoT", "VE", "SC"], "EM": [30.0, 40.0, 20.0], "lo": [20.0, 35.0, float("nan")],
+                         "hi": [45.0, 50.0, float("nan")]})
+    plotting.bar_with_reference(ours, "row", "EM", reference={"CoT": 33.0, "VE": 37.0, "SC": 31.0}, ax=a, ci=("lo", "hi"))
+    (bars,) = [coll for coll in a.collections if isinstance(coll, LineCollection)]
+    spans = sorted((round(seg[:, 1].min(), 6), round(seg[:, 1].max(), 6)) for seg in bars.get_segments())
+    assert spans == [(20.0, 45.0), (35.0, 50.0)]  # on our bars only; SC has no bounds
+    centres = sorted(round(seg[0, 0], 6) for seg in bars.get_segments())
+    ours_bars = sorted(round(p.get_x() + p.get_width() / 2, 6) for p in a.containers[0].patches[:2])
+    assert centres == ours_bars
+    plotting.bar_with_reference(ours, "row", "EM", ax=b)
+    assert not [coll for coll in b.collections if isinstance(coll, LineCollection)]  # no ci: no error bars
+    with pytest.raises(ValueError, match="hue"):
+        plotting.bar_with_reference(ours.assign(h="x"), "row", "EM", hue="h", ci=("lo", "hi"))
+    plotting.line_with_peak([0, 1, 2], {"EM": [1.0, 3.0, 2.0], "AUC": [2.0, 2.0, 2.0]}, ax=c,
+                            bands={"EM": ([0.5, 2.0, 1.0], [1.5, 4.0, 3.0])})
+    (band,) = [coll for coll in c.collections if isinstance(coll, PolyCollection)]  # EM only
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.5) and ys.max() == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="band"):
+        plotting.line_with_peak([0, 1], {"EM": [1.0, 2.0]}, bands={"EM": ([0.0], [3.0])})
+    plt.close("all")
+
 def test_every_step_is_one_batched_call(results):
     lm = ScriptedLM()
     _ve(lm, results, threshold=N)
