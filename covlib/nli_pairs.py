@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from covlib import paths
+from covlib import metrics, nli, paths
 from covlib.nli import LABELS
 from covlib.records import Example, Passage
 
@@ -438,3 +438,36 @@ def fixture_path() -> Path:
 def load_credibility_fixture() -> list[NLIPair]:
     """The hand-checked credibility-setting NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
     return load_pairs(fixture_path())
+
+
+# --------------------------------------------------------------------------- the key-fact test set
+
+KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); written by scripts/keyfact_pairs.py, labelled by hand
+
+
+def load_keyfact_pairs() -> list[NLIPair]:
+    """The hand-labelled key-fact pairs: the embedded model's real answers (or answer sentences) vs hand key facts.
+
+    Labelled without any judge's output and kept apart from every training pair; the judge's
+    accuracy on them is what the credibility tables print beside their numbers (`decision_accuracy`).
+    """
+    return load_pairs(paths.resources_dir() / KEYFACT_PAIRS)
+
+
+def decision_accuracy(judge: nli.Judge | str | None, pairs: Sequence[NLIPair], seed: int = 0,
+                      progress: bool = False) -> dict[str, dict[str, float]]:
+    """How often the judge's own decision f (`nli.entailed`) agrees with the gold 'is entailed', with 95% intervals:
+    accuracy, and entailment precision and recall (over pairs decided / labelled entailed)."""
+    if not pairs:
+        raise ValueError("decision_accuracy of no pairs")
+    judge = nli.get_judge(judge)
+    probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
+    said = nli.entailed(probs, judge).astype(bool)
+    gold = [p.label == "entailment" for p in pairs]
+    hit = [float(s == g) for s, g in zip(said, gold)]
+    return {
+        "judge": judge.name,
+        "accuracy": metrics.mean_interval(hit, scale=100, seed=seed),
+        "entail_precision": metrics.mean_interval([h for h, s in zip(hit, said) if s], scale=100, seed=seed),
+        "entail_recall": metrics.mean_interval([h for h, g in zip(hit, gold) if g], scale=100, seed=seed),
+    }
