@@ -97,8 +97,9 @@ CLAIMS: tuple[Claim, ...] = (
           "09_covrag_iterations", "reference accuracy after revision − before, paired"),
     Claim("covrag-finetune-raises-judgment", "CoV-RAG",
           "Fine-tuning the verifier raises its judgment accuracy",
-          "Table 4 / §4: the fine-tuned verifier judges 56.0-60.0% correctly",
-          "10_covrag_finetune", "judgment accuracy (fine-tuned) − (base model), paired"),
+          "Table 4: the fine-tuned verifier judges 56.0% (no chain of scores) to 60.0% (with it) correctly; "
+          "the paper does not report the untuned model",
+          "10_covrag_finetune", "judgment accuracy (fine-tuned) − (base model; the QA-only adapter in smoke), paired"),
 )
 AT_LEAST = {"covrag-multi-round-ge-single", "ve-half-beats-edit-all"}  # "≥" claims: an interval at or above 0 supports
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")

@@ -33,8 +33,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from covlib.lm import Generator
-from covlib.metrics import accuracy_contains, normalize_answer
+from covlib.metrics import accuracy_contains, bootstrap, normalize_answer
 from covlib.records import Example, Passage
 from covlib.references import format_references, parse_citations, strip_citations
 
@@ -129,6 +131,12 @@ PAPER_TABLE5 = {  # reference accuracy single -> multi iteration
     ("NQ", "Bing"): (65.0, 66.8), ("NQ", "Chrome"): (69.3, 71.3),
     ("WebQ", "Bing"): (69.8, 71.0), ("WebQ", "Chrome"): (76.0, 76.0),
 }
+RETRIEVAL_ACCURACY_OURS = ("ours: share of questions with a gold alias among the top-k references (normalised "
+                           "whole-word containment in title + text, `references_hold_answer`); the paper does not "
+                           "define it")
+RETRIEVAL_ACCURACY_PAPER = ('paper: "Retrieval Accuracy of Single-Iteration (Sin-Iter) and Multi-Iteration (Mul-Iter) '
+                            'of CoV-RAG" (Table 5); Dlt: "the difference in the accuracy of reference retrieved between '
+                            'SI and MI" (§4.3)')
 PAPER_MODELS = ("THUDM/chatglm2-6b", "lmsys/vicuna-13b-v1.5", "meta-llama/Llama-2-13b-hf")  # the paper's backbones
 
 
@@ -780,6 +788,111 @@ def weighted_average(values: dict[str, float | None], counts: dict[str, int]) ->
     pairs = [(values[k], counts[k]) for k in values if values[k] is not None and counts.get(k)]
     total = sum(c for _, c in pairs)
     return sum(v * c for v, c in pairs) / total if total else None
+
+
+def average_over(values: dict[str, float | None], datasets: Sequence[str],
+                 weights: dict[str, int] = PAPER_COUNTS) -> float | None:
+    """Table 2's Avg restricted to `datasets`, each weighted by `weights` (the paper's 400/400/100/100).
+
+    A paper row's four-dataset Avg is not comparable with ours over the datasets we loaded (NQ and
+    WebQ by default): recomputed over the same datasets with the same weights, it is. None when a
+    dataset has no value in the row (the GPT-3 row has no Mintaka / TriviaQA): not like with like.
+    """
+    datasets = list(datasets)
+    if not datasets or any(values.get(d) is None for d in datasets):
+        return None
+    return weighted_average({d: values[d] for d in datasets}, {d: weights[d] for d in datasets})
+
+
+def average_interval(flags_by_dataset: dict[str, Sequence[float]], weights: dict[str, int] = PAPER_COUNTS,
+                     scale: float = 100.0, seed: int = 0) -> dict[str, float]:
+    """`average_over` of our per-question 0/1 values with a 95% bootstrap interval (resampling questions).
+
+    Each question of dataset d weighs weights[d] / n_d, so the value is the datasets' accuracies
+    weighted by `weights`; n is the number of questions.
+    """
+    values, w = [], []
+    for name, flags in flags_by_dataset.items():
+        flags = [float(f) for f in flags]
+        if flags:
+            values += flags
+            w += [weights[name] / len(flags)] * len(flags)
+    if not values:
+        return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+
+    def weighted_mean(x: Any, wt: Any) -> float:
+        return float(np.sum(x * wt) / np.sum(wt))
+
+    est = bootstrap(weighted_mean, values, w, seed=seed)
+    return {k: (v * scale if k != "n" else v) for k, v in est.items()}
+
+
+def question_flags(records: Sequence[CovRagRecord]) -> dict[str, list[float]]:
+    """Per question, the 0/1 values behind every CoV-RAG rate (what the intervals resample):
+
+    * `single` / `multi`: the first / final answer is correct (Si, Mi, Table 2);
+    * `judgment`: the first judgment matches the answer's correctness (unclear or unparsed: 0, as Jdg);
+    * `judgment_judged`: the same over true/false judgments only (others NaN, left out of a mean);
+    * `format` / `parsed`: the first verification needed no repair / was usable (NaN when not verified);
+    * `reference_single` / `reference_multi`: a gold alias among the first / last round's references (Table 5).
+    """
+    nan = float("nan")
+    out: dict[str, list[float]] = {key: [] for key in ("single", "multi", "judgment", "judgment_judged", "format",
+                                                       "parsed", "reference_single", "reference_multi")}
+    for r in records:
+        first_ok = is_correct(r.first_answer, r.gold)
+        v = r.rounds[0].verification
+        label = v.judgment if v is not None and v.parsed and v.judgment else "none"
+        right = float(label in ("true", "false") and (label == "true") == first_ok)
+        out["single"].append(float(first_ok))
+        out["multi"].append(float(is_correct(r.answer, r.gold)))
+        out["judgment"].append(right)
+        out["judgment_judged"].append(right if label in ("true", "false") else nan)
+        out["format"].append(nan if v is None else float(v.well_formed))
+        out["parsed"].append(nan if v is None else float(v.parsed))
+        out["reference_single"].append(float(references_hold_answer(r.rounds[0].references, r.gold)))
+        out["reference_multi"].append(float(references_hold_answer(r.rounds[-1].references, r.gold)))
+    return out
+
+
+def rank_values(rankings: Sequence[dict[str, list[int] | None]],
+                systems: Sequence[str]) -> dict[str, dict[str, list[int]]]:
+    """Per criterion and system, its rank on each question the judge ranked completely (their mean is `mean_ranks`)."""
+    criteria = sorted({c for r in rankings for c in r})
+    return {c: {s: [r[c][j] for r in rankings if r.get(c)] for j, s in enumerate(systems)} for c in criteria}
+
+
+def table_frame(rows: Sequence[dict[str, Any]]) -> Any:
+    """Table rows (ours and the paper's) as a DataFrame for `results.save_table`: a cell a row does not have is
+    blank, not "nan" (the paper's rows have no interval), and a column of counts stays integer (not 8.0)."""
+    import numbers
+
+    import pandas as pd
+
+    rows = list(rows)
+    df = pd.DataFrame(rows)
+    out = df.astype(object).where(df.notna(), "")
+    for col in df.columns:
+        given = [r[col] for r in rows if r.get(col) is not None]
+        if given and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in given):
+            out[col] = [int(v) if pd.notna(v) else "" for v in df[col]]
+    return out
+
+
+def run_label(name: str) -> str:
+    """What ran, for a table row, from a covlib model name: '<model>, no adapter' or '<model>, adapter <folder>'.
+
+    Rows are named by what ran, never by the paper's method name: the paper's CoV-RAG is a model
+    fine-tuned with Eqs. 2-4, and an untuned model running the same pipeline is not it.
+    """
+    model, sep, adapter = name.partition("+adapter:")
+    if model.startswith("local:"):
+        model = model[len("local:"):].rstrip("/").split("/")[-1]
+    elif model.startswith("openai:"):
+        model = model.split("@")[0]
+    else:
+        model = model.split("/")[-1]
+    return f"{model}, adapter {adapter}" if sep else f"{model}, no adapter"
 
 
 # --------------------------------------------------------------------------- what the corpus can answer

