@@ -471,3 +471,13 @@ def decision_accuracy(judge: nli.Judge | str | None, pairs: Sequence[NLIPair], s
         "entail_precision": metrics.mean_interval([h for h, s in zip(hit, said) if s], scale=100, seed=seed),
         "entail_recall": metrics.mean_interval([h for h, g in zip(hit, gold) if g], scale=100, seed=seed),
     }
+
+
+def judge_note(judge: nli.Judge | str | None, seed: int = 0) -> str:
+    """One line for beside a credibility table: how far the judge's decision agrees with people on the key-fact pairs."""
+    d = decision_accuracy(judge, load_keyfact_pairs(), seed=seed)
+    fmt = metrics.format_interval
+    return (f"judge {d['judge']} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
+            f"{fmt(d['accuracy'])}%; when it says 'entailed' it is right {fmt(d['entail_precision'])}% "
+            f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
+            f"(n={d['entail_recall']['n']})")

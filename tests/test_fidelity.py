@@ -244,3 +244,36 @@ def test_hand_key_facts_refuse_questions_they_do_not_cover(shared_data):
     other = data.load_adv_hotpotqa(split="test")[:1]
     with pytest.raises(ValueError, match="no hand-written key facts"):
         C.build_key_facts("hand", hotpot[:1] + other)
+
+
+# --------------------------------------------------------------------------- 14. the judge measured on key-fact pairs
+
+
+def test_keyfact_pairs_are_the_metrics_real_input_labelled_by_hand():
+    from collections import Counter
+
+    from covlib import nli_pairs as P
+
+    pairs = P.load_keyfact_pairs()
+    assert len(pairs) >= 300 and {p.kind for p in pairs} == {"answer", "sentence"}
+    counts = Counter(p.label for p in pairs)
+    assert counts["entailment"] >= 15 and counts["contradiction"] >= 5
+    agreed = sum(p.extra["labels"][0] == p.extra["labels"][1] for p in pairs)
+    assert agreed / len(pairs) > 0.95  # two labellers; the rest adjudicated and said so
+    hand = {k for f in C.load_key_facts(C.key_facts_path("hand")) for k in f.key_facts}
+    assert all(p.hypothesis in hand for p in pairs)
+    fixture = {(p.premise, p.hypothesis) for p in P.load_credibility_fixture()}
+    assert not fixture & {(p.premise, p.hypothesis) for p in pairs}
+
+
+def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
+    from covlib import nli_pairs as P
+
+    pairs = P.load_keyfact_pairs()
+    d = P.decision_accuracy("overlap", pairs)
+    probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], "overlap", progress=False)
+    said = nli.entailed(probs, "overlap").astype(bool)
+    gold = np.array([p.label == "entailment" for p in pairs])
+    assert d["accuracy"]["value"] == pytest.approx(100 * (said == gold).mean())
+    assert d["entail_precision"]["n"] == said.sum() and d["entail_recall"]["n"] == gold.sum()
+    assert "hand-labelled key-fact pairs" in P.judge_note("overlap")
