@@ -19,7 +19,11 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 4. metrics: `score_answers` (three NLI calls: recall, precision, self-consistency) and
    `summarize`;
 5. self-reflection (`reflection_sets`, `is_refusal`, `reflection_scores`) and
-   self-completion (`self_complete`).
+   self-completion (`self_complete`, rounds while the model refuses, capped);
+6. intervals: `intervals` (every mean of `summarize` with its 95% bootstrap interval over
+   questions), `paired` / `recall_drop` (differences on the same questions),
+   `reflection_intervals`, `gold_recall`, `human_correlation_intervals`, and `interval_columns`
+   for tables.
 
 Prompts are the paper's words where it gives them; the parts it elides are ours and say so.
 """
@@ -43,6 +47,7 @@ from covlib.lm import Generator
 from covlib.metrics import accuracy_contains, normalize_answer
 from covlib.records import DataError, Example, Paragraph, Passage
 from covlib.references import CitedSentence, cited_ids, cited_sentences, format_references, strip_citations
+from covlib.retrieval import passage_string
 
 # --------------------------------------------------------------------------- prompts (§3, §5)
 
@@ -68,7 +73,14 @@ COMPLETION_INSTRUCTION = (  # §5.2, verbatim
     "to gather more information."
 )
 KEY_FACTS_VERSION = 1
-SOURCES = ("supporting", "llm")
+# Where a notebook's key facts come from. "hand": written for the 100 shared HotpotQA questions following §3
+# (atomic, paraphrased, one per reasoning step, reviewed twice), shipped in covlib/resources; the default.
+# "supporting": HotpotQA's gold supporting sentences, verbatim sentences of the gold references (copying the
+# references scores best on them: a labelled option). "llm": the paper's two prompts with any covlib model.
+SOURCES = ("hand", "supporting", "llm")
+DEFAULT_KEY_FACTS = "hand"
+HAND_KEY_FACTS = "key_facts_hand-v1.jsonl"  # in paths.resources_dir()
+HAND_REVIEW_SHEET = "key_facts_hand-review.csv"
 
 
 def _prompt(question: str, refs: Sequence[Paragraph | Passage] | None, instruction: str, extra: str = "") -> str:
@@ -238,7 +250,9 @@ def llm_key_facts(generator: Generator, examples: Sequence[Example], max_new_tok
 
 
 def key_facts_path(source: str) -> Path:
-    """Where a key-fact source is stored: build/key_facts/<source>-v<version>.jsonl."""
+    """Where a key-fact source is stored: the shipped file for 'hand', else build/key_facts/<source>-v<version>.jsonl."""
+    if source == "hand":
+        return paths.resources_dir() / HAND_KEY_FACTS
     return paths.build_dir() / "key_facts" / f"{source}-v{KEY_FACTS_VERSION}.jsonl"
 
 
@@ -284,6 +298,10 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
     missing = [ex for ex in examples if ex.id not in stored
                or (source == "llm" and stored[ex.id].author != generator.name)]
     if missing:
+        if source == "hand":
+            raise ValueError(f"{len(missing)} question(s) have no hand-written key facts in {path} (e.g. "
+                             f"{missing[0].id!r}): they cover the 100 shared HotpotQA questions only; use "
+                             f"key_facts='llm' (then review it) for other questions")
         if source.endswith("+reviewed"):
             raise FileNotFoundError(f"{len(missing)} question(s) have no reviewed key facts at {path} "
                                     f"(e.g. {missing[0].id!r}): read a review sheet first")
@@ -473,11 +491,6 @@ def score_runs(runs: dict[tuple[str, str], Run], examples: Sequence[Example], fa
 # --------------------------------------------------------------------------- metrics (§4)
 
 
-def _entails(probs: np.ndarray) -> np.ndarray:
-    """f(premise, hypothesis): 1 where entailment is the judge's argmax label."""
-    return (probs.argmax(axis=1) == 0).astype(float) if len(probs) else np.zeros(0)
-
-
 def citation_scores(cited: Sequence[int], gold: Sequence[int], n_refs: int) -> dict[str, float]:
     """Citation precision |Cm∩Cg|/|Cm| (0 when nothing is cited) and recall |Cm∩Cg|/|Cg| (NaN without gold refs).
 
@@ -514,11 +527,14 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
       hypothesis each key fact (0 for an answer with no sentence; R and P are NaN, left out
       of the means, for a question with no key fact);
     - self-consistency SC = (1/n) Σ_i f(concat(refs cited by s_i), s_i): premise the
-      concatenated cited references, hypothesis the sentence; `sc_cited` averages over
+      concatenated cited references as the model saw them ('Title: text', as ALCE judges),
+      hypothesis the sentence; `sc_cited` averages over
       sentences with a citation (NaN when none has one), `sc_all` over all sentences
       (an uncited sentence, or one citing only missing references, scores 0);
     - citation precision / recall (`citation_scores`) and EM-recall (a gold answer string
-      contained in the answer, normalised).
+      contained in the answer as whole words, citation marks stripped first).
+
+    f is the judge's own decision (`nli.entailed`: argmax, or P > 0.5 for a two-label judge).
     """
     n = len(answers)
     if not n == len(ref_sets) == len(key_facts) == len(golds):
@@ -540,10 +556,10 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
         for j, s in enumerate(ss):
             cited = [refs.paragraphs[c - 1] for c in s.citations if 1 <= c <= len(refs)]
             if cited:
-                sc_pairs.append((i, j, " ".join(p.text for p in cited), s.text))
-    rec = _entails(nli.probabilities([p[1] for p in rec_pairs], [p[2] for p in rec_pairs], judge, progress))
-    pre = _entails(nli.probabilities([p[2] for p in pre_pairs], [p[3] for p in pre_pairs], judge, progress))
-    sc = _entails(nli.probabilities([p[2] for p in sc_pairs], [p[3] for p in sc_pairs], judge, progress))
+                sc_pairs.append((i, j, " ".join(passage_string(p) for p in cited), s.text))  # 'Title: text', as shown
+    rec = nli.entailed(nli.probabilities([p[1] for p in rec_pairs], [p[2] for p in rec_pairs], judge, progress), judge)
+    pre = nli.entailed(nli.probabilities([p[2] for p in pre_pairs], [p[3] for p in pre_pairs], judge, progress), judge)
+    sc = nli.entailed(nli.probabilities([p[2] for p in sc_pairs], [p[3] for p in sc_pairs], judge, progress), judge)
     rec_by: dict[int, list[float]] = {}
     for (i, *_), v in zip(rec_pairs, rec):
         rec_by.setdefault(i, []).append(v)
@@ -569,7 +585,7 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
             "sc_cited": sc_sum / cited_n if cited_n else float("nan"),
             "sc_all": sc_sum / n_s if n_s else 0.0,
             **citation_scores(cited_ids(ss), refs.gold, len(refs)),
-            "em_recall": accuracy_contains(answers[i], golds[i]),
+            "em_recall": accuracy_contains(strip_citations(answers[i]), golds[i]),
             "n_sentences": n_s,
             "n_cited_sentences": cited_n,
             "n_key_facts": len(key_facts[i].key_facts),
@@ -601,6 +617,154 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "mean_sentences": float(np.mean([r["n_sentences"] for r in rows])),
         "judge": rows[0]["judge"],
     }
+
+
+# --------------------------------------------------------------------------- intervals (every number with n and a 95% CI)
+
+# Summary name (`summarize`) -> per-question row key (`score_answers`).
+ROW_KEYS = {"P": "precision", "R": "recall", "F1_mean": "f1", "SC_cited": "sc_cited", "SC_all": "sc_all",
+            "CitP": "cit_precision", "CitR": "cit_recall", "EM_recall": "em_recall"}
+
+
+def per_question(rows: Sequence[dict[str, Any]], metric: str) -> np.ndarray:
+    """One metric's per-question values (a summary name such as 'R', or a row key such as 'recall'), NaN kept."""
+    key = ROW_KEYS.get(metric, metric)
+    return np.array([float(r[key]) for r in rows], dtype=float)
+
+
+def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[str, float]]:
+    """Every mean `summarize` reports, in %, with its 95% bootstrap interval over questions and n.
+
+    Each is `metrics.mean_interval` of the per-question values (NaN left out, as in the means);
+    F1_of_means, the F1 of mean P and mean R, resamples questions with `metrics.bootstrap`.
+    The values equal `summarize`'s.
+    """
+    from covlib import metrics
+
+    if not rows:
+        raise ValueError("no rows to put intervals on")
+    out = {name: metrics.mean_interval(per_question(rows, name), scale=100, seed=seed) for name in ROW_KEYS}
+    p, r = per_question(rows, "P"), per_question(rows, "R")
+    keep = np.isfinite(p) & np.isfinite(r)
+    if keep.any():
+        out["F1_of_means"] = metrics.bootstrap(lambda a, b: 100 * f1(float(a.mean()), float(b.mean())), p[keep], r[keep],
+                                               seed=seed)
+    else:
+        out["F1_of_means"] = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+    return out
+
+
+def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:
+    ids_a, ids_b = [r["question_id"] for r in rows_a], [r["question_id"] for r in rows_b]
+    if ids_a != ids_b:
+        raise ValueError("a paired difference needs the same questions in the same order "
+                         f"({len(ids_a)} vs {len(ids_b)} rows)")
+
+
+def paired(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], metric: str,
+           seed: int = 0) -> dict[str, float]:
+    """mean(a − b) of one metric in % over the same questions, with a paired 95% bootstrap interval."""
+    from covlib import metrics
+
+    _aligned(rows_a, rows_b)
+    return metrics.paired_difference(per_question(rows_a, metric), per_question(rows_b, metric), scale=100, seed=seed)
+
+
+def recall_drop(rows_few: Sequence[dict[str, Any]], rows_many: Sequence[dict[str, Any]],
+                seed: int = 0) -> dict[str, dict[str, float]]:
+    """Key-fact recall lost from fewer to more references, paired over questions, each with a 95% interval:
+    `absolute` R(few) − R(many) in points, `relative` 100·(R(few) − R(many)) / R(few) in % of R(few)."""
+    from covlib import metrics
+
+    _aligned(rows_few, rows_many)
+    a, b = per_question(rows_few, "R"), per_question(rows_many, "R")
+    keep = np.isfinite(a) & np.isfinite(b)
+
+    def relative(x: np.ndarray, y: np.ndarray) -> float:
+        return 100 * float(x.mean() - y.mean()) / float(x.mean()) if x.mean() > 0 else float("nan")
+
+    rel = (metrics.bootstrap(relative, a[keep], b[keep], seed=seed) if keep.any()
+           else {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0})
+    return {"absolute": metrics.paired_difference(a, b, scale=100, seed=seed), "relative": rel}
+
+
+def _refusal_f1(refused: np.ndarray, insufficient: np.ndarray) -> float:
+    tp = float(np.sum(refused * insufficient))
+    denominator = float(refused.sum() + insufficient.sum())
+    return 100 * 2 * tp / denominator if denominator else 0.0
+
+
+def reflection_intervals(refused: Sequence[bool], insufficient: Sequence[bool], seed: int = 0) -> dict[str, dict[str, float]]:
+    """Self-reflection accuracy and F1 (%, refusal the positive class), each with its 95% bootstrap interval
+    over questions; the values equal `reflection_scores`'."""
+    from covlib import metrics
+
+    p, y = np.asarray(refused, dtype=float), np.asarray(insufficient, dtype=float)
+    if p.size != y.size or not p.size:
+        raise ValueError(f"{p.size} decisions against {y.size} labels")
+    return {"accuracy": metrics.mean_interval((p == y).astype(float), scale=100, seed=seed),
+            "f1": metrics.bootstrap(_refusal_f1, p, y, seed=seed)}
+
+
+def reflection_correct(refused: Sequence[bool], insufficient: Sequence[bool]) -> list[float]:
+    """Per question 1.0 where the model refused exactly when its references were partial, else 0.0."""
+    if len(refused) != len(insufficient):
+        raise ValueError(f"{len(refused)} decisions against {len(insufficient)} labels")
+    return [float(bool(r) == bool(i)) for r, i in zip(refused, insufficient)]
+
+
+def gold_recall(titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], seed: int = 0) -> dict[str, dict[str, float]]:
+    """Gold-paragraph recall of reference lists (or top-k rankings), by title, in %, with 95% intervals over questions:
+    `recall` the mean share of each question's gold titles found (`metrics.recall_at_k` at k = the list's length),
+    `all` the share of questions with every gold title found (`metrics.all_recall_at_k`). Questions without gold
+    titles are left out."""
+    from covlib import metrics
+
+    if len(titles) != len(gold):
+        raise ValueError(f"{len(titles)} reference lists for {len(gold)} gold lists")
+    pairs = [(set(t), set(g)) for t, g in zip(titles, gold) if g]
+    share = [len(t & g) / len(g) for t, g in pairs]
+    return {"recall": metrics.mean_interval(share, scale=100, seed=seed),
+            "all": metrics.mean_interval([float(g <= t) for t, g in pairs], scale=100, seed=seed)}
+
+
+def _pearson_or_nan(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[str, dict[str, float]],
+                                seed: int = 0) -> dict[str, dict[str, float]]:
+    """Table 2's Pearson correlations across models with 95% bootstrap intervals over models (`metrics.bootstrap`;
+    resamples whose correlation is undefined are left out): P vs human precision, R and EM-recall vs human
+    recall, and `P_minus_EM_recall` = r(P, HPrec) − r(EM-recall, HRec), the claim that key-fact precision
+    tracks people better than EM-recall. Needs at least 3 rated models (ValueError otherwise)."""
+    from covlib import metrics
+
+    models = sorted(set(auto) & set(human))
+    if len(models) < 3:
+        raise ValueError(f"a correlation across models needs at least 3 rated models, got {models}")
+    cols = {k: np.array([auto[m][k] for m in models], dtype=float) for k in ("P", "R", "EM_recall")}
+    cols.update({k: np.array([human[m][k] for m in models], dtype=float) for k in ("HPrec", "HRec")})
+    pairs = {"P": ("P", "HPrec"), "R": ("R", "HRec"), "EM_recall": ("EM_recall", "HRec")}
+    out = {name: metrics.bootstrap(_pearson_or_nan, cols[a], cols[b], seed=seed) for name, (a, b) in pairs.items()}
+    out["P_minus_EM_recall"] = metrics.bootstrap(
+        lambda p, hp, em, hr: _pearson_or_nan(p, hp) - _pearson_or_nan(em, hr),
+        cols["P"], cols["HPrec"], cols["EM_recall"], cols["HRec"], seed=seed)
+    return out
+
+
+def interval_columns(est: dict[str, dict[str, float]], labels: dict[str, str], digits: int = 1) -> dict[str, Any]:
+    """Table columns for interval dicts: per `labels` entry {name: label}, `label` (the value) and
+    `label 95% CI` ('41.7 [29.0, 54.3]', `metrics.format_interval`)."""
+    from covlib import metrics
+
+    out: dict[str, Any] = {}
+    for name, label in labels.items():
+        out[label] = est[name]["value"]
+        out[f"{label} 95% CI"] = metrics.format_interval(est[name], digits)
+    return out
 
 
 # --------------------------------------------------------------------------- self-reflection (§5.1)
@@ -663,18 +827,34 @@ class Completed:
     queries: list[list[str]] = field(default_factory=list)
     reflected_answer: str = ""
     refused: bool = False
-    rounds: int = 0
+    rounds: int = 0  # completion rounds used: 0 answered at once, max_rounds reached the cap
     unmarked: int = 0  # rounds whose reply lacked the query marker (its first line was searched instead)
 
 
+COMPLETION_ROUNDS = 3  # default cap on self-completion rounds (ours: §5.2 iterates until the model is satisfied, no cap given)
+
+
 def self_complete(generator: Generator, examples: Sequence[Example], retriever: Any, k_initial: int = 5,
-                  cap: int = 10, max_rounds: int = 1, max_new_tokens: int = 160, progress: bool = True) -> list[Completed]:
-    """Reflect on the top `k_initial` BM25 references; where the model refuses, ask it for search queries
-    (prompt-completion), add their top passages up to `cap` references, and answer again; `max_rounds`
-    repeats ask-and-retrieve while the model still refuses (paper: 1 round). Returns one record per question.
+                  cap: int = 10, max_rounds: int = COMPLETION_ROUNDS, max_new_tokens: int = 160,
+                  progress: bool = True) -> list[Completed]:
+    """Self-completion (§5.2), iterated "until the LLM believes that it possesses a comprehensive set of knowledge".
+
+    The model reflects on BM25's top `k_initial` references for the question. Where it refuses,
+    a round asks it for search queries (prompt-completion), adds their passages and asks again,
+    still free to refuse; rounds repeat while it refuses, at most `max_rounds` (>= 1). The last
+    allowed round's answer is asked without the refusal clause: at the cap the model must answer.
+    `Completed.rounds` is the number of rounds a question used (0: it answered at once).
+
+    References (ours where the paper is silent; it caps every pipeline at 10): each round adds at
+    most ceil((cap - k_initial) / max_rounds) new passages from its queries (their rankings
+    interleaved), so that later rounds have room; after every round the question's own BM25
+    ranking fills the list up to `cap`, and a later round's finds take that filler's place.
+    With `max_rounds=1` one round adds up to cap - k_initial passages. One batched generate
+    call per step and round over the questions still refusing.
     """
-    if not 1 <= k_initial <= cap or max_rounds < 0:
-        raise ValueError(f"need 1 <= k_initial <= cap and max_rounds >= 0, got {k_initial}, {cap}, {max_rounds}")
+    if not 1 <= k_initial <= cap or max_rounds < 1:
+        raise ValueError(f"need 1 <= k_initial <= cap and max_rounds >= 1, got k_initial={k_initial}, cap={cap}, "
+                         f"max_rounds={max_rounds}")
     ranked = retriever.search_batch([ex.question for ex in examples], k=cap)
     refs = [hits_set(ex, "self-completion", [h.passage for h in hs[:k_initial]]) for ex, hs in zip(examples, ranked)]
     records = [Completed(ex.id, r, "") for ex, r in zip(examples, refs)]
@@ -684,6 +864,8 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
         rec.answer = rec.reflected_answer = a
         rec.refused = is_refusal(a)
     todo = [i for i, rec in enumerate(records) if rec.refused]
+    budget = -(-(cap - k_initial) // max_rounds)  # new passages a round may add
+    found_by: dict[int, list[Any]] = {i: [] for i in todo}  # what the queries brought, in round order
     for round_ in range(1, max_rounds + 1):
         if not todo:
             break
@@ -702,25 +884,28 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
             rec.queries.append(queries[i])
             rec.unmarked += not parsed[i][1]
             rec.rounds = round_
-            have = list(rec.references.paragraphs)
-            seen = {getattr(p, "id", None) or p.title for p in have}
+            initial, mine = list(refs[i].paragraphs), found_by[i]
+            seen = {getattr(p, "id", None) or p.title for p in initial + mine}
+            room = min(budget, cap - len(initial) - len(mine))
             lists = by_question.get(i, [])
-            for rank in range(cap):  # interleave the queries' rankings, then the question's own tail
+            for rank in range(cap):  # interleave the queries' rankings
                 for hits in lists:
-                    if rank < len(hits) and len(have) < cap and (hits[rank].id not in seen):
-                        have.append(hits[rank]); seen.add(hits[rank].id)
-            for h in ranked[i]:
+                    if room > 0 and rank < len(hits) and hits[rank].id not in seen:
+                        mine.append(hits[rank]); seen.add(hits[rank].id); room -= 1
+            have = initial + mine
+            for h in ranked[i]:  # the question's own ranking fills what is left
                 if len(have) >= cap:
                     break
                 if h.passage.id not in seen:
                     have.append(h.passage); seen.add(h.passage.id)
             rec.references = hits_set(examples[i], "self-completion", have)
+        last = round_ == max_rounds
         final = generate_answers(generator, [examples[i] for i in todo], [records[i].references for i in todo],
-                                 reflection=round_ < max_rounds, max_new_tokens=max_new_tokens, progress=progress,
+                                 reflection=not last, max_new_tokens=max_new_tokens, progress=progress,
                                  desc=f"answer (round {round_})")
         for i, a in zip(todo, final):
             records[i].answer = a
-        todo = [i for i in todo if is_refusal(records[i].answer)]
+        todo = [] if last else [i for i in todo if is_refusal(records[i].answer)]
     return records
 
 

@@ -25,22 +25,33 @@
 # references including both gold ones (Table 1).
 #
 # **Deviations** (offline defaults; each is a parameter): the 100 HotpotQA dev questions in
-# `../shared/data` instead of a 500-question sample; the gold *supporting sentences* as key facts
-# instead of GPT-4's human-filtered ones (`key_facts="llm"` runs the paper's two prompts with any
-# model, and the review sheet below is the human filtering step); the MiniLM judge trained on FEVER
+# `../shared/data` instead of a 500-question sample; key facts written by hand for those 100
+# questions following §3's guideline (atomic, paraphrased, one per reasoning step, reviewed twice;
+# `covlib/resources`) instead of GPT-4's human-filtered ones (`key_facts="llm"` runs the paper's two
+# prompts with any model, and the review sheet below is the human filtering step). Table 1 is also
+# shown under HotpotQA's gold *supporting sentences* (`compare_key_facts`): they are verbatim
+# sentences of the gold references in the prompt, so copying the references scores best on them,
+# a strategy the paper scores low; the MiniLM judge trained on FEVER
 # by `make judge` instead of TRUE (`judge="true"` on a GPU); SmolLM2-135M-Instruct instead of the
 # paper's 7-13B models (`models=...` or the full profile on a GPU). The answer prompt's words
 # after "Please write a high-quality answer" are elided in the paper: ours are in
 # `credibility.ANSWER_INSTRUCTION`.
 #
-# Outputs: `tables/tab-04-credibility-models.*`, `tables/tab-04-human-correlation.*` (with
+# Every number of ours carries its 95% interval (seeded percentile bootstrap over questions, the
+# `95% CI` column beside it) and n; a difference between two key-fact sources on the same answers
+# is a paired bootstrap.
+#
+# Outputs: `tables/tab-04-credibility-models.*` (key facts `key_facts`),
+# `tables/tab-04-credibility-models-<compare_key_facts>.*`, `tables/tab-04-human-correlation.*` (with
 # ratings), `build/ratings/04-rating-sheet.csv`, `results/04_credibility_models.json`.
 
 # %%
 import pandas as pd
 
+from covlib import claims
 from covlib import credibility as C
-from covlib import lm, paths, profiles, references, results
+from covlib import nli_pairs
+from covlib import lm, metrics, paths, profiles, references, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -49,9 +60,10 @@ models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (f
 device: str = ""  # cpu or cuda; empty picks cuda when available
 questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order and distractor choice
+seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references per question, both gold included (paper: 5)
-key_facts: str = "supporting"  # supporting (gold sentences), llm (the paper's prompts) or llm+reviewed
+key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 n_rating: int = 50  # questions in the human rating sheet (paper: 50)
@@ -64,8 +76,10 @@ profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
 model_ids = C.model_list(model, models, profile)
+compare = compare_key_facts if compare_key_facts and compare_key_facts != key_facts else ""
 params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
-              seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+              seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare, judge=judge,
+              max_new_tokens=max_new_tokens)
 print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens, models=model_ids))
 
 # %% [markdown]
@@ -75,8 +89,12 @@ print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new
 examples = C.load_questions(questions, n_questions, seed)
 generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
 facts = C.build_key_facts(key_facts, examples, generators[0])
+other_facts = C.build_key_facts(compare, examples, generators[0]) if compare else None
 ref_sets = [C.with_gold(ex, n_refs, seed) for ex in examples]
 print(f"{len(examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
+if other_facts:
+    print(f"compared with: {other_facts[0].author} ({sum(len(f.key_facts) for f in other_facts)} in all)")
+    print("  e.g.", other_facts[0].key_facts)
 print("Q:", examples[0].question, "| gold:", examples[0].answer)
 print(references.format_references(ref_sets[0].paragraphs)[:600], "...")
 print("gold positions:", ref_sets[0].gold, "| key facts:", facts[0].key_facts)
@@ -109,6 +127,9 @@ rows = C.score_runs(runs, examples, facts, judge)
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
+judge_agreement = nli_pairs.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+print(judge_agreement)
+est = {n: C.intervals(r, seed=seed) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
 first = C.cited_sentences(answers[names[0]][0])
@@ -157,12 +178,14 @@ for name, rows_ in per_model.items():
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex04-recall-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 6 · Key-fact recall
 # Knowledge recall asks how many of the question's key facts the answer states (§4.1):
-# R = (1/|K|) Σ_k f(answer, k), where f(premise, hypothesis) is 1 when the NLI judge's most probable
-# label is entailment. Write `key_fact_recall(answer, key_facts, judge)`:
+# R = (1/|K|) Σ_k f(answer, k), where f(premise, hypothesis) is 1 when the NLI judge decides
+# entailment by its own rule (the most probable label for a three-way judge; P(entailment) > 0.5
+# for a two-label judge such as the paper's TRUE). Write `key_fact_recall(answer, key_facts, judge)`:
 #
 # * the premise is the answer without its citation marks, `C.plain_answer(answer)`;
 # * one batched call judges every (answer, key fact) pair: `nli.probabilities(premises, hypotheses,
-#   judge, progress=False)` gives rows of P(entailment, neutral, contradiction);
+#   judge, progress=False)` gives rows of P(entailment, neutral, contradiction), and
+#   `nli.entailed(probs, judge)` turns them into the judge's 0/1 decisions;
 # * NaN when there are no key facts; 0.0 when the answer has no text.
 
 # %% nbgrader={"grade": false, "grade_id": "ex04-recall-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -178,7 +201,7 @@ def key_fact_recall(answer: str, key_facts: list[str], judge: str) -> float:
     if not premise.strip():
         return 0.0
     probs = nli.probabilities([premise] * len(key_facts), list(key_facts), judge, progress=False)
-    return float((probs.argmax(axis=1) == 0).mean())
+    return float(nli.entailed(probs, judge).mean())
     ### END SOLUTION
 
 
@@ -201,17 +224,34 @@ assert key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the 
     key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge), "citations are not text"
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# ## 4. Table 1, ours (with 95% intervals) beside the paper's
+# Every number of ours has its 95% interval (bootstrap over questions) in the `95% CI` column next
+# to it; the paper's rows (GPT-4 key facts filtered by people, TRUE as f, 500 questions) have none.
+
 # %%
-paper_name = {v: k for k, v in C.PAPER_MODELS.items()}
-table = pd.DataFrame(
-    [{"source": "ours", "model": n, "P": s["P"], "R": s["R"], "F1 (mean of F1)": s["F1_mean"],
-      "F1 (of means)": s["F1_of_means"], "SC (cited sents)": s["SC_cited"], "SC (all sents)": s["SC_all"],
-      "CitP": s["CitP"], "CitR": s["CitR"], "EM-recall": s["EM_recall"], "n": s["n"]} for n, s in summary.items()]
-    + [{"source": "paper", "model": m, "P": v[0], "R": v[1], "F1 (mean of F1)": None, "F1 (of means)": v[2],
-        "SC (cited sents)": v[3], "SC (all sents)": None, "CitP": v[4], "CitR": v[5], "EM-recall": None, "n": 500}
-       for m, v in C.PAPER_TABLE1.items()])
-results.save_table(table, "tab-04-credibility-models", params=params, judge=judge_name, key_facts=facts[0].author,
-                   n=len(examples), floatfmt=".2f")
+LABELS = {"P": "P", "R": "R", "F1_mean": "F1 (mean of F1)", "F1_of_means": "F1 (of means)",
+          "SC_cited": "SC (cited sents)", "SC_all": "SC (all sents)", "CitP": "CitP", "CitR": "CitR",
+          "EM_recall": "EM-recall"}
+PAPER_FACTS = "GPT-4, filtered by people (paper)"
+
+
+def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataFrame:
+    """Table 1 under one key-fact source: our models with intervals (and `extra` {model: {column: value}}),
+    then the paper's rows (no interval: the CI cells stay empty)."""
+    ours = [{"source": "ours", "model": n, "key facts": kf_name, **C.interval_columns(e, LABELS),
+             **(extra or {}).get(n, {}), "n": len(examples)} for n, e in estimates.items()]
+    paper = [{"source": "paper", "model": m, "key facts": PAPER_FACTS, "P": v[0], "R": v[1], "F1 (of means)": v[2],
+              "SC (cited sents)": v[3], "CitP": v[4], "CitR": v[5], "n": 500} for m, v in C.PAPER_TABLE1.items()]
+    out = pd.DataFrame(ours + paper, columns=list(pd.DataFrame(ours).columns))
+    ci = [c for c in out.columns if c.endswith("95% CI")]
+    out[ci] = out[ci].fillna("")
+    return out
+
+
+table = table1(facts[0].author, est)
+results.save_table(table, "tab-04-credibility-models", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+                   key_fact_source=key_facts, n=len(examples), floatfmt=".2f")
 table
 
 # %% [markdown]
@@ -220,42 +260,104 @@ table
 # its SC divides by "the total number of such statements", which we read both ways: over cited
 # sentences and over all sentences (an uncited sentence scoring 0).
 #
-# ## 4. Agreement with people (Table 2)
+# ### The same answers under a second key-fact source
+# The answers and the judge stay; only the key facts change (`compare_key_facts`). The last
+# columns are the paired difference (this source − the first) over the same questions: a
+# positive R or P difference under the supporting sentences means that copying the references
+# is rewarded there.
+
+# %%
+est_other, other_table, other_summary = {}, None, {}
+if other_facts:
+    rows_other = C.score_runs(runs, examples, other_facts, judge)
+    other_rows = {n: rows_other[(n, "complete")] for n in names}
+    other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
+    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}
+    differences = {n: {f"{m} ({compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
+                       for m in ("P", "R")} for n in names}
+    other_table = table1(other_facts[0].author, est_other,
+                         {n: C.interval_columns(d, {k: k for k in d}) for n, d in differences.items()})
+    for n in names:
+        est_other[n].update({f"{m}_minus_{key_facts}": differences[n][f"{m} ({compare} − {key_facts}, paired)"]
+                             for m in ("P", "R")})
+    slug = "".join(ch if ch.isalnum() else "-" for ch in compare)
+    results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=params, judge=judge_name, judge_agreement=judge_agreement,
+                       key_facts=other_facts[0].author, key_fact_source=compare, n=len(examples), floatfmt=".2f")
+    display(other_table)  # noqa: F821
+else:
+    print("no second key-fact source (compare_key_facts is empty or equals key_facts)")
+
+# %% [markdown]
+# ## 5. Agreement with people (Table 2)
 # The paper's 10 experts rated 50 answers per model: each sentence helpful or not (human
 # precision) and the answer's completeness in {0, .25, .5, .75, 1} (human recall), then
 # correlated them with P, R and EM-recall across 5 models (Pearson 0.87, 0.88, 0.54). Fill the
 # sheet below (one row per rater, `helpful` as space-separated 0/1 flags in sentence order) and
-# pass it as `ratings`; the correlation needs at least 3 models.
+# pass it as `ratings`; the correlation needs at least 3 models, and its interval resamples the
+# models (with 5 of them, a wide one).
 
 # %%
 to_rate = [{"question_id": ex.id, "model": n, "question": ex.question, "answer": answers[n][i]}
            for n in names for i, ex in enumerate(examples[:n_rating])]
 rating_sheet = C.export_rating_sheet(to_rate, paths.build_dir() / "ratings" / "04-rating-sheet.csv")
 print("rating sheet:", rating_sheet, f"({len(to_rate)} answers)")
-correlation = None
+correlation, corr_est, human_note = None, None, "no human ratings given (the `ratings` parameter is empty)"
 if ratings:
     human = C.human_scores(C.read_ratings(ratings))
     auto = {n: summary[n] for n in names}
-    correlation = C.human_correlation(auto, human)
-    corr = pd.DataFrame([{"metric": k, "pearson (ours)": correlation[k], "pearson (paper)": C.PAPER_PEARSON[k]}
-                         for k in ("P", "R", "EM_recall")])
-    results.save_table(corr, "tab-04-human-correlation", params=params, judge=judge_name, ratings=ratings)
-    display(corr)  # noqa: F821
-else:
-    print("No ratings given; the paper's Table 2:")
+    try:
+        correlation = C.human_correlation(auto, human)
+        corr_est = C.human_correlation_intervals(auto, human, seed=seed)
+    except ValueError:
+        human_note = f"fewer than 3 rated models ({sorted(set(auto) & set(human))})"
+    if corr_est:
+        corr = pd.DataFrame([{"metric": k, "pearson (ours)": corr_est[k]["value"],
+                              "pearson (ours) 95% CI": metrics.format_interval(corr_est[k], 2),
+                              "models": corr_est[k]["n"], "pearson (paper)": C.PAPER_PEARSON[k]}
+                             for k in ("P", "R", "EM_recall")])
+        results.save_table(corr, "tab-04-human-correlation", params=params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
+                           key_facts=facts[0].author)
+        display(corr)  # noqa: F821
+    else:
+        print(human_note)
+if corr_est is None:
+    print("No correlation computed; the paper's Table 2:")
     display(pd.DataFrame(C.PAPER_TABLE2, index=["P", "R", "EM-recall", "HPrec", "HRec"]).T)  # noqa: F821
     print("Pearson across models (paper):", C.PAPER_PEARSON)
+
+# %% [markdown]
+# The claim, for the ledger (notebook 12): key-fact precision tracks people's precision better
+# than EM-recall tracks their recall, i.e. r(P, human precision) − r(EM-recall, human recall) > 0
+# across models. Without ratings of at least 3 models it cannot be tested here.
+
+# %%
+scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
+if corr_est is not None:
+    claim_records = [claims.estimate("cred-human-correlation", f"{scope}; {corr_est['P']['n']} rated models",
+                                     corr_est["P_minus_EM_recall"], "Pearson r difference (bootstrap over models)",
+                                     model=", ".join(names))]
+else:
+    claim_records = [claims.untestable("cred-human-correlation", human_note, scope=scope, model=", ".join(names))]
+claim_records
 
 # %%
 headline = {
     "models": names,
     "judge": judge_name,
+    "judge_agreement": judge_agreement,
     "key_facts": facts[0].author,
+    "key_fact_source": key_facts,
     "n_questions": len(examples),
     "n_refs": n_refs,
     "summary": summary,
+    "intervals": est,  # {model: {metric: {value, low, high, n}}}, % with 95% bootstrap intervals over questions
+    "compare": {"key_fact_source": compare, "key_facts": other_facts[0].author if other_facts else None,
+                "summary": other_summary, "intervals": est_other},
     "human_correlation": correlation,
+    "human_correlation_intervals": corr_est,
+    "claims": claim_records,
     "paper": {"table1": C.PAPER_TABLE1, "pearson": C.PAPER_PEARSON},
 }
-results.record_metrics("04_credibility_models", headline, params=params, judge=judge_name)
-{n: {k: round(v, 1) for k, v in s.items() if isinstance(v, float)} for n, s in summary.items()}
+results.record_metrics("04_credibility_models", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+{n: {k: metrics.format_interval(e[k]) for k in ("P", "R", "F1_mean", "SC_cited", "CitP", "EM_recall")}
+ for n, e in est.items()}

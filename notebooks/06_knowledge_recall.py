@@ -23,7 +23,9 @@
 # order of the complete set (`credibility.partial`); the complete answers are notebook 04's,
 # from the cache.
 #
-# Deviations as in notebook 04 (question sample, key facts, judge, model).
+# Deviations as in notebook 04 (question sample, key facts, judge, model). Every number of ours
+# carries its 95% interval (bootstrap over questions) and n; the differences between settings
+# are paired bootstraps over the same questions.
 #
 # Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
 
@@ -31,8 +33,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from covlib import claims
 from covlib import credibility as C
-from covlib import lm, plotting, profiles, results
+from covlib import nli_pairs
+from covlib import lm, metrics, plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -41,9 +45,9 @@ models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (f
 device: str = ""  # cpu or cuda; empty picks cuda when available
 questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order and distractor choice
+seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references in the partial and complete settings (paper: 5)
-key_facts: str = "supporting"  # supporting (gold sentences), llm (the paper's prompts) or llm+reviewed
+key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 
@@ -81,49 +85,87 @@ rows = C.score_runs(runs, examples, facts, judge)
 names = [g.name for g in generators]
 summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
 judge_name = summary[names[0]]["complete"]["judge"]
+judge_agreement = nli_pairs.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+print(judge_agreement)
 q = len(examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
+est = {name: {s: C.intervals(rows[(name, s)], seed=seed) for s in settings} for name in names}
+PAIRS = (("complete", "partial"), ("partial", "closed-book"))
+diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)
+                for a, b in PAIRS for m in ("P", "R")} for name in names}
+
+# %% [markdown]
+# ## 3. Table 3 with 95% intervals, and the paired differences between settings
+# `R complete − partial` is the mean over questions of the recall difference on the same
+# question (paired bootstrap); the paper's claim is that both differences are positive.
+
 # %%
 records = []
-for name, by_s in summary.items():
-    records.append({"source": "ours", "model": name, **{f"{s} {m}": by_s[s][m] for s in settings for m in ("P", "R")},
-                    "n": q})
+for name in names:
+    cols = {}
+    for s in settings:
+        cols.update(C.interval_columns(est[name][s], {m: f"{s} {m}" for m in ("P", "R")}))
+    cols.update(C.interval_columns(diffs[name], {k: f"{k} (paired)" for k in diffs[name]}))
+    records.append({"source": "ours", "model": name, **cols, "n": q})
 for name, by_s in C.PAPER_TABLE3.items():
-    records.append({"source": "paper", "model": name, **{f"{s} {m}": by_s[s][k] for s in settings
-                                                          for k, m in enumerate(("P", "R"))}, "n": 500})
-table = pd.DataFrame(records)
-results.save_table(table, "tab-06-knowledge-recall", params=params, judge=judge_name, key_facts=facts[0].author,
-                   n=q, floatfmt=".2f")
+    paper_row = {f"{s} {m}": by_s[s][k] for s in settings for k, m in enumerate(("P", "R"))}
+    for a, b in PAIRS:
+        for k, m in enumerate(("P", "R")):
+            paper_row[f"{m} {a} − {b} (paired)"] = by_s[a][k] - by_s[b][k]
+    records.append({"source": "paper", "model": name, **paper_row, "n": 500})
+table = pd.DataFrame(records, columns=list(records[0]))
+ci = [c for c in table.columns if c.endswith("95% CI")]
+table[ci] = table[ci].fillna("")
+results.save_table(table, "tab-06-knowledge-recall", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+                   n=q, floatfmt=".2f", note="paper rows: differences of its table means (no per-question data)")
 table
 
 # %%
-long = pd.DataFrame([{"setting": s, "metric": m, "value": by_s[s][m], "model": name}
-                     for name, by_s in summary.items() for s in settings for m in ("P", "R")])
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 for ax, m in zip(axes, ("P", "R")):
-    ours = long[(long.metric == m) & (long.model == names[0])][["setting", "value"]]
+    ours = pd.DataFrame([{"setting": s, "value": est[names[0]][s][m]["value"], "low": est[names[0]][s][m]["low"],
+                          "high": est[names[0]][s][m]["high"]} for s in settings])
     paper = {s: sum(v[s][0 if m == "P" else 1] for v in C.PAPER_TABLE3.values()) / len(C.PAPER_TABLE3)
              for s in settings}
-    plotting.bar_with_reference(ours, x="setting", y="value", reference=paper, ax=ax)
+    plotting.bar_with_reference(ours, x="setting", y="value", reference=paper, ax=ax, ci=("low", "high"))
     ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
-    ax.set_ylabel("%")
-plotting.caption(axes[0], model=names[0], judge=judge_name, n=q)
-results.save_figure(fig, "fig-06-knowledge-recall", params=params, judge=judge_name)
+    ax.set_ylabel("% (ours: 95% CI)")
+plotting.caption(axes[0], model=names[0], judge=judge_name, judge_agreement=judge_agreement, n=q)
+results.save_figure(fig, "fig-06-knowledge-recall", params=params, judge=judge_name, judge_agreement=judge_agreement)
+
+# %% [markdown]
+# The claims, for the ledger (notebook 12): complete references give higher key-fact recall than
+# partial ones, and partial ones higher than none, each a paired difference over the same
+# questions, per model.
 
 # %%
 ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-book"][m] for m in ("P", "R")}
            for name, by_s in summary.items()}
-print("complete ≥ partial ≥ closed-book:", ordered, "(paper: yes for every model)")
+print("complete ≥ partial ≥ closed-book (point estimates):", ordered, "(paper: yes for every model)")
+scope = f"hotpotqa, {n_refs} references, key facts: {facts[0].author}"
+claim_records = []
+for name in names:
+    claim_records.append(claims.estimate("cred-complete-beats-partial", scope, diffs[name]["R complete − partial"],
+                                         "key-fact recall points", model=name))
+    claim_records.append(claims.estimate("cred-partial-beats-closed", scope, diffs[name]["R partial − closed-book"],
+                                         "key-fact recall points", model=name))
+claim_records
+
+# %%
 headline = {
     "models": names,
     "judge": judge_name,
+    "judge_agreement": judge_agreement,
     "key_facts": facts[0].author,
     "n_questions": q,
     "settings": {name: {s: {m: by_s[s][m] for m in ("P", "R", "F1_of_means", "CitP", "CitR", "EM_recall")}
                         for s in settings} for name, by_s in summary.items()},
+    "intervals": est,  # {model: {setting: {metric: {value, low, high, n}}}}, %, 95% bootstrap over questions
+    "differences": diffs,  # {model: {"R complete − partial": paired difference, ...}}
     "ordered_complete_partial_closed": ordered,
+    "claims": claim_records,
     "paper": {"table3": C.PAPER_TABLE3},
 }
-results.record_metrics("06_knowledge_recall", headline, params=params, judge=judge_name)
-headline["settings"]
+results.record_metrics("06_knowledge_recall", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+{name: {s: metrics.format_interval(e["R"]) for s, e in by_s.items()} for name, by_s in est.items()}

@@ -434,3 +434,146 @@ def test_runs_answer_once_per_model_and_score_with_three_nli_calls(isolated_cach
                                              ("b", "closed-book")}
     assert rows[("a", "complete")][0]["cit_precision"] == 1.0 and rows[("b", "complete")][0]["recall"] == 0.0
     assert math.isnan(rows[("a", "closed-book")][0]["cit_recall"])  # no gold to cite without references
+
+
+# --------------------------------------------------------------------------- self-completion rounds (issue 19, #10)
+
+ROUND_CORPUS = [Passage(f"t{i}", f"Tea {i}", f"Tea garden number {i} grows green tea.") for i in range(6)]
+ROUND_CORPUS += [Passage(f"g{i}", f"Rowing {i}", f"Rowing club number {i} trains at dawn.") for i in range(20)]
+ROUND_CORPUS += [Passage("oslo", "Oslo", "Oslo is the capital of Norway."),
+                 Passage("film", "Film A", "Film A is a 1999 drama directed by Ann Lee.")]
+
+
+def _rounds_script(answers: list[str], queries: list[str]):
+    """Replies in call order: the n-th answer prompt gets answers[n], the n-th query prompt queries[n]."""
+    state = {"answer": 0, "query": 0}
+
+    def script(prompt: str) -> str:
+        if C.COMPLETION_INSTRUCTION in prompt:
+            state["query"] += 1
+            return f"{C.QUERY_MARKER} {queries[min(state['query'], len(queries)) - 1]}"
+        state["answer"] += 1
+        return answers[min(state["answer"], len(answers)) - 1]
+    return script
+
+
+def test_self_completion_iterates_until_the_model_stops_refusing(isolated_cache):
+    retriever = BM25Retriever(ROUND_CORPUS)
+    ex = Example("q", "Which garden grows tea?", ["Oslo"])
+    gen = ScriptedGenerator(_rounds_script([C.REFUSAL, C.REFUSAL, "Ann Lee was born in Oslo [2]."],
+                                           ["Norway capital", "1999 drama"]))
+    (rec,) = C.self_complete(gen, [ex], retriever, k_initial=1, cap=4, progress=False)  # the default cap on rounds
+    assert [d for d, *_ in gen.calls] == ["reflect", "queries (round 1)", "answer (round 1)",
+                                          "queries (round 2)", "answer (round 2)"]
+    assert rec.refused and rec.rounds == 2 and rec.queries == [["Norway capital"], ["1999 drama"]]
+    assert rec.answer.startswith("Ann Lee was born") and not C.is_refusal(rec.answer)
+    ids = [p.id for p in rec.references.paragraphs]
+    assert len(ids) == 4 and {"oslo", "film"} <= set(ids)  # round 2's find displaced the question's own filler
+    assert ids.index("oslo") < ids.index("film")  # the first round's find stays ahead of the second's
+    assert all(C.REFUSAL in prompt for _, (prompt,), _ in gen.calls[2::2])  # still free to refuse before the cap
+
+
+def test_self_completion_stops_at_the_round_cap(isolated_cache):
+    retriever = BM25Retriever(ROUND_CORPUS)
+    ex = Example("q", "Which garden grows tea?", ["Oslo"])
+    gen = ScriptedGenerator(_rounds_script([C.REFUSAL], ["Norway capital", "1999 drama", "rowing"]))
+    (rec,) = C.self_complete(gen, [ex], retriever, k_initial=1, cap=4, progress=False)
+    assert C.COMPLETION_ROUNDS == 3 and rec.rounds == C.COMPLETION_ROUNDS and len(rec.queries) == 3
+    assert [d for d, *_ in gen.calls][-2:] == ["queries (round 3)", "answer (round 3)"]
+    assert C.REFUSAL not in gen.calls[-1][1][0]  # at the cap the model is asked to answer, not to refuse
+    (capped,) = C.self_complete(ScriptedGenerator(_rounds_script([C.REFUSAL], ["rowing"])), [ex], retriever,
+                                k_initial=1, cap=4, max_rounds=1, progress=False)
+    assert capped.rounds == 1
+    with pytest.raises(ValueError, match="max_rounds"):
+        C.self_complete(gen, [ex], retriever, k_initial=1, cap=4, max_rounds=0, progress=False)
+
+
+
+def test_self_completion_and_gold_recall_over_a_make_index_folder(tmp_path, isolated_cache):
+    """Notebook 07's `corpus` may be a `make index` folder (retrieval.open_corpus): the pipeline runs on it unchanged."""
+    from covlib import retrieval
+    from covlib.disk_index import DiskBM25Retriever
+
+    DiskBM25Retriever.build(ROUND_CORPUS, tmp_path / "tiny-bm25-disk", shard_size=10, progress=False)
+    passages, disk, name = retrieval.open_corpus(tmp_path / "tiny-bm25-disk")
+    assert name == "tiny-bm25-disk" and len(passages) == len(ROUND_CORPUS)
+    ex = Example("q", "Which garden grows tea?", ["Oslo"], supporting_facts=[("Oslo", 0), ("Film A", 0)])
+    gen = ScriptedGenerator(_rounds_script([C.REFUSAL, C.REFUSAL, "Oslo [2]."], ["Norway capital", "1999 drama"]))
+    (rec,) = C.self_complete(gen, [ex], disk, k_initial=1, cap=4, progress=False)
+    assert rec.rounds == 2 and {"oslo", "film"} <= {p.id for p in rec.references.paragraphs}
+    assert len(rec.references.gold) == 2
+    (baseline,) = C.bm25_references(disk, [ex], k=4)
+    got = C.gold_recall([[p.title for p in baseline.paragraphs], [p.title for p in rec.references.paragraphs]],
+                        [ex.supporting_titles] * 2)
+    assert got["recall"]["value"] == pytest.approx(50.0)  # BM25 alone finds no gold; completion finds both
+
+
+# --------------------------------------------------------------------------- intervals
+
+def _row(qid, precision, recall, **kw):
+    base = dict(question_id=qid, precision=precision, recall=recall, f1=C.f1(precision, recall), sc_cited=1.0,
+                sc_all=0.5, cit_precision=0.5, cit_recall=1.0, em_recall=1.0, invalid_citations=0.0, n_sentences=2,
+                judge="j")
+    return {**base, **kw}
+
+
+def test_intervals_match_summarize_and_bracket_the_value():
+    rows = [_row(f"q{i}", p, r) for i, (p, r) in enumerate([(1, 1), (0.5, 0), (0, 0.5), (1, 0.5), (0.25, 1)])]
+    rows.append(_row("q5", float("nan"), float("nan"), f1=float("nan")))  # no key facts: left out
+    s, est = C.summarize(rows), C.intervals(rows)
+    for name in ("P", "R", "F1_mean", "F1_of_means", "SC_cited", "SC_all", "CitP", "CitR", "EM_recall"):
+        assert est[name]["value"] == pytest.approx(s[name]), name
+    assert est["P"]["n"] == 5 and est["EM_recall"]["n"] == 6
+    assert est["R"]["low"] < est["R"]["value"] < est["R"]["high"]
+    assert est["EM_recall"]["low"] == est["EM_recall"]["high"] == 100.0  # every answer contains the gold
+    cols = C.interval_columns(est, {"R": "R", "SC_cited": "SC (cited sents)"})
+    assert cols["R"] == est["R"]["value"] and cols["R 95% CI"].startswith(f"{est['R']['value']:.1f} [")
+    assert set(cols) == {"R", "R 95% CI", "SC (cited sents)", "SC (cited sents) 95% CI"}
+
+
+def test_paired_differences_and_the_recall_drop():
+    few = [_row(f"q{i}", 1.0, r) for i, r in enumerate([1.0, 1.0, 0.5, 0.5])]
+    many = [_row(f"q{i}", 1.0, r) for i, r in enumerate([0.5, 1.0, 0.0, 0.5])]
+    d = C.paired(few, many, "R")
+    assert d["value"] == pytest.approx(25.0) and d["n"] == 4 and 0 <= d["low"] <= 25 <= d["high"]
+    drop = C.recall_drop(few, many)
+    assert drop["absolute"]["value"] == pytest.approx(25.0)
+    assert drop["relative"]["value"] == pytest.approx(100 * (0.75 - 0.5) / 0.75)  # in % of the recall with fewer refs
+    assert drop["relative"]["low"] <= drop["relative"]["value"] <= drop["relative"]["high"]
+    with pytest.raises(ValueError, match="same questions"):
+        C.paired(few, many[::-1], "R")
+
+
+def test_reflection_intervals_match_reflection_scores():
+    refused = [True, True, False, False, True, False, False, True]
+    partial = [True, False, False, True, True, False, True, True]
+    plain, est = C.reflection_scores(refused, partial), C.reflection_intervals(refused, partial)
+    assert est["accuracy"]["value"] == pytest.approx(plain["accuracy"]) and est["f1"]["value"] == pytest.approx(plain["f1"])
+    assert est["accuracy"]["n"] == est["f1"]["n"] == 8
+    assert est["f1"]["low"] <= est["f1"]["value"] <= est["f1"]["high"]
+    assert C.reflection_correct(refused, partial) == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert C.reflection_intervals([False] * 4, [False] * 4)["f1"]["value"] == 0.0  # sklearn's zero_division=0
+
+
+def test_gold_recall_agrees_with_recall_at_k():
+    from covlib import metrics
+
+    ranked = [["A", "x", "B"], ["x", "y", "C"], ["D", "E", "z"], ["q"]]
+    gold = [["A", "B"], ["C", "F"], ["D", "E"], []]
+    est = C.gold_recall(ranked, gold)
+    assert est["recall"]["value"] == pytest.approx(100 * metrics.recall_at_k(ranked, gold, ks=(3,))[3])
+    assert est["all"]["value"] == pytest.approx(100 * metrics.all_recall_at_k(ranked, gold, ks=(3,))[3])
+    assert est["recall"]["n"] == 3  # the question without gold titles is left out
+
+
+def test_human_correlation_intervals():
+    auto = {"m1": {"P": 80, "R": 70, "EM_recall": 10}, "m2": {"P": 50, "R": 30, "EM_recall": 90},
+            "m3": {"P": 10, "R": 5, "EM_recall": 50}, "m4": {"P": 60, "R": 40, "EM_recall": 40}}
+    human = {"m1": {"HPrec": 75, "HRec": 70}, "m2": {"HPrec": 50, "HRec": 25}, "m3": {"HPrec": 0, "HRec": 0},
+             "m4": {"HPrec": 55, "HRec": 45}}
+    plain, est = C.human_correlation(auto, human), C.human_correlation_intervals(auto, human)
+    for k in ("P", "R", "EM_recall"):
+        assert est[k]["value"] == pytest.approx(plain[k]) and est[k]["n"] == 4
+    assert est["P_minus_EM_recall"]["value"] == pytest.approx(plain["P"] - plain["EM_recall"])
+    with pytest.raises(ValueError, match="at least 3"):
+        C.human_correlation_intervals({"m1": auto["m1"], "m2": auto["m2"]}, human)

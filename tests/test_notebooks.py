@@ -121,17 +121,18 @@ def test_00b_nli_judges_smoke(smoke_root):
     m = record["metrics"]
     assert m["n_fever"] == 60 and m["n_fixture"] >= 60
     rows = {(r["spec"], r["set"]): r for r in m["rows"]}
-    assert set(rows) == {(j, s) for j in specs for s in ("FEVER test", "credibility fixture")}
+    assert set(rows) == {(j, s) for j in specs for s in ("FEVER test", "credibility fixture", "key-fact pairs")}
     assert rows[("llm", "FEVER test")]["n"] == 30 and rows[("overlap", "FEVER test")]["n"] == 60
+    assert rows[("overlap", "key-fact pairs")]["n"] == m["n_keyfact_pairs"] >= 300
     for r in rows.values():
-        assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1 and 0 <= r["entail_auc"] <= 1
-    for name, beats in m["trained_beats_overlap"].items():  # the notebook's verdict follows its own table
-        if trained is None:
-            assert beats is False  # no trained judge: nothing can beat the heuristic
-            continue
-        t, o = rows[(trained, name)], rows[("overlap", name)]
-        assert t["judge"] == trained
-        assert beats == (t["macro_f1"] > o["macro_f1"] and t["entail_auc"] > o["entail_auc"])
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1
+    decided = {d["spec"]: d for d in m["keyfact_decisions"]}
+    assert set(decided) == set(specs) and m["best_on_keyfact_pairs"] in specs
+    for d in decided.values():  # the decision's agreement with people, each with its interval and n
+        assert d["intervals"]["accuracy"]["n"] > 0
+        for est in d["intervals"].values():  # precision has n = 0 for a judge that never says "entailed"
+            if est["n"] >= 2:
+                assert est["low"] <= est["value"] <= est["high"]
     assert m["default_judge"] == nli.DEFAULT_JUDGE
     assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
 
@@ -147,7 +148,29 @@ def test_01_consistency_kde_smoke(smoke_root):
         stats = m["consistency"][kind]
         for key in ("mean (incorrect)", "mean (correct)"):
             assert stats[key] is None or 0 <= stats[key] <= 5
+        for name, est in m["intervals"][kind].items():  # every statistic of the table with its 95% interval
+            assert set(est) == {"value", "low", "high", "n"}, name
+            if est["value"] is not None and est["low"] is not None:
+                assert est["low"] <= est["high"], name
     assert m["paper"]["cot_sc_em"] == 31.2
+    em = m["cot_sc_em_interval"]
+    assert em["n"] == 12 and em["value"] == pytest.approx(m["cot_sc_em"]) and em["low"] <= em["value"] <= em["high"]
+    import pandas as pd
+
+    table = pd.read_csv(smoke_root / "tables" / "tab-01-consistency.csv")
+    for column in ("mean (correct) 95% CI", "mean (incorrect) 95% CI", "mean difference (correct − incorrect) 95% CI",
+                   "incorrect below threshold 95% CI", "point-biserial r 95% CI", "n"):
+        assert column in table.columns, column
+    assert list(table["n"]) == [12, 12]
+    (claim,) = m["claims"]
+    assert claim["claim"] == "ve-consistency-separates" and claim["model"] == record["meta"]["model"]
+    wang = m["consistency"]["wang"]
+    if claim.get("untestable"):  # every prediction right, or every one wrong: nothing to compare
+        assert wang["mean (correct)"] is None or wang["mean (incorrect)"] is None
+    else:
+        assert claim["unit"] == "consistency on [0, n]" and claim["n"] == 12
+        assert claim["low"] <= claim["value"] <= claim["high"]
+        assert claim["value"] == pytest.approx(wang["mean (correct)"] - wang["mean (incorrect)"])
 
 
 @pytest.mark.notebook
@@ -164,6 +187,25 @@ def test_02_threshold_ablation_smoke(smoke_root):
     first = smoke_root / "results" / "01_consistency_kde.json"
     if first.exists():  # run after notebook 01: threshold 0 edits nothing, so EM is 01's CoT-SC EM
         assert em["0"] == pytest.approx(json.loads(first.read_text())["metrics"]["cot_sc_em"])
+    for key in ("em_interval_by_threshold", "auc_interval_by_threshold"):
+        assert sorted(m[key], key=int) == [str(t) for t in range(6)]
+        for t, est in m[key].items():
+            assert est["n"] == 12 and est["low"] <= est["high"], (key, t)
+    for t, est in m["em_interval_by_threshold"].items():
+        assert est["value"] == pytest.approx(em[t]) and est["low"] <= est["value"] <= est["high"]
+    import pandas as pd
+
+    table = pd.read_csv(smoke_root / "tables" / "tab-02-threshold-ablation.csv")
+    for column in ("accuracy low", "accuracy high", "auc low", "auc high", "auc_answer_logprob low", "n"):
+        assert column in table.columns and table[column].notna().all(), column
+    assert (table["accuracy low"] <= table["accuracy"]).all() and (table["accuracy"] <= table["accuracy high"]).all()
+    claims = {c["claim"]: c for c in m["claims"]}
+    assert set(claims) == {"ve-edit-below-half-helps", "ve-half-beats-edit-all"}
+    for c in claims.values():
+        assert c["unit"] == "EM points" and c["n"] == 12 and c["low"] <= c["value"] <= c["high"]
+        assert "hotpotqa" in c["scope"] and c["model"] == record["meta"]["model"]
+    assert claims["ve-edit-below-half-helps"]["value"] == pytest.approx(em["3"] - em["0"])  # paired, same questions
+    assert claims["ve-half-beats-edit-all"]["value"] == pytest.approx(em["3"] - em["5"])
 
 
 @pytest.mark.notebook
@@ -184,10 +226,85 @@ def test_03_verify_and_edit_tables_smoke(smoke_root):
     assert unavailable and all(r["n"] == 0 for r in unavailable)  # web search: no endpoint offline
     md = (smoke_root / "tables" / "tab-03-hotpotqa.md").read_text()
     assert "56.8" in md and "31.2" in md  # the paper's numbers stand beside ours
+    assert "EM/acc 95% CI" in md and "ΔEM/acc 95% CI" in md and "AUC 95% CI" in md and "first alias" not in md
+    wiki = (smoke_root / "tables" / "tab-03-2wikimultihop.md").read_text()
+    assert "EM/acc (first alias)" in wiki and "EM/acc (first alias) 95% CI" in wiki  # scored both ways
+    for r in rows:
+        if not r["n"]:
+            continue
+        for column in ("EM/acc", "AUC", "EM/acc (first alias)"):
+            est = r[f"{column} interval"]
+            assert est["n"] == r["n"] and est["low"] <= est["high"], (r["dataset"], r["method"], column)
+        assert r["EM/acc interval"]["value"] == pytest.approx(r["EM/acc"])
+        assert r["EM/acc interval"]["low"] <= r["EM/acc"] <= r["EM/acc interval"]["high"]
+        assert r["EM/acc (first alias) interval"]["value"] <= r["EM/acc"] + 1e-9  # one alias never matches more
+    claims = record["metrics"]["claims"]
+    standard = {c["scope"]: c for c in claims if c["claim"] == "ve-cot-beats-standard"}
+    assert set(standard) == {"hotpotqa", "2wikimultihop", "fever"}
+    for dataset, c in standard.items():
+        assert c["n"] == 8 and c["low"] <= c["value"] <= c["high"]
+        assert c["value"] == pytest.approx(by[(dataset, "CoT", "-")]["EM/acc"] - by[(dataset, "Standard", "-")]["EM/acc"])
+    ve_claims = [c for c in claims if c["claim"] == "ve-beats-cot-sc" and not c.get("untestable")]
+    assert len(ve_claims) == len(ve)  # one per (dataset, knowledge source) that ran
+    for c in ve_claims:
+        row = by[(c["scope"].split(",")[0], "CoT-SC + VE", c["knowledge"])]
+        assert c["n"] == row["n"] == 8 and c["low"] <= c["value"] <= c["high"]
+        assert c["value"] == pytest.approx(row["ΔEM/acc"]) == pytest.approx(row["ΔEM/acc interval"]["value"])
+        base = by[(c["scope"].split(",")[0], "CoT-SC", "-")]["EM/acc"]
+        assert c["value"] == pytest.approx(row["EM/acc"] - base)
+        assert c["unit"] == ("accuracy points" if c["scope"].startswith("fever") else "EM points")
+    untestable = [c for c in claims if c.get("untestable")]
+    assert {c["scope"] for c in untestable} >= {f"{d}, web" for d in ("hotpotqa", "2wikimultihop", "fever")}
 
 
 def _percent(value) -> bool:
     return value is None or 0 <= value <= 100
+
+
+def _cred_key_facts() -> dict:
+    """The credibility notebooks' default key facts (hand-written) when their file ships, else the supporting sentences."""
+    from covlib import credibility as C
+
+    return {} if C.key_facts_path("hand").exists() else {"key_facts": "supporting"}
+
+
+def _cred_interval(est: dict, n: int | None = None) -> None:
+    """An interval record of notebooks 04-07: finite value, low <= value <= high, and n."""
+    assert {"value", "low", "high", "n"} <= set(est), est
+    assert all(isinstance(est[k], (int, float)) for k in ("value", "low", "high")), est
+    assert est["low"] <= est["value"] <= est["high"], est
+    assert est["n"] >= 2 and (n is None or est["n"] == n), est
+
+
+def _cred_claims(m: dict, ids: set[str]) -> dict[str, list[dict]]:
+    """The claims records of a credibility results JSON by claim id; every estimate a finite interval with n."""
+    by_claim: dict[str, list[dict]] = {}
+    for r in m["claims"]:
+        by_claim.setdefault(r["claim"], []).append(r)
+        if not r.get("untestable"):
+            _cred_interval(r)
+            assert r["unit"] and r["scope"] and r["model"], r
+    assert set(by_claim) == ids, sorted(by_claim)
+    return by_claim
+
+
+def _ci_column(root, table: str, column: str) -> list[tuple[float, float, float]]:
+    """The 'value [low, high]' cells of our rows in a table's CSV, parsed, each checked against the plain column."""
+    import pandas as pd
+
+    df = pd.read_csv(root / "tables" / f"{table}.csv")
+    ours = df[df["source"] == "ours"] if "source" in df.columns else df
+    cells = []
+    for value, cell in zip(ours[column], ours[f"{column} 95% CI"]):
+        if pd.isna(cell) or not str(cell).strip():
+            continue  # a row the column does not apply to (e.g. the reference size of a difference)
+        got = re.fullmatch(r"(-?[\d.]+) \[(-?[\d.]+), (-?[\d.]+)\]", str(cell))
+        assert got, f"{table}: {column} 95% CI cell {cell!r}"
+        v, lo, hi = map(float, got.groups())
+        assert lo <= v <= hi and v == pytest.approx(value, abs=0.051), (table, column, cell, value)
+        cells.append((v, lo, hi))
+    assert cells, f"{table}: no rows of ours"
+    return cells
 
 
 @pytest.mark.notebook
@@ -195,16 +312,43 @@ def test_04_credibility_models_smoke(smoke_root):
     from covlib import nli
 
     judge = smoke_judge()
-    record = run_smoke("04", smoke_root, judge=judge)
+    key_facts = _cred_key_facts()
+    record = run_smoke("04", smoke_root, judge=judge, **key_facts)
     assert_outputs(smoke_root, [], ["tab-04-credibility-models"])
     m = record["metrics"]
     assert len(m["models"]) == 1 and m["n_questions"] == 8 and m["n_refs"] == 5
-    assert m["judge"] == nli.load_judge(judge).name and m["key_facts"] == "HotpotQA gold supporting sentences"
+    assert m["judge"] == nli.load_judge(judge).name
+    assert "hand-labelled key-fact pairs" in m["judge_agreement"]  # the judge measured against people, beside the table
+    assert "judge_agreement=" in (smoke_root / "tables" / "tab-04-credibility-models.md").read_text()
     (s,) = m["summary"].values()
     assert s["n"] == 8 and all(_percent(s[k]) for k in ("P", "R", "F1_mean", "F1_of_means", "SC_all", "CitP", "CitR"))
+    (est,) = m["intervals"].values()
+    for k in ("P", "R", "F1_mean", "F1_of_means", "SC_all", "CitP", "EM_recall"):
+        _cred_interval(est[k])
+        assert est[k]["value"] == pytest.approx(s[k])
+    assert est["R"]["n"] == 8
+    for column in ("P", "R", "F1 (of means)", "SC (all sents)", "CitP", "EM-recall"):
+        _ci_column(smoke_root, "tab-04-credibility-models", column)
     assert m["human_correlation"] is None  # no ratings offline: the paper's values are shown instead
+    (claim,) = _cred_claims(m, {"cred-human-correlation"})["cred-human-correlation"]
+    assert "no human ratings" in claim["untestable"]
     md = (smoke_root / "tables" / "tab-04-credibility-models.md").read_text()
-    assert "85.40" in md and "ChatGPT" in md and "Provenance" in md
+    assert "85.40" in md and "ChatGPT" in md and "Provenance" in md and "95% CI" in md
+    if key_facts:  # the supporting sentences: no second source to compare with
+        assert m["key_facts"] == "HotpotQA gold supporting sentences" and not m["compare"]["key_fact_source"]
+        assert "key facts" in md and "HotpotQA gold supporting sentences" in md
+    else:  # Table 1 under the hand-written key facts and under the supporting sentences, both saved
+        assert m["key_fact_source"] == "hand" and m["key_facts"] != "HotpotQA gold supporting sentences"
+        assert m["compare"]["key_fact_source"] == "supporting"
+        assert m["compare"]["key_facts"] == "HotpotQA gold supporting sentences"
+        assert_outputs(smoke_root, [], ["tab-04-credibility-models-supporting"])
+        other = (smoke_root / "tables" / "tab-04-credibility-models-supporting.md").read_text()
+        assert "HotpotQA gold supporting sentences" in other and "key_fact_source=supporting" in other
+        assert "key_fact_source=hand" in md
+        (other_est,) = m["compare"]["intervals"].values()
+        _cred_interval(other_est["R"], 8)
+        _cred_interval(other_est["R_minus_hand"], 8)
+        _ci_column(smoke_root, "tab-04-credibility-models-supporting", "R (supporting − hand, paired)")
     sheet = (smoke_root / "build" / "ratings" / "04-rating-sheet.csv").read_text().splitlines()
     assert sheet[0].startswith("question_id,model,question,sentences,rater,helpful,completeness") and len(sheet) >= 9
 
@@ -212,12 +356,28 @@ def test_04_credibility_models_smoke(smoke_root):
 @pytest.mark.notebook
 def test_05_knowledge_precision_smoke(smoke_root):
     judge = smoke_judge()
-    record = run_smoke("05", smoke_root, judge=judge)
-    assert_outputs(smoke_root, ["fig-05-knowledge-precision"], ["tab-05-knowledge-precision"])
+    record = run_smoke("05", smoke_root, judge=judge, **_cred_key_facts())
+    assert_outputs(smoke_root, ["fig-05-knowledge-precision"], ["tab-05-knowledge-precision", "tab-05-recall-drop"])
     m = record["metrics"]
     assert m["n_refs"] == [2, 5] and m["n_questions"] == 8
     (recall,) = m["recall"].values()
     assert set(recall) == {"2", "5"} and all(_percent(v) for v in recall.values())
+    (est,) = m["intervals"].values()
+    for n in ("2", "5"):
+        _cred_interval(est[n]["R"], 8)
+        assert est[n]["R"]["value"] == pytest.approx(recall[n])
+    _ci_column(smoke_root, "tab-05-knowledge-precision", "R")
+    _ci_column(smoke_root, "tab-05-knowledge-precision", "R change vs 2 refs (paired)")
+    (claim,) = _cred_claims(m, {"cred-noise-lowers-recall"})["cred-noise-lowers-recall"]
+    assert claim["value"] == pytest.approx(recall["2"] - recall["5"]) and claim["n"] == 8  # fewest − most, paired
+    assert "2 vs 5 references" in claim["scope"]
+    (name,) = m["models"]
+    assert m["drop"]["from"] == 2 and m["drop"]["to"] == 5  # the smoke sizes lack 10: fewest → most, said so
+    _cred_interval(m["drop"][name]["absolute"], 8)
+    assert {"value", "n"} <= set(m["drop"][name]["relative"])  # NaN (None) when recall at 2 refs is 0
+    drop = (smoke_root / "tables" / "tab-05-recall-drop.md").read_text()
+    assert "4.3" in drop and "14.3" in drop and "paper's words" in drop and "relative drop" in drop
+    assert "absolute drop" in drop and "2 → 5" in drop
     first = smoke_root / "results" / "04_credibility_models.json"
     if first.exists():  # the 5-reference answers are notebook 04's (same prompts, from the cache)
         (s,) = json.loads(first.read_text())["metrics"]["summary"].values()
@@ -227,13 +387,24 @@ def test_05_knowledge_precision_smoke(smoke_root):
 @pytest.mark.notebook
 def test_06_knowledge_recall_smoke(smoke_root):
     judge = smoke_judge()
-    record = run_smoke("06", smoke_root, judge=judge)
+    record = run_smoke("06", smoke_root, judge=judge, **_cred_key_facts())
     assert_outputs(smoke_root, ["fig-06-knowledge-recall"], ["tab-06-knowledge-recall"])
     m = record["metrics"]
     (settings,) = m["settings"].values()
     assert set(settings) == {"closed-book", "partial", "complete"}
     assert settings["closed-book"]["CitR"] is None and settings["closed-book"]["CitP"] == 0  # nothing to cite
     assert all(_percent(v) for s in settings.values() for v in s.values())
+    (est,) = m["intervals"].values()
+    for s in ("closed-book", "partial", "complete"):
+        _cred_interval(est[s]["R"], 8)
+        _cred_interval(est[s]["P"])
+        _ci_column(smoke_root, "tab-06-knowledge-recall", f"{s} R")
+    _ci_column(smoke_root, "tab-06-knowledge-recall", "R complete − partial (paired)")
+    by_claim = _cred_claims(m, {"cred-complete-beats-partial", "cred-partial-beats-closed"})
+    (better,) = by_claim["cred-complete-beats-partial"]
+    (some,) = by_claim["cred-partial-beats-closed"]
+    assert better["value"] == pytest.approx(settings["complete"]["R"] - settings["partial"]["R"])
+    assert some["value"] == pytest.approx(settings["partial"]["R"] - settings["closed-book"]["R"])
     first = smoke_root / "results" / "04_credibility_models.json"
     if first.exists():
         (s,) = json.loads(first.read_text())["metrics"]["summary"].values()
@@ -244,18 +415,62 @@ def test_06_knowledge_recall_smoke(smoke_root):
 @pytest.mark.notebook
 def test_07_reflection_completion_smoke(smoke_root):
     judge = smoke_judge()
-    record = run_smoke("07", smoke_root, judge=judge)
-    assert_outputs(smoke_root, [], ["tab-07-reflection-completion"])
+    record = run_smoke("07", smoke_root, judge=judge, **_cred_key_facts())
+    assert_outputs(smoke_root, [], ["tab-07-reflection-completion", "tab-07-gold-recall"])
     m = record["metrics"]
     (name,) = m["models"]
     r = m["reflection"][name]
     assert r["n"] == 8 and _percent(r["accuracy"]) and _percent(r["f1"])
+    _cred_interval(m["reflection_intervals"][name]["accuracy"], 8)
+    assert m["reflection_intervals"][name]["accuracy"]["value"] == pytest.approx(r["accuracy"])
     assert 0 <= m["refused"][name] <= 8 and sum(m["rounds"][name].values()) == 8
-    assert set(m["rounds"][name]) <= {"0", "1"}  # max_rounds = 1
+    assert m["max_rounds"] == 3 and set(m["rounds"][name]) <= {"0", "1", "2", "3"}  # rounds while refusing, capped
+    per_question = m["rounds_per_question"][name]
+    assert len(per_question) == 8 and sum(x > 0 for x in per_question) == m["refused"][name]
+    assert m["capped"][name] == per_question.count(3)
     for pipeline in ("baseline", "completion"):
         assert m[pipeline][name]["n"] == 8 and _percent(m[pipeline][name]["R"])
-    assert m["corpus_size"] > 2000
-    assert "77.20" in (smoke_root / "tables" / "tab-07-reflection-completion.md").read_text()
+    assert m["corpus_size"] > 2000 and "every evaluated question's own 10 context paragraphs" in m["corpus_makeup"]
+    for key in ("bm25@3", "bm25@6", f"completion/{name}"):  # smoke: k_initial 3, cap 6
+        _cred_interval(m["gold_recall"][key]["recall"], 8)
+    by_claim = _cred_claims(m, {"cred-self-completion-helps", "cred-reflection-tracks-strength"})
+    (helps,) = by_claim["cred-self-completion-helps"]
+    assert "embedded 135M model (the paper's claim is for strong models)" in helps["scope"]
+    assert helps["value"] == pytest.approx(m["completion"][name]["F1_mean"] - m["baseline"][name]["F1_mean"])
+    (strength,) = by_claim["cred-reflection-tracks-strength"]
+    assert "one model" in strength["untestable"]
+    for column in ("BM25 F1", "self-compl. F1", "ΔF1 self-compl. − BM25 (paired)", "reflection Acc"):
+        _ci_column(smoke_root, "tab-07-reflection-completion", column)
+    md = (smoke_root / "tables" / "tab-07-reflection-completion.md").read_text()
+    assert "77.20" in md and "corpus_size=" in md and "corpus_makeup=" in md and "rounds used" in md
+    gold = (smoke_root / "tables" / "tab-07-gold-recall.md").read_text()
+    assert "gold recall@k" in gold and "corpus_size=" in gold
+
+
+def _covrag_interval(est: dict, n: int | None = None, scale: float | None = None) -> None:
+    """An interval record of notebooks 08-11: finite value, low <= value <= high, n (and bounds within [0, scale])."""
+    assert {"value", "low", "high", "n"} <= set(est), est
+    assert all(isinstance(est[k], (int, float)) for k in ("value", "low", "high")), est
+    assert est["low"] <= est["value"] <= est["high"], est
+    assert est["n"] >= 2 and (n is None or est["n"] == n), est
+    if scale is not None:
+        assert 0 <= est["low"] and est["high"] <= scale, est
+
+
+def _covrag_table(root: Path, name: str):
+    import pandas as pd
+
+    return pd.read_csv(root / "tables" / f"{name}.csv")
+
+
+def _covrag_claims(metrics: dict, ids: set[str]) -> dict[str, list[dict]]:
+    """The claims records of a results JSON by claim id: every id present, each record an estimate."""
+    by_id: dict[str, list[dict]] = {}
+    for r in metrics["claims"]:
+        assert not r.get("untestable"), r
+        by_id.setdefault(r["claim"], []).append(r)
+    assert set(by_id) == ids, set(by_id)
+    return by_id
 
 
 @pytest.mark.notebook
@@ -271,6 +486,18 @@ def test_08_covrag_verifier_smoke(smoke_root):
     assert m["sigma"]["σ (all)"] <= m["sigma"]["σ (any)"] <= 8  # the conjunction never fires more often
     md = (smoke_root / "tables" / "tab-08-verifier.md").read_text()
     assert "answerable" in md and "Provenance" in md and "60.0" in md  # the paper's Jdg beside ours
+    assert "no adapter" in m["run"] and "CoV-RAG" not in m["run"]  # rows named by what ran, not the paper's method
+    for dataset in ("NQ", "WebQ", "all"):
+        for name in ("accuracy", "Jdg", "Fmt", "parsed"):
+            _covrag_interval(m["intervals"][dataset][name], n=8 if dataset == "all" else 4, scale=100)
+    j = m["intervals"]["all"]["Jdg"]
+    assert j["value"] == pytest.approx(100 * m["judgment"]["accuracy"])  # the interval is around the table's number
+    for est in m["sigma_share"].values():
+        if est["n"] >= 2:
+            _covrag_interval(est, scale=100)
+    table = _covrag_table(smoke_root, "tab-08-verifier")
+    assert {"n", "Jdg 95% CI", "accuracy 95% CI", "Fmt 95% CI"} <= set(table.columns)
+    assert not any("CoV-RAG" in str(x) for x in table["run"])
 
 
 @pytest.mark.notebook
@@ -280,15 +507,40 @@ def test_09_covrag_iterations_smoke(smoke_root):
     m = record["metrics"]
     assert m["counts"] == {"NQ": 4, "WebQ": 4}
     (name,) = m["models"]
+    assert m["models"][name].endswith("no adapter")
     acc = m["accuracy"][name]
-    assert set(acc) == {"closed-book", "single-iteration (CoV-RAG-S)", "multi-iteration (CoV-RAG)"}
+    assert set(acc) == {"closed-book", "single iteration", "multi-iteration"}
     for setting in acc.values():
-        assert all(v is None or 0 <= v <= 100 for v in setting.values())
+        assert set(setting) == {"NQ", "WebQ", "Avg (same datasets)"}
+        for dataset, est in setting.items():
+            _covrag_interval(est, n=8 if dataset.startswith("Avg") else 4, scale=100)
+    single = m["summary"][name]["accuracy_single"]
+    assert acc["single iteration"]["Avg (same datasets)"]["value"] == pytest.approx(100 * single)  # 4 + 4: pooled
     s = m["summary"][name]
     assert sum(m["rounds"][name].values()) == 8 and set(m["rounds"][name]) <= {"0", "1"}
     assert m["rounds"][name].get("1", 0) == s["fired"]  # max_rounds = 1: exactly the fired answers re-retrieved
     md = (smoke_root / "tables" / "tab-09-accuracy.md").read_text()
     assert "70.0" in md and "answerable" in md  # the paper's CoV-RAG Llama2-13b Avg beside ours
+    table = _covrag_table(smoke_root, "tab-09-accuracy")
+    paper = table[table["method"] == "paper: CoV-RAG"].set_index("model")
+    row = paper.loc["Llama2-13b (fine-tuned, Eqs. 2-4)"]
+    assert row["paper Avg (4 datasets)"] == 70.0 and row["Avg (same datasets)"] == pytest.approx(67.25)  # like with like
+    ours = table[~table["method"].str.startswith("paper")]
+    assert not ours["method"].str.contains("CoV-RAG").any() and ours["model"].str.endswith("no adapter").all()
+    assert {"NQ 95% CI", "WebQ 95% CI", "Avg (same datasets) 95% CI", "n"} <= set(table.columns)
+    assert m["paper_avg_same_datasets"]["CoV-RAG|Llama2-13b"] == pytest.approx(67.25)
+    retrieval = _covrag_table(smoke_root, "tab-09-retrieval")
+    assert {"counted", "Δ 95% CI (paired)", "single 95% CI", "n"} <= set(retrieval.columns)
+    assert retrieval["counted"].str.contains("ours").any() and retrieval["counted"].str.contains("paper").any()
+    assert "accuracy of reference retrieved" in (smoke_root / "tables" / "tab-09-retrieval.md").read_text()
+    by_claim = _covrag_claims(m, {"covrag-multi-round-ge-single", "covrag-revision-raises-ref-acc"})
+    for claim_id, records in by_claim.items():
+        assert sorted(r["scope"].split(",")[0] for r in records) == ["NQ", "WebQ"], claim_id
+        for r in records:
+            _covrag_interval(r, n=4)
+    gain = [r for r in by_claim["covrag-multi-round-ge-single"] if r["scope"].startswith("NQ")][0]
+    nq = acc["multi-iteration"]["NQ"]["value"] - acc["single iteration"]["NQ"]["value"]
+    assert gain["value"] == pytest.approx(nq)  # multi − single, paired over the same questions
 
 
 @pytest.mark.notebook
@@ -305,6 +557,21 @@ def test_10_covrag_finetune_smoke(smoke_root):
         if not name.startswith("paper"):
             assert 0 <= row["Fmt"] <= 100 and 0 <= row["Si"] <= 100
     assert (smoke_root / "build" / "adapters" / "10-smoke-qa-verify-chain" / "adapter_config.json").is_file()
+    assert set(m["intervals"]) == set(m["loss"])  # smoke: the base model is not run (no extra model calls)
+    for name, est in m["intervals"].items():
+        for key in ("Jdg", "Fmt", "Si", "Mi"):
+            _covrag_interval(est[key], scale=100)
+        _covrag_interval(est["Dlt"], n=4)  # a paired difference, in [-100, 100]
+        assert est["Jdg"]["n"] == 4 and est["Jdg"]["value"] == pytest.approx(m["table4"][name]["Jdg"])
+    assert "not a fine-tuned M1" in m["predictions_judged_in_training"]
+    table = _covrag_table(smoke_root, "tab-10-finetune")
+    assert {"Jdg 95% CI", "Si 95% CI", "Dlt 95% CI", "n", "model"} <= set(table.columns)
+    assert "not a fine-tuned M1" in (smoke_root / "tables" / "tab-10-finetune.md").read_text()
+    (records,) = _covrag_claims(m, {"covrag-finetune-raises-judgment"}).values()
+    assert len(records) == 2 and all("QA-only adapter" in r["scope"] for r in records)  # smoke: the QA-only baseline
+    for r in records:
+        _covrag_interval(r, n=4)
+        assert "adapter 10-smoke-qa-verify" in r["model"] and r["baseline"].endswith("adapter 10-smoke-qa-only")
 
 
 @pytest.mark.notebook
@@ -319,5 +586,37 @@ def test_11_covrag_judge_smoke(smoke_root):
         for system, value in r.items():
             if system not in ("n", "unparsed") and value is not None:
                 assert 1 <= value <= (2 if criterion == "Citation Accuracy" else 3)
+                est = m["rank_intervals"][criterion][system]
+                assert est["n"] == r["n"] and est["value"] == pytest.approx(value)
+                if est["n"] >= 2:
+                    assert est["low"] <= est["value"] <= est["high"]
+    assert set(m["ran"]) == {"RAG", "CoV, single iteration", "CoV, multi-iteration"}
+    table = _covrag_table(smoke_root, "tab-11-judge")
+    assert {"mean rank 95% CI", "model", "ranked"} <= set(table.columns)
+    assert "ours" in (smoke_root / "tables" / "tab-11-judge.md").read_text()  # the citation-rank guess is marked ours
     if (smoke_root / "build" / "adapters" / "10-smoke-qa-only" / "adapter_config.json").is_file():
         assert m["systems"]["RAG"].endswith("+adapter:10-smoke-qa-only")  # notebook 10's adapters are picked up
+        assert m["ran"]["RAG"].endswith("adapter 10-smoke-qa-only")
+
+
+@pytest.mark.notebook
+def test_12_claims_smoke(smoke_root):
+    """The ledger reads what 01-11 recorded in this smoke run: every claim has a row with a verdict."""
+    from covlib import claims
+
+    record = run_smoke("12", smoke_root)
+    assert_outputs(smoke_root, ["fig-12-claims"], ["tab-12-claims"])
+    m = record["metrics"]
+    assert m["n_claims"] == len(claims.CLAIMS) >= 12 and sum(m["verdicts"].values()) == m["n_estimates"]
+    ids = {r["id"] for r in m["ledger"]}
+    assert ids == {c.id for c in claims.CLAIMS}
+    for r in m["ledger"]:
+        assert r["verdict"] in claims.VERDICTS and r["reason"]
+        if r["verdict"] != "not testable here":
+            assert r["n"] >= 1 and r["profile"] == "smoke"
+        assert "has not run" not in r["reason"], f"{r['id']}: its notebook ran in this module before 12"
+    tested = {r["id"] for r in m["ledger"] if r["verdict"] != "not testable here"}
+    assert {"ve-beats-cot-sc", "ve-cot-beats-standard", "cred-complete-beats-partial",
+            "covrag-multi-round-ge-single"} <= tested
+    untestable = {r["id"]: r["reason"] for r in m["ledger"] if r["verdict"] == "not testable here"}
+    assert "cred-human-correlation" in untestable  # no ratings in smoke
