@@ -436,7 +436,10 @@ def test_07_reflection_completion_smoke(smoke_root):
     by_claim = _cred_claims(m, {"cred-self-completion-helps", "cred-reflection-tracks-strength"})
     (helps,) = by_claim["cred-self-completion-helps"]
     assert "embedded 135M model (the paper's claim is for strong models)" in helps["scope"]
-    assert helps["value"] == pytest.approx(m["completion"][name]["F1_mean"] - m["baseline"][name]["F1_mean"])
+    if any(m["rounds_per_question"][name]):
+        assert helps["value"] == pytest.approx(m["completion"][name]["F1_mean"] - m["baseline"][name]["F1_mean"])
+    else:  # nothing refused, nothing completed: a gap would not measure self-completion
+        assert "never ran" in helps["untestable"]
     (strength,) = by_claim["cred-reflection-tracks-strength"]
     assert "one model" in strength["untestable"]
     for column in ("BM25 F1", "self-compl. F1", "ΔF1 self-compl. − BM25 (paired)", "reflection Acc"):
@@ -604,6 +607,9 @@ def test_12_claims_smoke(smoke_root):
     """The ledger reads what 01-11 recorded in this smoke run: every claim has a row with a verdict."""
     from covlib import claims
 
+    ran = {c.notebook for c in claims.CLAIMS if (smoke_root / "results" / f"{c.notebook}.json").is_file()}
+    if len(ran) < len({c.notebook for c in claims.CLAIMS}) and not os.environ.get("CI"):
+        pytest.skip("the ledger reads notebooks 01-11 of the same session: run the whole module")
     record = run_smoke("12", smoke_root)
     assert_outputs(smoke_root, ["fig-12-claims"], ["tab-12-claims"])
     m = record["metrics"]
