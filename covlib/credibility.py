@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib import nli, paths
+from covlib import metrics, nli, paths
 from covlib.data import iter_records, split_sentences
 from covlib.lm import Generator
 from covlib.metrics import accuracy_contains, normalize_answer
@@ -639,8 +639,6 @@ def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[s
     F1_of_means, the F1 of mean P and mean R, resamples questions with `metrics.bootstrap`.
     The values equal `summarize`'s.
     """
-    from covlib import metrics
-
     if not rows:
         raise ValueError("no rows to put intervals on")
     out = {name: metrics.mean_interval(per_question(rows, name), scale=100, seed=seed) for name in ROW_KEYS}
@@ -650,7 +648,7 @@ def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[s
         out["F1_of_means"] = metrics.bootstrap(lambda a, b: 100 * f1(float(a.mean()), float(b.mean())), p[keep], r[keep],
                                                seed=seed)
     else:
-        out["F1_of_means"] = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+        out["F1_of_means"] = metrics.mean_interval([])
     return out
 
 
@@ -664,8 +662,6 @@ def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]])
 def paired(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], metric: str,
            seed: int = 0) -> dict[str, float]:
     """mean(a − b) of one metric in % over the same questions, with a paired 95% bootstrap interval."""
-    from covlib import metrics
-
     _aligned(rows_a, rows_b)
     return metrics.paired_difference(per_question(rows_a, metric), per_question(rows_b, metric), scale=100, seed=seed)
 
@@ -674,8 +670,6 @@ def recall_drop(rows_few: Sequence[dict[str, Any]], rows_many: Sequence[dict[str
                 seed: int = 0) -> dict[str, dict[str, float]]:
     """Key-fact recall lost from fewer to more references, paired over questions, each with a 95% interval:
     `absolute` R(few) − R(many) in points, `relative` 100·(R(few) − R(many)) / R(few) in % of R(few)."""
-    from covlib import metrics
-
     _aligned(rows_few, rows_many)
     a, b = per_question(rows_few, "R"), per_question(rows_many, "R")
     keep = np.isfinite(a) & np.isfinite(b)
@@ -684,7 +678,7 @@ def recall_drop(rows_few: Sequence[dict[str, Any]], rows_many: Sequence[dict[str
         return 100 * float(x.mean() - y.mean()) / float(x.mean()) if x.mean() > 0 else float("nan")
 
     rel = (metrics.bootstrap(relative, a[keep], b[keep], seed=seed) if keep.any()
-           else {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0})
+           else metrics.mean_interval([]))
     return {"absolute": metrics.paired_difference(a, b, scale=100, seed=seed), "relative": rel}
 
 
@@ -697,12 +691,10 @@ def _refusal_f1(refused: np.ndarray, insufficient: np.ndarray) -> float:
 def reflection_intervals(refused: Sequence[bool], insufficient: Sequence[bool], seed: int = 0) -> dict[str, dict[str, float]]:
     """Self-reflection accuracy and F1 (%, refusal the positive class), each with its 95% bootstrap interval
     over questions; the values equal `reflection_scores`'."""
-    from covlib import metrics
-
     p, y = np.asarray(refused, dtype=float), np.asarray(insufficient, dtype=float)
     if p.size != y.size or not p.size:
         raise ValueError(f"{p.size} decisions against {y.size} labels")
-    return {"accuracy": metrics.mean_interval((p == y).astype(float), scale=100, seed=seed),
+    return {"accuracy": metrics.mean_interval(reflection_correct(refused, insufficient), scale=100, seed=seed),
             "f1": metrics.bootstrap(_refusal_f1, p, y, seed=seed)}
 
 
@@ -718,8 +710,6 @@ def gold_recall(titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], 
     `recall` the mean share of each question's gold titles found (`metrics.recall_at_k` at k = the list's length),
     `all` the share of questions with every gold title found (`metrics.all_recall_at_k`). Questions without gold
     titles are left out."""
-    from covlib import metrics
-
     if len(titles) != len(gold):
         raise ValueError(f"{len(titles)} reference lists for {len(gold)} gold lists")
     pairs = [(set(t), set(g)) for t, g in zip(titles, gold) if g]
@@ -740,8 +730,6 @@ def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[s
     resamples whose correlation is undefined are left out): P vs human precision, R and EM-recall vs human
     recall, and `P_minus_EM_recall` = r(P, HPrec) − r(EM-recall, HRec), the claim that key-fact precision
     tracks people better than EM-recall. Needs at least 3 rated models (ValueError otherwise)."""
-    from covlib import metrics
-
     models = sorted(set(auto) & set(human))
     if len(models) < 3:
         raise ValueError(f"a correlation across models needs at least 3 rated models, got {models}")
@@ -758,8 +746,6 @@ def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[s
 def interval_columns(est: dict[str, dict[str, float]], labels: dict[str, str], digits: int = 1) -> dict[str, Any]:
     """Table columns for interval dicts: per `labels` entry {name: label}, `label` (the value) and
     `label 95% CI` ('41.7 [29.0, 54.3]', `metrics.format_interval`)."""
-    from covlib import metrics
-
     out: dict[str, Any] = {}
     for name, label in labels.items():
         out[label] = est[name]["value"]
