@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from covlib import metrics, nli, paths
 from covlib.nli import LABELS
 from covlib.records import Example, Passage
@@ -316,6 +318,61 @@ def build_key_fact_pairs(
     return balance_pairs(pairs, seed)
 
 
+_DATE_PHRASE = re.compile(
+    r",?\s+(?:in|on|since|from|by|during|until|around|circa|c\.)\s+(?:the\s+)?(?:early\s+|late\s+|mid-?)?"
+    r"(?:(?:January|February|March|April|May|June|July|August|September|October|November|December)\s+)?"
+    r"(?:[0-9]{1,2},?\s+)?(?:1[0-9]{3}|20[0-9]{2})s?\b"
+)
+
+
+def _page_name(page: str) -> str:
+    """A FEVER page id as the name a sentence uses ('Savages_-LRB-2012_film-RRB-' -> 'Savages')."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", fever_text(page.replace("_", " "))).strip()
+
+
+def _drop_date(sentence: str) -> str | None:
+    """The sentence without one of its date phrases ('..., born in 1956 in X' -> '..., born in X'); None when it has none."""
+    found = list(_DATE_PHRASE.finditer(sentence))
+    if not found:
+        return None
+    m = found[0]
+    return re.sub(r"\s+([,.;:])", r"\1", sentence[: m.start()] + sentence[m.end() :]).strip()
+
+
+def build_hard_pairs(examples: Sequence[Example], seed: int = 0, min_words: int = 6) -> list[NLIPair]:
+    """Near-miss pairs, the errors a judge makes on key facts (on-topic answers that do not state the fact):
+
+    | premise                                            | hypothesis                 | label      |
+    |----------------------------------------------------|----------------------------|------------|
+    | an evidence sentence with its subject's name swapped| the sentence               | neutral    |
+    | the sentence with a date phrase dropped             | the sentence               | neutral    |
+    | the sentence                                        | it with the date dropped   | entailment |
+
+    A sentence about another entity with the same predicate ('Juliet Starling is a voice
+    actress' for 'Tara Strong is a voice actress'), or one that leaves out the date a key
+    fact states, shares nearly every word with the fact and still does not entail it; the
+    third row is the reverse direction, which does. Not balanced: two neutral kinds to one
+    entailment kind, as near misses outnumber entailed facts in real answers.
+    """
+    rng = random.Random(seed)
+    facts = list(dict.fromkeys(
+        (page, text) for e in examples if e.label in ("SUPPORTS", "REFUTES")
+        for group in _evidence_items(e) for page, text in group if page and len(text.split()) >= min_words))
+    names = sorted({n for n in (_page_name(page) for page, _ in facts) if len(n) > 3})
+    pairs: list[NLIPair] = []
+    for page, fact in facts:
+        name, source = _page_name(page), f"fever-page:{page}"
+        if len(name) > 3 and name in fact:
+            other = next((n for n in (rng.choice(names) for _ in range(5)) if n not in fact and name not in n), None)
+            if other:
+                pairs.append(NLIPair(fact.replace(name, other), fact, "neutral", source, "swapped-subject"))
+        shorter = _drop_date(fact)
+        if shorter and len(shorter.split()) >= min_words - 2:
+            pairs.append(NLIPair(shorter, fact, "neutral", source, "dropped-date"))
+            pairs.append(NLIPair(fact, shorter, "entailment", source, "date-dropped-hypothesis"))
+    return pairs
+
+
 def balance_pairs(pairs: Sequence[NLIPair], seed: int = 0) -> list[NLIPair]:
     """Downsample every label to the rarest label's count (seeded), keeping the original order."""
     by_label: dict[str, list[int]] = {}
@@ -355,35 +412,62 @@ def fever_test_pairs(seed: int = 0, pad_fraction: float = 0.5) -> list[NLIPair]:
 
 def fever_nli_splits(
     seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
-    qa_paragraphs: int = 0,
+    qa_paragraphs: int = 0, hard_fraction: float = 0.0,
 ) -> dict[str, list[NLIPair]]:
-    """Train / val / test NLI pairs from the processed FEVER file; test = the paper's sampled_ids claims (not balanced).
+    """Train / val / calibration / test NLI pairs from the processed FEVER file; test = the paper's sampled_ids claims.
 
     Train premises are retrieved from training claims only; val from every non-test
-    claim; test from every claim (as a deployed judge would see any text).
+    claim; test from every claim (as a deployed judge would see any text), not balanced.
     `key_fact_fraction` adds that share (of the FEVER training pairs' count) of
-    `build_key_fact_pairs` from the training claims, balanced by label. With
-    `qa_paragraphs` = k > 0, the training set also gets k copies of the QA-training
-    paragraph pairs (`qa_training_paragraph_pairs`).
+    `build_key_fact_pairs` from the training claims, balanced by label; `hard_fraction`
+    adds that share of `build_hard_pairs` (near misses). With `qa_paragraphs` = k > 0, the
+    training set also gets k copies of the QA-training paragraph pairs
+    (`qa_training_paragraph_pairs`). Calibration: the key-fact-shaped and near-miss pairs
+    of the validation claims, never trained on, where `calibrate_threshold` sets the
+    judge's decision threshold.
     """
     claims, test_ids = _load_claims()
     split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)
     non_test = split["train"] + split["val"]
     train = build_fever_pairs(split["train"], seed=seed, pad_fraction=pad_fraction)
+    n_fever, rng = len(train), random.Random(seed)
     if key_fact_fraction > 0:
         extra = build_key_fact_pairs(split["train"], seed=seed)
-        per_label = min(len(extra) // 3, round(key_fact_fraction * len(train) / 3))
-        rng = random.Random(seed)
+        per_label = min(len(extra) // 3, round(key_fact_fraction * n_fever / 3))
         train += [p for label in LABELS for p in rng.sample([x for x in extra if x.label == label], per_label)]
+    if hard_fraction > 0:
+        hard = build_hard_pairs(split["train"], seed=seed)
+        train += rng.sample(hard, min(len(hard), round(hard_fraction * n_fever)))
     if qa_paragraphs > 0:
         train += qa_training_paragraph_pairs(seed) * qa_paragraphs
-    if key_fact_fraction > 0 or qa_paragraphs > 0:
+    if key_fact_fraction > 0 or qa_paragraphs > 0 or hard_fraction > 0:
         random.Random(seed).shuffle(train)
     return {
         "train": train,
         "val": build_fever_pairs(split["val"], corpus=non_test, seed=seed + 1, pad_fraction=pad_fraction),
+        "calibration": (build_key_fact_pairs(split["val"], corpus=non_test, seed=seed + 1)
+                        + build_hard_pairs(split["val"], seed=seed + 1)),
         "test": _test_pairs(claims, test_ids, seed, pad_fraction),
     }
+
+
+def calibrate_threshold(p_entail: Sequence[float], gold: Sequence[bool], prevalence: float,
+                        grid: Sequence[float] = tuple(np.round(np.arange(0.34, 0.995, 0.01), 2))) -> dict[str, float]:
+    """The P(entailment) threshold with the best F1 of 'entailed' once the pairs are reweighted so that a share
+    `prevalence` of them is entailed (the share in the metric's real input), with that F1, precision and recall."""
+    p, g = np.asarray(p_entail, dtype=float), np.asarray(gold, dtype=bool)
+    if not 0 < prevalence < 1 or not g.any() or g.all():
+        raise ValueError(f"calibration needs 0 < prevalence < 1 (got {prevalence}) and both classes among the pairs")
+    w = np.where(g, prevalence / g.sum(), (1 - prevalence) / (~g).sum())
+    best: dict[str, float] = {}
+    for t in grid:
+        said = p > t
+        tp = float(w[said & g].sum())
+        precision, recall = tp / max(float(w[said].sum()), 1e-12), tp / float(w[g].sum())
+        f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
+        if not best or f1 > best["f1"]:
+            best = {"threshold": float(t), "f1": f1, "precision": precision, "recall": recall}
+    return best
 
 
 # --------------------------------------------------------------------------- files
@@ -454,30 +538,52 @@ def load_keyfact_pairs() -> list[NLIPair]:
     return load_pairs(paths.resources_dir() / KEYFACT_PAIRS)
 
 
+def _decisions(judge: nli.Judge, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(the judge's own 'entailed' decision, people's) per pair, as booleans."""
+    probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
+    return nli.entailed(probs, judge).astype(bool), np.array([p.label == "entailment" for p in pairs])
+
+
+def _f1(said: np.ndarray, gold: np.ndarray) -> float:
+    """F1 (%) of the 'entailed' decision: 2 TP / (decided + truly entailed); NaN when both are empty."""
+    said, gold = np.asarray(said, dtype=bool), np.asarray(gold, dtype=bool)
+    total = said.sum() + gold.sum()
+    return float(200 * (said & gold).sum() / total) if total else float("nan")
+
+
 def decision_accuracy(judge: nli.Judge | str | None, pairs: Sequence[NLIPair], seed: int = 0,
                       progress: bool = False) -> dict[str, dict[str, float]]:
     """How often the judge's own decision f (`nli.entailed`) agrees with the gold 'is entailed', with 95% intervals:
-    accuracy, and entailment precision and recall (over pairs decided / labelled entailed)."""
+    accuracy, entailment precision and recall (over pairs decided / labelled entailed), and their F1."""
     if not pairs:
         raise ValueError("decision_accuracy of no pairs")
     judge = nli.get_judge(judge)
-    probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
-    said = nli.entailed(probs, judge).astype(bool)
-    gold = [p.label == "entailment" for p in pairs]
-    hit = [float(s == g) for s, g in zip(said, gold)]
+    said, gold = _decisions(judge, pairs, progress)
+    hit = (said == gold).astype(float)
     return {
         "judge": judge.name,
+        "threshold": getattr(judge, "threshold", None),
         "accuracy": metrics.mean_interval(hit, scale=100, seed=seed),
-        "entail_precision": metrics.mean_interval([h for h, s in zip(hit, said) if s], scale=100, seed=seed),
-        "entail_recall": metrics.mean_interval([h for h, g in zip(hit, gold) if g], scale=100, seed=seed),
+        "entail_precision": metrics.mean_interval(hit[said], scale=100, seed=seed),
+        "entail_recall": metrics.mean_interval(hit[gold], scale=100, seed=seed),
+        "entail_f1": metrics.bootstrap(_f1, said, gold, seed=seed),
     }
+
+
+def f1_difference(judge_a: nli.Judge | str | None, judge_b: nli.Judge | str | None, pairs: Sequence[NLIPair],
+                  seed: int = 0) -> dict[str, float]:
+    """F1 of judge a's 'entailed' decision minus judge b's on the same pairs, with a paired bootstrap interval."""
+    said_a, gold = _decisions(nli.get_judge(judge_a), pairs)
+    said_b, _ = _decisions(nli.get_judge(judge_b), pairs)
+    return metrics.bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), said_a, said_b, gold, seed=seed)
 
 
 def judge_note(judge: nli.Judge | str | None, seed: int = 0) -> str:
     """One line for beside a credibility table: how far the judge's decision agrees with people on the key-fact pairs."""
     d = decision_accuracy(judge, load_keyfact_pairs(), seed=seed)
     fmt = metrics.format_interval
-    return (f"judge {d['judge']} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
+    rule = "" if d["threshold"] is None else f" (decides 'entailed' at P > {d['threshold']:.2f})"
+    return (f"judge {d['judge']}{rule} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
             f"{fmt(d['accuracy'])}%; when it says 'entailed' it is right {fmt(d['entail_precision'])}% "
             f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
-            f"(n={d['entail_recall']['n']})")
+            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}")

@@ -155,8 +155,9 @@ results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 
 # %% [markdown]
 # ## 4. Which judge the offline defaults use
-# The credibility metrics use the judge's **decision** f (`nli.entailed`: the argmax, or P > 0.5
-# for a two-label judge), averaged over pairs; so the judge to trust is the one whose decision
+# The credibility metrics use the judge's **decision** f (`nli.entailed`: the argmax, P > 0.5
+# for a two-label judge, or the threshold `make judge` calibrated on held-out FEVER pairs for the
+# trained judge), averaged over pairs; so the judge to trust is the one whose decision
 # agrees with people's "is entailed" on the key-fact pairs. Accuracy alone would reward a judge
 # that never says "entailed" (most pairs are neutral); the rule is the **F1 of the entailment
 # decision** on the key-fact pairs, with precision and recall and their 95% intervals beside it.
@@ -170,14 +171,16 @@ decisions = []
 for spec in judge_specs:
     d = P.decision_accuracy(spec, stratified(keyfact, n_fever_slow) if spec.lower().startswith(SLOW) else keyfact,
                             seed=seed)
-    p, r = d["entail_precision"]["value"], d["entail_recall"]["value"]
-    f1 = 2 * p * r / (p + r) if p == p and r == r and p + r > 0 else float("nan")
-    decisions.append({"judge": d["judge"], "spec": spec, "entail F1": f1,
-                      **{f"{k} [95% CI]": metrics.format_interval(d[k]) for k in ("accuracy", "entail_precision",
-                                                                                   "entail_recall")},
+    versus = (P.f1_difference(spec, "overlap", keyfact, seed=seed)
+              if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
+    decisions.append({"judge": d["judge"], "spec": spec, "entail F1": d["entail_f1"]["value"],
+                      "decides entailed at": "argmax" if d["threshold"] is None else f"P > {d['threshold']:.2f}",
+                      **{f"{k} [95% CI]": metrics.format_interval(d[k])
+                         for k in ("entail_f1", "accuracy", "entail_precision", "entail_recall")},
+                      "F1 minus overlap's, paired [95% CI]": "" if versus is None else metrics.format_interval(versus),
                       "n decided entailed": d["entail_precision"]["n"], "n entailed (gold)": d["entail_recall"]["n"],
                       "n": d["accuracy"]["n"], "intervals": {k: d[k] for k in ("accuracy", "entail_precision",
-                                                                               "entail_recall")}})
+                                                                               "entail_recall", "entail_f1")}})
 decision_table = pd.DataFrame(decisions).drop(columns="intervals")
 results.save_table(decision_table, "tab-00b-keyfact-decisions", params=params, judges=judge_specs,
                    pairs="covlib/resources/keyfact_nli_pairs-v1.jsonl")

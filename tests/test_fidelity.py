@@ -276,4 +276,72 @@ def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
     gold = np.array([p.label == "entailment" for p in pairs])
     assert d["accuracy"]["value"] == pytest.approx(100 * (said == gold).mean())
     assert d["entail_precision"]["n"] == said.sum() and d["entail_recall"]["n"] == gold.sum()
-    assert "hand-labelled key-fact pairs" in P.judge_note("overlap")
+    p_, r_ = d["entail_precision"]["value"], d["entail_recall"]["value"]
+    assert d["entail_f1"]["value"] == pytest.approx(2 * p_ * r_ / (p_ + r_))
+    assert d["entail_f1"]["low"] < d["entail_f1"]["value"] < d["entail_f1"]["high"]
+    assert "hand-labelled key-fact pairs" in P.judge_note("overlap") and "F1 of 'entailed'" in P.judge_note("overlap")
+    same = P.f1_difference("overlap", nli.OverlapJudge(), pairs)
+    assert same["value"] == 0 and same["low"] == same["high"] == 0  # a judge against itself, paired
+
+
+# --------------------------------------------------------------------------- 14. near misses and a calibrated decision
+
+
+def test_near_miss_pairs_share_the_words_but_not_the_fact():
+    from covlib import nli_pairs as P
+    from covlib.records import Example
+
+    sentences = ["Tom Hanks was born on July 9 , 1956 in Concord .", "Meg Ryan starred in films in 1993 ."]
+    evidence = [[[0, 0, "Tom_Hanks", 0]], [[0, 0, "Meg_Ryan_-LRB-actress-RRB-", 1]]]
+    hanks = Example("1", "Tom Hanks is an actor.", [], label="SUPPORTS", paragraphs=[Paragraph("t", sentences, True)],
+                    metadata={"evidence": evidence})
+    pairs = P.build_hard_pairs([hanks], seed=0, min_words=4)
+    fact = "Tom Hanks was born on July 9, 1956 in Concord."
+    assert P.NLIPair("Tom Hanks was born in Concord.", fact, "neutral", "fever-page:Tom_Hanks", "dropped-date") in pairs
+    assert P.NLIPair(fact, "Tom Hanks was born in Concord.", "entailment", "fever-page:Tom_Hanks",
+                     "date-dropped-hypothesis") in pairs
+    swapped = [p for p in pairs if p.kind == "swapped-subject" and p.hypothesis == fact]
+    assert swapped and swapped[0].label == "neutral" and swapped[0].premise == fact.replace("Tom Hanks", "Meg Ryan")
+
+
+def test_calibration_pairs_come_from_claims_never_trained_on(shared_data):
+    from covlib import nli_pairs as P
+
+    shared_data("fever", "paper_test_processed.jsonl")
+    claims, test_ids = P._load_claims()
+    split = P.split_fever(claims, test_ids, val_fraction=0.1, seed=0)
+    hard = P.build_hard_pairs(split["train"][:3000], seed=0)
+    kinds = {p.kind for p in hard}
+    assert kinds == {"swapped-subject", "dropped-date", "date-dropped-hypothesis"} and len(hard) > 1000
+    assert all(p.premise != p.hypothesis and p.label in ("neutral", "entailment") for p in hard)
+    val_ids = {e.id for e in split["val"]}
+    calibration = P.build_key_fact_pairs(split["val"], seed=1)
+    assert calibration and {p.source.split(":", 1)[1] for p in calibration} <= val_ids
+
+
+def test_the_threshold_is_calibrated_for_the_share_of_entailed_pairs():
+    from covlib import nli_pairs as P
+
+    rng = np.random.default_rng(0)
+    gold = np.r_[np.ones(300, bool), np.zeros(300, bool)]
+    p = np.where(gold, rng.beta(8, 2, 600), rng.beta(2, 4, 600))  # entailed pairs score high, others spread
+    balanced, rare = P.calibrate_threshold(p, gold, 0.5), P.calibrate_threshold(p, gold, 0.05)
+    assert rare["threshold"] > balanced["threshold"]  # a rare positive class needs a stricter decision
+    said = p > rare["threshold"]
+    w = np.where(gold, 0.05 / 300, 0.95 / 300)
+    assert rare["precision"] == pytest.approx(w[said & gold].sum() / w[said].sum())
+    with pytest.raises(ValueError, match="both classes"):
+        P.calibrate_threshold(p[:300], gold[:300], 0.05)
+
+
+def test_a_judge_with_a_calibrated_threshold_decides_by_it(tmp_path):
+    probs = np.array([[0.7, 0.2, 0.1], [0.9, 0.05, 0.05], [0.4, 0.5, 0.1]])
+    strict = nli.HFNLIJudge(str(tmp_path), labels={0: "entailment", 1: "neutral", 2: "contradiction"}, threshold=0.8)
+    argmax = nli.HFNLIJudge(str(tmp_path), labels={0: "entailment", 1: "neutral", 2: "contradiction"})
+    assert nli.entailed(probs, strict).tolist() == [0, 1, 0]
+    assert nli.entailed(probs, argmax).tolist() == [1, 1, 0]
+    (tmp_path / "card.json").write_text('{"decision_threshold": 0.8}')
+    assert nli._card_threshold(tmp_path) == 0.8
+    (tmp_path / "card.json").write_text('{"decision_threshold": 1.5}')
+    with pytest.raises(ValueError, match="decision_threshold"):
+        nli._card_threshold(tmp_path)

@@ -45,12 +45,12 @@ def test_overlap_ranks_paraphrase_above_wrong_year(isolated_cache):
         "Obama was not born in Hawaii.",  # negation
         "The Eiffel Tower is in Paris.",  # unrelated
     ]
-    probs = nli.probabilities([PREMISE] * 4, hyps, progress=False)
+    probs = nli.probabilities([PREMISE] * 4, hyps, judge="overlap", progress=False)
     assert np.allclose(probs.sum(axis=1), 1) and (probs >= 0).all()
     ent = probs[:, 0]
     assert ent[0] > 0.9 and ent[0] > ent[1] + 0.5 and ent[0] > ent[2] + 0.5
     assert ent[3] < 0.1
-    labels = entailment_labels([PREMISE] * 4, hyps, progress=False)
+    labels = entailment_labels([PREMISE] * 4, hyps, judge="overlap", progress=False)
     assert labels == ["entailment", "contradiction", "contradiction", "neutral"]
 
 
@@ -61,9 +61,14 @@ def test_overlap_stemming_and_word_numbers():
     assert "not NLI" in judge.name
 
 
-def test_default_judge_is_overlap_and_named():
-    assert nli.DEFAULT_JUDGE == "overlap"  # the trained judge did not beat it on both held-out sets (notebook 00b)
-    assert isinstance(nli.get_judge(None), OverlapJudge)
+def test_default_judge_is_the_trained_one_once_built_and_named(tmp_path, monkeypatch):
+    assert nli.DEFAULT_JUDGE == nli.TRAINED_JUDGE  # best F1 of 'entailed' on the key-fact pairs (notebook 00b)
+    monkeypatch.setenv("COVLIB_MODELS", str(tmp_path))
+    assert isinstance(nli.get_judge(None), OverlapJudge)  # not built: the fallback, named as such
+    (tmp_path / nli.DEFAULT_JUDGE).mkdir()
+    (tmp_path / nli.DEFAULT_JUDGE / "config.json").write_text("{}")
+    built = nli.get_judge(None)
+    assert isinstance(built, HFNLIJudge) and built.name == nli.DEFAULT_JUDGE and built.threshold is None
     assert isinstance(load_judge("overlap"), OverlapJudge)
     assert isinstance(load_judge("true"), TrueT5Judge)
     hf = load_judge("some-org/some-nli-model")
