@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m covlib.lm
 	touch $@
 
-judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~15 min CPU)
+judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~25 min CPU)
 	$(PY) scripts/build_judge.py
 
 reproduce: env judge ## run every notebook in order with papermill; writes figures/, tables/, results/

@@ -9,9 +9,10 @@ self-completion (ask the search engine for what is missing, then answer again).
 
 Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all questions:
 
-1. key facts: `supporting_key_facts` (gold supporting sentences, the offline default and a
-   deviation) or `llm_key_facts` (the paper's two prompts); `export_review_sheet` /
-   `read_review_sheet` are the human filtering step;
+1. key facts: the hand-written ones (`DEFAULT_KEY_FACTS = "hand"`), `supporting_key_facts`
+   (gold supporting sentences, a labelled option that rewards copying) or `llm_key_facts`
+   (the paper's two prompts); `export_review_sheet` / `read_review_sheet` are the human
+   filtering step;
 2. reference sets (`with_gold`, `partial`, `closed_book`, `bm25_references`), seeded per
    question, gold positions recorded;
 3. answers: `answer_prompt` (our completion of the paper's elided "Please write a
@@ -202,7 +203,7 @@ class KeyFacts:
 
 
 def supporting_key_facts(examples: Sequence[Example]) -> list[KeyFacts]:
-    """The gold supporting sentences as key facts (the offline default; a deviation from the paper's GPT-4 facts)."""
+    """The gold supporting sentences as key facts (an option; the default is the hand-written facts, `DEFAULT_KEY_FACTS`)."""
     out = []
     for ex in examples:
         by_title = {p.title: p for p in ex.paragraphs}
@@ -534,7 +535,8 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     - citation precision / recall (`citation_scores`) and EM-recall (a gold answer string
       contained in the answer as whole words, citation marks stripped first).
 
-    f is the judge's own decision (`nli.entailed`: argmax, or P > 0.5 for a two-label judge).
+    f is the judge's own decision (`nli.entailed`: argmax, P > 0.5 for a two-label judge, or the
+    judge's calibrated threshold when it has one).
     """
     n = len(answers)
     if not n == len(ref_sets) == len(key_facts) == len(golds):

@@ -12,7 +12,7 @@ Backends (pick with `load_judge(spec)`):
 | spec              | judge                                              | needs           |
 |-------------------|----------------------------------------------------|-----------------|
 | "minilm-fever-nli"| `HFNLIJudge` on the cross-encoder `make judge`     | `make judge`    |
-|                   | trains offline on FEVER (`load_trained_judge`)     | (~15 min CPU)   |
+|                   | trains offline on FEVER (`load_trained_judge`)     | (~25 min CPU)   |
 | "overlap"         | `OverlapJudge` -- approximate, NOT an NLI model    | nothing         |
 | "llm", "llm:<m>"  | `LLMJudge(load_lm(m))` -- LLM-as-judge via scores  | covlib.lm model |
 | "true"            | `TrueT5Judge` -- google/t5_xxl_true_nli_mixture    | the TRUE weights|
@@ -110,7 +110,7 @@ def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, bat
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
             f"the trained NLI judge {name!r} is not built (no {folder / 'config.json'}): run `make judge` "
-            "(about 10 min on a laptop CPU), or pick another judge: 'overlap', 'llm', 'true' or an HF NLI model id"
+            "(about 25 min on a 2-core CPU), or pick another judge: 'overlap', 'llm', 'true' or an HF NLI model id"
         )
     threshold = _card_threshold(folder)
     return HFNLIJudge(folder, device=device, batch_size=batch_size, max_length=256, name=name, threshold=threshold)

@@ -348,9 +348,9 @@ def build_hard_pairs(examples: Sequence[Example], seed: int = 0, min_words: int 
     | the sentence with a date phrase dropped             | the sentence               | neutral    |
     | the sentence                                        | it with the date dropped   | entailment |
 
-    A sentence about another entity with the same predicate ('Juliet Starling is a voice
-    actress' for 'Tara Strong is a voice actress'), or one that leaves out the date a key
-    fact states, shares nearly every word with the fact and still does not entail it; the
+    A sentence about another entity with the same predicate ('Mamata Banerjee Inc. (EA) is an
+    American video game company' for 'Electronic Arts Inc. (EA) is ...'), or one that leaves out
+    the date a key fact states, shares nearly every word with the fact and still does not entail it; the
     third row is the reverse direction, which does. Not balanced: two neutral kinds to one
     entailment kind, as near misses outnumber entailed facts in real answers.
     """
@@ -423,8 +423,9 @@ def fever_nli_splits(
     adds that share of `build_hard_pairs` (near misses). With `qa_paragraphs` = k > 0, the
     training set also gets k copies of the QA-training paragraph pairs
     (`qa_training_paragraph_pairs`). Calibration: the key-fact-shaped and near-miss pairs
-    of the validation claims, never trained on, where `calibrate_threshold` sets the
-    judge's decision threshold.
+    of the validation claims, where `calibrate_threshold` sets the judge's decision
+    threshold; FEVER claims share evidence sentences, so many of these sentences (and 344
+    of 2,423 whole pairs in the default build) also occur in training.
     """
     claims, test_ids = _load_claims()
     split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)

@@ -18,7 +18,7 @@
 # entailment judge f(premise, hypothesis) ∈ {0, 1}: TRUE, a T5-11B NLI model. CoV-RAG's analyses
 # lean on the same kind of judgement. Offline there is no NLI model on PyPI, so covlib trains one:
 # `make judge` fine-tunes the embedded all-MiniLM-L6-v2 as a 3-way cross-encoder on FEVER claim /
-# evidence pairs (`covlib.nli_pairs`, `covlib.training`; about 10 minutes on a laptop CPU).
+# evidence pairs (`covlib.nli_pairs`, `covlib.training`; about 25 minutes on a 2-core CPU).
 #
 # This notebook measures it beside the other judges covlib has, on two held-out sets:
 #
@@ -156,8 +156,8 @@ results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 # %% [markdown]
 # ## 4. Which judge the offline defaults use
 # The credibility metrics use the judge's **decision** f (`nli.entailed`: the argmax, P > 0.5
-# for a two-label judge, or the threshold `make judge` calibrated on held-out FEVER pairs for the
-# trained judge), averaged over pairs; so the judge to trust is the one whose decision
+# for a two-label judge, or a threshold where `make judge --calibration-prevalence` set one; off by
+# default, see the README), averaged over pairs; so the judge to trust is the one whose decision
 # agrees with people's "is entailed" on the key-fact pairs. Accuracy alone would reward a judge
 # that never says "entailed" (most pairs are neutral); the rule is the **F1 of the entailment
 # decision** on the key-fact pairs, with precision and recall and their 95% intervals beside it.
@@ -174,7 +174,8 @@ for spec in judge_specs:
     versus = (P.f1_difference(spec, "overlap", keyfact, seed=seed)
               if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
     decisions.append({"judge": d["judge"], "spec": spec, "entail F1": d["entail_f1"]["value"],
-                      "decides entailed at": "argmax" if d["threshold"] is None else f"P > {d['threshold']:.2f}",
+                      "decides entailed at": (f"P > {d['threshold']:.2f}" if d["threshold"] is not None
+                                              else "P > 0.50" if nli.two_label(nli.get_judge(spec)) else "argmax"),
                       **{f"{k} [95% CI]": metrics.format_interval(d[k])
                          for k in ("entail_f1", "accuracy", "entail_precision", "entail_recall")},
                       "F1 minus overlap's, paired [95% CI]": "" if versus is None else metrics.format_interval(versus),
@@ -188,8 +189,10 @@ best = max(decisions, key=lambda d: d["entail F1"] if d["entail F1"] == d["entai
 offline = [d for d in decisions if not d["spec"].lower().startswith(("llm", "true"))]
 best_offline = max(offline, key=lambda d: d["entail F1"] if d["entail F1"] == d["entail F1"] else -1) if offline else None
 print(f"best entailment decision on the key-fact pairs: {best['spec']} (F1 {best['entail F1']:.1f})")
+measured_default = any(d["spec"] == nli.DEFAULT_JUDGE for d in offline)
 print(f"offline default judge (nli.DEFAULT_JUDGE): {nli.DEFAULT_JUDGE}"
-      + ("" if best_offline is None or best_offline["spec"] == nli.DEFAULT_JUDGE
+      + ("" if measured_default else f" (not built here: judge=None gets {nli.FALLBACK_JUDGE}; `make judge` builds it)")
+      + ("" if not measured_default or best_offline["spec"] == nli.DEFAULT_JUDGE
          else f"  -- NOTE: {best_offline['spec']} decides better here; see the README"))
 decision_table.round(1)
 

@@ -412,7 +412,8 @@ def test_bad11_empty_hypothesis_or_premise_is_neutral(isolated_cache):
     assert nli.entailment_labels(["Paris is in France."], [""], progress=False) == ["neutral"]
     probs = nli.probabilities(["", "  "], ["Paris is in France.", "x"], progress=False)
     assert probs.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
-    assert nli.entailment_labels(["Paris is in France."], ["It is."], progress=False) == ["neutral"]  # no content word
+    # the overlap heuristic's rule (judge=None is the trained judge once `make judge` built it)
+    assert nli.entailment_labels(["Paris is in France."], ["It is."], judge="overlap", progress=False) == ["neutral"]
 
 
 def test_bad12_w18_lone_strings_and_non_strings_are_refused(isolated_cache):
