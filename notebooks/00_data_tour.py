@@ -29,7 +29,9 @@ import collections
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import data, metrics, plotting, profiles, results, retrieval
+from covlib import data, retrieval
+from covlib.core import metrics
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

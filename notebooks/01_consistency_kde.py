@@ -22,7 +22,7 @@
 # consistency, correct ones high**.
 #
 # Here we run CoT-SC with the 6-shot prompt of Appendix C on the 250-question test split and
-# plot the same densities, for both forms of consistency that `covlib.prompting` stores on one
+# plot the same densities, for both forms of consistency that `covlib.papers.verify_edit.cot` stores on one
 # scale [0, n]:
 #
 # * **majority**: how many of the n paths give the chosen answer (what ReAct thresholds);
@@ -41,7 +41,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from covlib import claims, data, lm, metrics, plotting, profiles, prompting, results
+from covlib.runs import claims, plotting, profiles, results
+from covlib import data, generation
+from covlib.core import metrics
+from covlib.papers.verify_edit import cot
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -71,11 +74,11 @@ plotting.set_style()
 # predictions) runs no model.
 
 # %%
-generator = lm.load_lm(model or None, device=device or None)
+generator = generation.load_lm(model or None, device=device or None)
 examples = data.load_adv_hotpotqa(split="test")[:n_questions]
-cot_sc = prompting.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
+cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
                               seed=seed, max_new_tokens=max_new_tokens)
-summary = prompting.summarize(cot_sc)
+summary = cot.summarize(cot_sc)
 print(f"{generator.name}: CoT-SC EM {summary['accuracy']:.1f}% on {len(cot_sc)} questions; "
       f"{summary['parse_failures']} of {summary['paths']} paths had no 'The answer is'")
 
@@ -102,7 +105,7 @@ print(f"prediction: {r.prediction!r}; majority {r.majority}/{r.n}; wang {r.wang:
 #   w_i = exp(mean_logprobs[i]); 0.0 when every weight is 0;
 # * a question where no path has an answer scores `(0, 0.0)`.
 #
-# The checks compare yours with `r.majority` and `r.wang` (from `prompting.self_consistency`).
+# The checks compare yours with `r.majority` and `r.wang` (from `cot.self_consistency`).
 
 # %% nbgrader={"grade": false, "grade_id": "ex01-consistency-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def consistency(keys: list, mean_logprobs: list) -> tuple[int, float]:
@@ -124,9 +127,9 @@ def consistency(keys: list, mean_logprobs: list) -> tuple[int, float]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex01-consistency-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(consistency, "self_consistency")  # your own code, not covlib's
+exercises.check_own_work(consistency, "self_consistency")  # your own code, not covlib's
 m, w = consistency(["paris", "paris", "lyon", None, "paris"], [-0.5] * 5)
 assert m == 3 and math.isclose(w, 3.0), f"3 of 5 equally weighted paths say 'paris': expected (3, 3.0), got {(m, w)}"
 assert consistency([None] * 5, [-1.0] * 5) == (0, 0.0), "no path has an answer: expected (0, 0.0)"
@@ -138,7 +141,7 @@ assert consistency(["x", "y"], [-1.0, -1.0]) == (1, 1.0), "a full tie goes to th
 m, w = consistency(["a", "a", "b"], [None, float("nan"), -1.0])
 assert m == 2 and w == 0.0, "paths without log-probabilities weigh 0"
 for res in cot_sc:
-    m, w = consistency([prompting.answer_key(a, "hotpotqa") for a in res.answers], res.mean_logprobs)
+    m, w = consistency([cot.answer_key(a, "hotpotqa") for a in res.answers], res.mean_logprobs)
     assert m == res.majority and math.isclose(w, res.wang, abs_tol=1e-9), \
         f"question {res.id}: got {(m, w)}, expected {(res.majority, res.wang)}"
 ### END HIDDEN TESTS
@@ -191,13 +194,13 @@ def uncertain(scores: list[float], n: int) -> list[bool]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex01-threshold-checks", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(uncertain, "default_threshold")  # your own code, not covlib's
+exercises.check_own_work(uncertain, "default_threshold")  # your own code, not covlib's
 assert uncertain([0, 2, 2.9, 3, 5], 5) == [True, True, True, False, False], "n = 5: edit below 3"
 assert uncertain([1, 2], 4) == [True, False], "n = 4: ceil(4/2) = 2"
 ### BEGIN HIDDEN TESTS
-from covlib import verify_edit
+from covlib.papers import verify_edit
 
 for n in range(1, 12):
     grid = [i / 4 for i in range(0, 4 * n + 1)]

@@ -31,8 +31,12 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import claims, data, lm, metrics, plotting, profiles, prompting, results, verify_edit
-from covlib.knowledge import KNOWLEDGE_KINDS, make_knowledge
+from covlib.runs import claims, plotting, profiles, results
+from covlib import data, generation
+from covlib.core import metrics
+from covlib.papers.verify_edit import cot
+from covlib.papers import verify_edit
+from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -64,9 +68,9 @@ plotting.set_style()
 # ## 1. CoT-SC predictions (cached: the same call as notebook 01)
 
 # %%
-generator = lm.load_lm(model or None, device=device or None)
+generator = generation.load_lm(model or None, device=device or None)
 examples = data.load_adv_hotpotqa(split="test")[:n_questions]
-cot_sc = prompting.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
+cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
                               seed=seed, max_new_tokens=max_new_tokens)
 source = make_knowledge(knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
 print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
@@ -101,7 +105,7 @@ if first is not None:
 # The checks compare yours with `retrieval.top_sentences`, which `compute_edits` used above.
 
 # %% nbgrader={"grade": false, "grade_id": "ex02-sentences-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
-from covlib.embedding import load_encoder
+from covlib.retrieval.embedding import load_encoder
 
 encode = load_encoder().encode
 
@@ -122,9 +126,9 @@ def select_sentences(query: str, sentences: list[str], k: int, encode) -> list[s
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex02-sentences-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(select_sentences, "top_sentences", "top_sentences_batch")  # your own code, not covlib's
+exercises.check_own_work(select_sentences, "top_sentences", "top_sentences_batch")  # your own code, not covlib's
 pool = ["Paris is the capital of France.", "Bananas are yellow.", "Paris is the capital of France.",
         "France borders Spain and Italy."]
 picked = select_sentences("What is the capital of France?", pool, 2, encode)
@@ -187,7 +191,7 @@ results.save_figure(fig, "fig-02-threshold-ablation", params=params, model=gener
 # ### Exercise 4 · The prediction at a threshold
 # Every example was edited once above, so the prediction at any threshold t can be read off
 # without running a model. Write `predictions_at(t, results, edits, kind)`: for each CoT-SC result
-# `r` (in order), its consistency `prompting.consistency_of(r, kind)`; below t it is edited, and the
+# `r` (in order), its consistency `cot.consistency_of(r, kind)`; below t it is edited, and the
 # prediction is the edit's answer `edits[r.id].answer` (the original `r.prediction` when the
 # re-answer failed, i.e. the answer is `None`); at or above t it is `r.prediction`.
 # The checks compare yours with `verify_edit.apply_threshold` at every threshold.
@@ -198,7 +202,7 @@ def predictions_at(t: float, results: list, edits: dict, kind: str = "wang") -> 
     ### BEGIN SOLUTION
     out = []
     for r in results:
-        edited = prompting.consistency_of(r, kind) < t
+        edited = cot.consistency_of(r, kind) < t
         answer = edits[r.id].answer if edited else None
         out.append(answer if answer is not None else r.prediction)
     return out
@@ -206,9 +210,9 @@ def predictions_at(t: float, results: list, edits: dict, kind: str = "wang") -> 
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex02-predictions-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(predictions_at, "apply_threshold", "sweep_thresholds", "verify_and_edit")  # your own code, not covlib's
+exercises.check_own_work(predictions_at, "apply_threshold", "sweep_thresholds", "verify_and_edit")  # your own code, not covlib's
 assert predictions_at(0, cot_sc, edits) == [r.prediction for r in cot_sc], "threshold 0 edits nothing"
 everything = predictions_at(n_samples + 1, cot_sc, edits)
 assert all(p == (edits[r.id].answer if edits[r.id].answer is not None else r.prediction)

@@ -41,7 +41,7 @@
 # **Gold aliases (2Wiki).** Our 2Wiki dev file lists up to 224 aliases per question and we count a
 # prediction correct when it matches any of them; the paper's code compared the prediction with one
 # answer string. The 2Wiki table gives EM both ways: all aliases, and the first alias only
-# (`prompting.rescore(..., aliases="first")`). The first alias is one string, as in the paper's
+# (`cot.rescore(..., aliases="first")`). The first alias is one string, as in the paper's
 # code, but not necessarily the *same* string: the file lists aliases in no canonical order (for
 # "What nationality is the director of film World And Time Enough?" it starts with "the US" and
 # ends with "United States", the dataset's answer). Read that column as a one-string EM, not as
@@ -63,8 +63,12 @@ import random
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import claims, data, lm, metrics, plotting, profiles, prompting, results, verify_edit
-from covlib.knowledge import KNOWLEDGE_KINDS, make_knowledge
+from covlib.runs import claims, plotting, profiles, results
+from covlib import data, generation
+from covlib.core import metrics
+from covlib.papers.verify_edit import cot
+from covlib.papers import verify_edit
+from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -162,7 +166,7 @@ def with_intervals(records) -> dict:
     return {
         "EM/acc": metrics.mean_interval(correct, scale=100, seed=seed),
         "AUC": metrics.bootstrap(metrics.accuracy_coverage_auc, [r.answer_logprob for r in records], correct, seed=seed),
-        "EM/acc (first alias)": metrics.mean_interval(prompting.rescore(records, aliases="first"), scale=100, seed=seed),
+        "EM/acc (first alias)": metrics.mean_interval(cot.rescore(records, aliases="first"), scale=100, seed=seed),
     }
 
 
@@ -170,18 +174,18 @@ def unit_of(name: str) -> str:
     return "accuracy points" if name == "fever" else "EM points"
 
 
-generator = lm.load_lm(model or None, device=device or None)
+generator = generation.load_lm(model or None, device=device or None)
 rows, details, correctness, claim_records = [], {}, {}, []
 for name in wanted:
     examples = load_examples(name, sizes[name])
     runs = {
-        "Standard": prompting.run_standard(generator, examples, name),
-        "CoT": prompting.run_cot(generator, examples, name, max_new_tokens=max_new_tokens),
-        "CoT-SC": prompting.run_cot_sc(generator, examples, name, n=n_samples, temperature=temperature, seed=seed,
+        "Standard": cot.run_standard(generator, examples, name),
+        "CoT": cot.run_cot(generator, examples, name, max_new_tokens=max_new_tokens),
+        "CoT-SC": cot.run_cot_sc(generator, examples, name, n=n_samples, temperature=temperature, seed=seed,
                                        max_new_tokens=max_new_tokens),
     }
     for method, res in runs.items():
-        s = prompting.summarize(res)
+        s = cot.summarize(res)
         correctness[(name, method)] = [r.correct for r in res]
         rows.append({"dataset": name, "method": method, "knowledge": "-", "paper knowledge": "-", **with_intervals(res),
                      "edited": 0, "parse failures": s["parse_failures"], "n": s["n_examples"]})

@@ -48,10 +48,12 @@
 # %%
 import pandas as pd
 
-from covlib import claims
-from covlib import credibility as C
-from covlib import nli_pairs
-from covlib import lm, metrics, paths, profiles, references, results
+from covlib.runs import claims
+from covlib.papers import credibility as C
+from covlib.nli import pairs as nli_pairs
+from covlib import generation
+from covlib.core import metrics, paths, references
+from covlib.runs import profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -87,7 +89,7 @@ print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new
 
 # %%
 examples = C.load_questions(questions, n_questions, seed)
-generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
+generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
 facts = C.build_key_facts(key_facts, examples, generators[0])
 other_facts = C.build_key_facts(compare, examples, generators[0]) if compare else None
 ref_sets = [C.with_gold(ex, n_refs, seed) for ex in examples]
@@ -156,9 +158,9 @@ def citation_pr(cited: list[int], gold: list[int]) -> tuple[float, float]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-citations-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(citation_pr, "citation_scores", "score_answers", "score_runs")  # your own code, not covlib's
+exercises.check_own_work(citation_pr, "citation_scores", "score_answers", "score_runs")  # your own code, not covlib's
 import math
 
 assert citation_pr([1, 3], [1, 2]) == (0.5, 0.5), "cites [1] and [3], gold [1] and [2]"
@@ -206,9 +208,9 @@ def key_fact_recall(answer: str, key_facts: list[str], judge: str) -> float:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-recall-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(key_fact_recall, "score_answers", "score_runs")  # your own code, not covlib's
+exercises.check_own_work(key_fact_recall, "score_answers", "score_runs")  # your own code, not covlib's
 assert math.isnan(key_fact_recall("Paris [1].", [], judge)), "no key facts: NaN"
 assert key_fact_recall("", ["Paris is in France."], judge) == 0.0, "an empty answer recalls nothing"
 first_row = per_model[names[0]][0]

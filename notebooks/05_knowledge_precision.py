@@ -38,10 +38,12 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import claims
-from covlib import credibility as C
-from covlib import nli_pairs
-from covlib import lm, metrics, plotting, profiles, results
+from covlib.runs import claims
+from covlib.papers import credibility as C
+from covlib.nli import pairs as nli_pairs
+from covlib import generation
+from covlib.core import metrics
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -75,7 +77,7 @@ plotting.set_style()
 
 # %%
 examples = C.load_questions(questions, n_questions, seed)
-generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
+generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
 facts = C.build_key_facts(key_facts, examples, generators[0])
 sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in examples] for n in sizes}
 for n in sizes:

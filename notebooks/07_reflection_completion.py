@@ -53,10 +53,12 @@ from collections import Counter
 
 import pandas as pd
 
-from covlib import claims
-from covlib import credibility as C
-from covlib import nli_pairs
-from covlib import lm, metrics, profiles, results, retrieval
+from covlib.runs import claims
+from covlib.papers import credibility as C
+from covlib.nli import pairs as nli_pairs
+from covlib import generation, retrieval
+from covlib.core import metrics
+from covlib.runs import profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -93,7 +95,7 @@ print(profiles.describe(profile, n_questions=n_questions, cap=cap, k_initial=k_i
 
 # %%
 examples = C.load_questions(questions, n_questions, seed)
-generators = [lm.load_lm(m or None, device=device or None) for m in model_ids]
+generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
 facts = C.build_key_facts(key_facts, examples, generators[0])
 passages, bm25, corpus_name = retrieval.open_corpus(corpus)
 if not corpus:

@@ -45,8 +45,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import covrag as C
-from covlib import lm, metrics, plotting, profiles, results, retrieval
+from covlib.papers import covrag as C
+from covlib import generation, retrieval
+from covlib.core import metrics
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -106,8 +108,8 @@ print(f"corpus: {corpus_name}, {len(passages)} passages")
 # ## 2. Retrieve, answer, verify (Algorithm 1, steps 1-3; `max_rounds=0`: σ is recorded, nothing re-retrieved)
 
 # %%
-answerer = lm.load_lm(model or None, device=device or None, adapter=adapter or None)
-checker = lm.load_lm(verifier, device=device or None) if verifier else answerer
+answerer = generation.load_lm(model or None, device=device or None, adapter=adapter or None)
+checker = generation.load_lm(verifier, device=device or None) if verifier else answerer
 examples = [ex for exs in sets.values() for ex in exs]
 records = C.cov_rag(answerer, examples, retriever, verifier=checker, k=k, max_rounds=0, thresholds=thresholds,
                     max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat)
@@ -159,9 +161,9 @@ def read_verification(text: str) -> dict:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex08-parser-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(read_verification, "parse_verification")  # your own code, not covlib's
+exercises.check_own_work(read_verification, "parse_verification")  # your own code, not covlib's
 sample = ('Here is my verification:\n```json\n{"1": {"reference_correctness": 0.2}, "2": {"correctness": 0.1, '
           '"citation_accuracy": 0.5, "truthfulness": 0.9, "bias": 0.8, "conciseness": 0.6}, "3": "false", '
           '"4": "Who wrote Hamlet?"}\n```')
@@ -303,9 +305,9 @@ def fires(v, t) -> bool:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex08-sigma-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(fires, "sigma", "sigma_conditions")  # your own code, not covlib's
+exercises.check_own_work(fires, "sigma", "sigma_conditions")  # your own code, not covlib's
 low = C.Verification(reference_correctness=0.1, correctness=0.1, truthfulness=0.5, bias=0.9, judgment="false",
                      revised_query="a better query", status="ok")
 assert fires(low, C.PAPER_THRESHOLDS), "every condition holds"

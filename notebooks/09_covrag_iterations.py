@@ -48,8 +48,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import covrag as C
-from covlib import claims, lm, metrics, plotting, profiles, results, retrieval
+from covlib.papers import covrag as C
+from covlib.runs import claims, plotting, profiles, results
+from covlib import generation, retrieval
+from covlib.core import metrics
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -106,7 +108,7 @@ print(f"{corpus_name}: {len(passages)} passages; answerable: {len(ok_ids)} of {l
 # %%
 runs, closed = {}, {}
 for m in model_ids:
-    generator = lm.load_lm(m or None, device=device or None, adapter=(adapter or None) if m == model else None)
+    generator = generation.load_lm(m or None, device=device or None, adapter=(adapter or None) if m == model else None)
     closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in examples], max_new_tokens, chat)
     runs[generator.name] = C.cov_rag(generator, examples, retriever, k=k, max_rounds=max_rounds,
                                      thresholds=thresholds, max_new_tokens=max_new_tokens,
@@ -190,9 +192,9 @@ def weighted_avg(values: dict, counts: dict):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex09-avg-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from covlib import course
+from covlib.runs import exercises
 
-course.check_own_work(weighted_avg, "weighted_average")  # your own code, not covlib's
+exercises.check_own_work(weighted_avg, "weighted_average")  # your own code, not covlib's
 import math
 
 paper = C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]

@@ -27,7 +27,7 @@
 # * **QA + verification w/o CoL** and **QA + verification w/ CoL** (L_QA + L_verification).
 #
 # **Deviations (labelled).** The paper does not name its fine-tuning method or hyper-parameters;
-# we use LoRA (`peft`, `covlib.training.fine_tune_lora`, settings recorded in each adapter's
+# we use LoRA (`peft`, `covlib.generation.training.fine_tune_lora`, settings recorded in each adapter's
 # card). Its labels came from GPT-4 then a distilled labeller over 24,824 QA and 22,170
 # verification samples; offline we derive them from the gold answer (`covrag.gold_verification`)
 # or, with `teacher=`, from any model covlib can load. Training questions are Adversarial
@@ -61,8 +61,11 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import covrag as C
-from covlib import claims, data, lm, metrics, paths, plotting, profiles, results, retrieval, training
+from covlib.papers import covrag as C
+from covlib.runs import claims, plotting, profiles, results
+from covlib import data, generation, retrieval
+from covlib.core import metrics, paths
+from covlib.generation import training
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -124,10 +127,10 @@ tests = {n: tests[n] for n in names if n in tests}
 test_examples = [ex for exs in tests.values() for ex in exs]
 train = data.sample(data.load_adv_hotpotqa(split="all"), n_train, seed)
 train_refs = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in train], k=k)]
-base = lm.load_lm(model or None, device=device or None)
+base = generation.load_lm(model or None, device=device or None)
 predictions = C.answer_batch(base, [ex.question for ex in train], train_refs, max_new_tokens, chat,
                              desc="training predictions (base model, not a fine-tuned M1)")
-labeller = lm.load_lm(teacher, device=device or None) if teacher else None
+labeller = generation.load_lm(teacher, device=device or None) if teacher else None
 all_test_questions = [ex.question for ex in test_examples]
 with_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, teacher=labeller)
 without_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, chain=False,
@@ -140,7 +143,7 @@ print(with_chain.verification[0][1])
 # ## 2. Three adapters, trained the same way
 
 # %%
-base_dir = model or lm.embedded_model_dir()
+base_dir = model or generation.embedded_model_dir()
 adapters_dir = paths.build_dir() / "adapters"
 variants = {  # name -> (folder slug, training pairs)
     "QA only (WebGLM-like)": ("qa-only", with_chain.qa),
@@ -196,7 +199,7 @@ evaluated = ({"base model, no adapter": None} if evaluate_base else {})
 evaluated.update({name: card["folder"] for name, card in cards.items()})
 rows, summaries, flags, intervals, ran = [], {}, {}, {}, {}
 for name, folder in evaluated.items():
-    tuned = base if folder is None else lm.load_lm(model or None, device=device or None, adapter=folder)
+    tuned = base if folder is None else generation.load_lm(model or None, device=device or None, adapter=folder)
     extra = {"steps": 0}
     if folder is not None:
         probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name],

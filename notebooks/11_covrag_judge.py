@@ -42,8 +42,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import covrag as C
-from covlib import lm, metrics, paths, plotting, profiles, results, retrieval
+from covlib.papers import covrag as C
+from covlib import generation, retrieval
+from covlib.core import metrics, paths
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -98,8 +100,8 @@ plotting.set_style()
 sets = C.load_datasets(sizes={n: n_per_dataset for n in names}, seed=seed)
 examples = [ex for n in names if n in sets for ex in sets[n]]
 passages, retriever, corpus_name = retrieval.open_corpus(corpus)
-rag_model = lm.load_lm(model or None, device=device or None, adapter=qa_adapter or None)
-cov_model = lm.load_lm(model or None, device=device or None, adapter=covrag_adapter or None)
+rag_model = generation.load_lm(model or None, device=device or None, adapter=qa_adapter or None)
+cov_model = generation.load_lm(model or None, device=device or None, adapter=covrag_adapter or None)
 references = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in examples], k=k)]
 rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
                      desc="RAG answer")
@@ -116,7 +118,7 @@ print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) fo
 # ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
 
 # %%
-ranker = lm.load_lm(judge or None, device=device or None)
+ranker = generation.load_lm(judge or None, device=device or None)
 judge_label = ranker.name if judge else f"{ranker.name} (offline stand-in, not GPT-4)"
 others = C.rank_answers(ranker, "others", [ex.question for ex in examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 12 · The claims ledger: what the three papers claim, and what our runs say
 #
-# Every directional claim of the three papers (`covlib.claims.CLAIMS`), the paper's own evidence,
+# Every directional claim of the three papers (`covlib.runs.claims.CLAIMS`), the paper's own evidence,
 # and our estimate of it as notebooks 01-11 recorded it: a difference (or a correlation) between
 # two settings on the same questions, oriented so that the paper's claim says "> 0", with its
 # 95% paired bootstrap interval and n. The verdict is read off the interval:
@@ -39,7 +39,8 @@ import collections
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import claims, metrics, plotting, profiles, results
+from covlib.runs import claims, plotting, profiles, results
+from covlib.core import metrics
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto: recorded with the ledger (this notebook runs no model)

@@ -49,8 +49,8 @@ def main() -> None:
 
     scratch = Path(tempfile.mkdtemp(prefix="covlib-bench-"))
     os.environ["COVLIB_CACHE"] = str(scratch)  # never touch the project's call cache
-    from covlib import lm as lm_mod
-    from covlib.cache import Cache
+    from covlib import generation as lm_mod
+    from covlib.core.cache import Cache
 
     def fresh(name: str, batch_size: int):
         return lm_mod.LM(args.model or None, device=args.device or None, batch_size=batch_size,
@@ -69,7 +69,7 @@ def main() -> None:
 def bench_lm(args, fresh) -> None:
     """Benchmarks 1-4 on the generator."""
     from covlib import data, nli
-    from covlib.cache import Cache
+    from covlib.core.cache import Cache
 
     print(f"model: {fresh('probe', 1).name}; device: {fresh('probe', 1).device}")
     questions = [e.question for e in data.load_adv_hotpotqa(split="test")[:16]]
@@ -120,8 +120,8 @@ def bench_lm(args, fresh) -> None:
 def bench_endpoint(args, fresh, scratch: Path) -> None:
     """Benchmarks 6-8: the HTTP backend against a local llama.cpp server on the embedded GGUF."""
     from covlib import data
-    from covlib.cache import Cache
-    from covlib.endpoint import EndpointLM, LocalServer
+    from covlib.core.cache import Cache
+    from covlib.generation.endpoint import EndpointLM, LocalServer
 
     questions = [f"Question: {e.question}\nAnswer:" for e in data.load_adv_hotpotqa(split="test")[16:32]]
     kw = dict(max_new_tokens=args.tokens, progress=False)
@@ -178,8 +178,8 @@ def bench_decoder_overhead(args, fresh) -> None:
 def bench_cross_encoder(args) -> None:
     """Benchmark 5: the judge `make judge` trains, batched (64) vs one pair at a time."""
     from covlib import nli
-    from covlib import nli_pairs as P
-    from covlib.cache import Cache
+    from covlib.nli import pairs as P
+    from covlib.core.cache import Cache
 
     if not (nli.trained_judge_dir() / "config.json").is_file():
         print("5. skipped: the trained judge is not built (`make judge`)")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from covlib import paths  # noqa: E402
-from covlib.records import Passage  # noqa: E402
+from covlib.core import paths  # noqa: E402
+from covlib.core.records import Passage  # noqa: E402
 from covlib.retrieval import BM25Retriever  # noqa: E402
 
 

@@ -28,7 +28,7 @@ def _peak_rss_mb() -> float:
 def build(tsv: Path, folder: Path, shard_size: int) -> None:
     """Child process: build the index and print its numbers as JSON (peak memory is this process's alone)."""
     from covlib import data
-    from covlib.disk_index import DiskBM25Retriever, index_size
+    from covlib.retrieval.disk_index import DiskBM25Retriever, index_size
 
     start_rss = _peak_rss_mb()
     t0 = time.perf_counter()
@@ -43,7 +43,7 @@ def query(folder: Path, n_queries: int, k: int) -> None:
     """Child process: queries/s at k over words drawn from random passages (seeded), as JSON."""
     import numpy as np
 
-    from covlib.disk_index import DiskBM25Retriever
+    from covlib.retrieval.disk_index import DiskBM25Retriever
     from covlib.retrieval import tokenize
 
     rng = np.random.default_rng(0)
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--_build", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--_query", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    from covlib import paths
+    from covlib.core import paths
 
     tsv = args.tsv or paths.cache_dir() / "bench" / f"synthetic-{args.passages}.tsv"
     folder = args.index or paths.cache_dir() / "bench" / f"index-{tsv.stem}"

@@ -21,9 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from covlib import nli, paths  # noqa: E402
-from covlib import nli_pairs as P  # noqa: E402
-from covlib import training  # noqa: E402
+from covlib import nli  # noqa: E402
+from covlib.core import paths
+from covlib.nli import pairs as P  # noqa: E402
+from covlib.generation import training  # noqa: E402
 
 
 def main() -> None:
@@ -110,7 +111,7 @@ def main() -> None:
         calibrate_and_evaluate(args, splits, start)
         return
 
-    from covlib.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import embedded_model_dir
 
     triples = [(p.premise, p.hypothesis, p.label) for p in splits["train"]]
     info = training.fine_tune_pair_classifier(

@@ -18,7 +18,8 @@ import papermill as pm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from covlib import paths, profiles  # noqa: E402
+from covlib.core import paths  # noqa: E402
+from covlib.runs import profiles
 
 
 NUMBERED = re.compile(r"^\d{2}[a-z]?_\w+\.ipynb$")  # 00_data_tour, 00b_nli_judges, 01_...
@@ -41,10 +42,10 @@ def notebooks(only: str = "") -> list[Path]:
 def check_arguments(model: str, device: str) -> None:
     """Stop before the first notebook on a model that is neither a folder, a hub id nor a server spec
     (`openai:<model>@<base_url>`), or an unknown device."""
-    from covlib.lm import is_endpoint
+    from covlib.generation import is_endpoint
 
     if is_endpoint(model):
-        from covlib.endpoint import parse_spec
+        from covlib.generation.endpoint import parse_spec
 
         try:
             parse_spec(model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from covlib import paths
+from covlib.core import paths
 
 
 def _require(*parts: str):

@@ -1,11 +1,11 @@
-"""The tests' one scripted generator: a `covlib.lm.Generator` whose replies are a function of the prompt."""
+"""The tests' one scripted generator: a `covlib.generation.Generator` whose replies are a function of the prompt."""
 
 from __future__ import annotations
 
 import itertools
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from covlib.lm import Completion, check_pairs, check_prompts
+from covlib.generation import Completion, check_pairs, check_prompts
 
 Reply = Union[str, tuple[str, float], Sequence[tuple[str, float]]]  # text, (text, mean log-prob), or samples
 
@@ -24,7 +24,7 @@ def _completion(text: str, mean_logprob: float) -> Completion:
 
 
 class ScriptedGenerator:
-    """`generate` and `score` with `covlib.lm.LM`'s signatures, from a script instead of a model.
+    """`generate` and `score` with `covlib.generation.LM`'s signatures, from a script instead of a model.
 
     `script` is a function of the prompt, or {substring: reply} tried in order (else `default`).
     A reply is a text, a (text, mean token log-prob) pair, or a list of such pairs: greedy calls

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from covlib import claims, metrics
+from covlib.runs import claims
+from covlib.core import metrics
 
 
 def _est(value, low, high, n=50):
@@ -54,7 +55,7 @@ def test_unreadable_results_are_named(tmp_path):
 
 
 def test_the_book_front_page_shows_the_ledger_escaped(tmp_path):
-    from covlib import book
+    from teaching import book
 
     assert "Not built yet" in book.ledger_section(tmp_path)
     (tmp_path / "tab-12-claims.csv").write_text(

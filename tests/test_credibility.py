@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from scripted import ScriptedGenerator
 
-from covlib import credibility as C
-from covlib import data, lm, references as R
-from covlib.records import DataError, Example, Paragraph, Passage
+from covlib.papers import credibility as C
+from covlib import data, generation
+from covlib.core import references as R
+from covlib.core.records import DataError, Example, Paragraph, Passage
 from covlib.retrieval import BM25Retriever
 
 # --------------------------------------------------------------------------- citations
@@ -132,7 +133,7 @@ def hotpot(shared_data_module):
 
 @pytest.fixture(scope="module")
 def shared_data_module():
-    from covlib import paths
+    from covlib.core import paths
 
     def _require(*parts):
         path = paths.dataset_path(*parts)
@@ -291,7 +292,7 @@ def test_prompts_carry_the_papers_words():
     assert "References" not in C.answer_prompt("Q?", ())
     assert C.completion_prompt("Q?", refs).endswith(
         'please start your query with "I further need to ask the search engine:" to gather more information.')
-    assert isinstance(ScriptedGenerator({}), lm.Generator)
+    assert isinstance(ScriptedGenerator({}), generation.Generator)
 
 
 def test_generate_answers_checks_alignment():
@@ -492,7 +493,7 @@ def test_self_completion_stops_at_the_round_cap(isolated_cache):
 def test_self_completion_and_gold_recall_over_a_make_index_folder(tmp_path, isolated_cache):
     """Notebook 07's `corpus` may be a `make index` folder (retrieval.open_corpus): the pipeline runs on it unchanged."""
     from covlib import retrieval
-    from covlib.disk_index import DiskBM25Retriever
+    from covlib.retrieval.disk_index import DiskBM25Retriever
 
     DiskBM25Retriever.build(ROUND_CORPUS, tmp_path / "tiny-bm25-disk", shard_size=10, progress=False)
     passages, disk, name = retrieval.open_corpus(tmp_path / "tiny-bm25-disk")
@@ -556,7 +557,7 @@ def test_reflection_intervals_match_reflection_scores():
 
 
 def test_gold_recall_agrees_with_recall_at_k():
-    from covlib import metrics
+    from covlib.core import metrics
 
     ranked = [["A", "x", "B"], ["x", "y", "C"], ["D", "E", "z"], ["q"]]
     gold = [["A", "B"], ["C", "F"], ["D", "E"], []]

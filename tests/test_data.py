@@ -9,7 +9,7 @@ import types
 import pytest
 
 from covlib import data
-from covlib.records import DataError, Example, Passage
+from covlib.core.records import DataError, Example, Passage
 
 
 def write_jsonl(path, rows):
@@ -482,7 +482,7 @@ def test_jsonl_corpus(tmp_path):
 
 
 def test_build_corpus_dedupes():
-    from covlib.records import Paragraph
+    from covlib.core.records import Paragraph
 
     fakes = [Paragraph("added", ["fake one."]), Paragraph("added", ["fake two."])]
     one = Example("1", "q", paragraphs=[Paragraph("A", ["first A."]), *fakes])

@@ -1,4 +1,4 @@
-"""The Wikipedia-scale BM25 index (covlib.disk_index): streamed build, memory-mapped shards, same ranking as
+"""The Wikipedia-scale BM25 index (covlib.retrieval.disk_index): streamed build, memory-mapped shards, same ranking as
 BM25Retriever on the real Adversarial-HotpotQA paragraphs."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 
 from covlib import data
 from covlib import retrieval as R
-from covlib.disk_index import DiskBM25Retriever
-from covlib.records import Passage
+from covlib.retrieval.disk_index import DiskBM25Retriever
+from covlib.core.records import Passage
 
 
 @pytest.fixture(scope="module")
 def hotpot():
     """(passages, questions) from sim_dev.json, passages deduplicated by (title, text)."""
-    from covlib import paths
+    from covlib.core import paths
 
     path = paths.dataset_path("hotpotqa_adv", "sim_dev.json")
     if not path.exists():

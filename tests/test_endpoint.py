@@ -1,4 +1,4 @@
-"""The HTTP backend (covlib.endpoint) against a real OpenAI-compatible server: llama-cpp-python's server, serving
+"""The HTTP backend (covlib.generation.endpoint) against a real OpenAI-compatible server: llama-cpp-python's server, serving
 the embedded SmolLM2-135M-Instruct GGUF on 127.0.0.1, started by these tests.
 
 What a real server cannot be made to do on demand (answer garbage, fail twice then recover, check a key) is
@@ -19,9 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from covlib import lm as L
-from covlib.cache import Cache
-from covlib.endpoint import EndpointError, EndpointLM, LocalServer, parse_spec
+from covlib import generation as L
+from covlib.core.cache import Cache
+from covlib.generation.endpoint import EndpointError, EndpointLM, LocalServer, parse_spec
 
 PROMPTS = [
     "The capital of France is",
@@ -132,8 +132,8 @@ def test_second_run_sends_nothing(server, tmp_path):
 def test_a_killed_run_resends_only_what_is_missing(server, tmp_path):
     prompts = [f"Write a number: {i}" for i in range(30)]
     script = textwrap.dedent(f"""
-        from covlib.cache import Cache
-        from covlib.endpoint import EndpointLM
+        from covlib.core.cache import Cache
+        from covlib.generation.endpoint import EndpointLM
         lm = EndpointLM({server.alias!r}, {server.base_url!r}, concurrency=2, cache=Cache({str(tmp_path / 'calls.sqlite')!r}, table="lm"))
         lm.generate({prompts!r}, max_new_tokens=8, progress=False)
     """)
@@ -152,7 +152,7 @@ def test_a_killed_run_resends_only_what_is_missing(server, tmp_path):
 
 
 def test_server_down(tmp_path):
-    from covlib.endpoint import _free_port
+    from covlib.generation.endpoint import _free_port
 
     lm = _client(f"http://127.0.0.1:{_free_port()}/v1", tmp_path, retries=2, backoff=0.01)
     t0 = time.monotonic()

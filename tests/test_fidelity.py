@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from covlib import credibility as C
-from covlib import data, metrics as M, nli
-from covlib.records import Paragraph
+from covlib.papers import credibility as C
+from covlib import data, nli
+from covlib.core import metrics as M
+from covlib.core.records import Paragraph
 
 # --------------------------------------------------------------------------- 1. containment and punctuation
 
@@ -252,7 +253,7 @@ def test_hand_key_facts_refuse_questions_they_do_not_cover(shared_data):
 def test_keyfact_pairs_are_the_metrics_real_input_labelled_by_hand():
     from collections import Counter
 
-    from covlib import nli_pairs as P
+    from covlib.nli import pairs as P
 
     pairs = P.load_keyfact_pairs()
     assert len(pairs) >= 300 and {p.kind for p in pairs} == {"answer", "sentence"}
@@ -267,7 +268,7 @@ def test_keyfact_pairs_are_the_metrics_real_input_labelled_by_hand():
 
 
 def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
-    from covlib import nli_pairs as P
+    from covlib.nli import pairs as P
 
     pairs = P.load_keyfact_pairs()
     d = P.decision_accuracy("overlap", pairs)
@@ -288,8 +289,8 @@ def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
 
 
 def test_near_miss_pairs_share_the_words_but_not_the_fact():
-    from covlib import nli_pairs as P
-    from covlib.records import Example
+    from covlib.nli import pairs as P
+    from covlib.core.records import Example
 
     sentences = ["Tom Hanks was born on July 9 , 1956 in Concord .", "Meg Ryan starred in films in 1993 ."]
     evidence = [[[0, 0, "Tom_Hanks", 0]], [[0, 0, "Meg_Ryan_-LRB-actress-RRB-", 1]]]
@@ -305,7 +306,7 @@ def test_near_miss_pairs_share_the_words_but_not_the_fact():
 
 
 def test_calibration_pairs_come_from_claims_never_trained_on(shared_data):
-    from covlib import nli_pairs as P
+    from covlib.nli import pairs as P
 
     shared_data("fever", "paper_test_processed.jsonl")
     claims, test_ids = P._load_claims()
@@ -320,7 +321,7 @@ def test_calibration_pairs_come_from_claims_never_trained_on(shared_data):
 
 
 def test_the_threshold_is_calibrated_for_the_share_of_entailed_pairs():
-    from covlib import nli_pairs as P
+    from covlib.nli import pairs as P
 
     rng = np.random.default_rng(0)
     gold = np.r_[np.ones(300, bool), np.zeros(300, bool)]

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from covlib import data as D
-from covlib import nli, paths
+from covlib import nli
+from covlib.core import paths
 from covlib import retrieval as R
-from covlib.cache import Cache, CacheError, make_key
-from covlib.records import DataError, Passage
+from covlib.core.cache import Cache, CacheError, make_key
+from covlib.core.records import DataError, Passage
 
 
 @pytest.fixture
@@ -263,7 +264,7 @@ def test_w11_finished_cache_reads_in_a_read_only_setting(tmp_path, monkeypatch):
 
 
 def test_w11_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
-    from covlib.lm import LM
+    from covlib.generation import LM
 
     done = lm.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False)
     monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
@@ -292,7 +293,7 @@ def test_w11_read_only_folder_for_real(tmp_path):
             pytest.skip("running as root without setpriv: permissions cannot be enforced")
         prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
     script = f"""
-from covlib.cache import Cache, CacheError
+from covlib.core.cache import Cache, CacheError
 done = Cache({str(folder / "calls.sqlite")!r})
 missing = Cache({str(folder / "missing.sqlite")!r})
 print(done.readonly, done.get("a"), missing.readonly, missing.get("a"))
@@ -324,7 +325,7 @@ def test_cache_folder_that_cannot_be_created(tmp_path):
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory):
-    from covlib.lm import LM
+    from covlib.generation import LM
 
     return LM(cache=Cache(tmp_path_factory.mktemp("lm") / "calls.sqlite", table="lm"), batch_size=4)
 
@@ -333,7 +334,7 @@ def test_bad08_local_model_overwritten_gets_fresh_completions(tmp_path):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from covlib.lm import LM, embedded_model_dir
+    from covlib.generation import LM, embedded_model_dir
 
     tok = AutoTokenizer.from_pretrained(embedded_model_dir())
     folder = tmp_path / "tiny-llama"
@@ -374,7 +375,7 @@ def test_bad10_one_stop_string(lm):
 
 
 def test_w13_w14_w15_bad_decoding_values_and_prompts(lm):
-    from covlib.lm import check_prompts
+    from covlib.generation import check_prompts
     from tests.scripted import ScriptedGenerator
 
     for kwargs in ({"temperature": float("nan")}, {"temperature": float("inf")}, {"top_p": float("nan")}):
@@ -399,7 +400,7 @@ def test_w13_w14_w15_bad_decoding_values_and_prompts(lm):
 
 
 def test_missing_local_model_folder_is_not_a_hub_lookup(tmp_path):
-    from covlib.lm import LM
+    from covlib.generation import LM
 
     with pytest.raises(FileNotFoundError, match="does not exist, and it is not a hub id"):
         LM(str(tmp_path / "models" / "mine"))
@@ -452,7 +453,7 @@ def retrievers():
 
 
 def test_bad13_one_rule_for_k(retrievers):
-    from covlib.records import Paragraph
+    from covlib.core.records import Paragraph
 
     for r in retrievers:
         for k in (-1, 1.5, True):
@@ -503,7 +504,7 @@ def test_w20_unsearchable_index_saves_and_loads(tmp_path):
 
 
 def test_parameters_are_checked_by_name():
-    from covlib import profiles
+    from covlib.runs import profiles
 
     with pytest.raises(ValueError) as err:
         profiles.check_parameters(n_questions=-5, k="abc", temperature=float("nan"), epochs=0.0, seed=3,
@@ -607,7 +608,7 @@ def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
 
 
 def test_unreadable_recorded_metrics_name_the_file(tmp_path, monkeypatch):
-    from covlib import results
+    from covlib.runs import results
 
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
     (tmp_path / "results").mkdir()
@@ -620,7 +621,7 @@ def test_plots_of_empty_or_mismatched_data():
     import matplotlib
 
     matplotlib.use("Agg")
-    from covlib import plotting
+    from covlib.runs import plotting
 
     ax = plotting.kde_by_group([], [])
     assert [t.get_text() for t in ax.texts] == ["no values to plot"]

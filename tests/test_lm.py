@@ -1,4 +1,4 @@
-"""covlib.lm on the embedded SmolLM2-135M-Instruct: decoding, sampling, stop strings, cache, resume."""
+"""covlib.generation on the embedded SmolLM2-135M-Instruct: decoding, sampling, stop strings, cache, resume."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from covlib import lm as lm_mod
-from covlib.cache import Cache
+from covlib import generation as lm_mod
+from covlib.core.cache import Cache
 
 PROMPTS = [
     "Question: What is the capital of France?\nAnswer:",
@@ -104,8 +104,8 @@ def test_killed_run_resumes_from_cache(model_dir, tmp_path):
     prompts = [f"Question: What is {i} plus {i}?\nAnswer:" for i in range(8)]
     script = textwrap.dedent(
         f"""
-        from covlib.lm import LM
-        from covlib.cache import Cache
+        from covlib.generation import LM
+        from covlib.core.cache import Cache
         lm = LM(cache=Cache({str(db)!r}, table="lm"), batch_size=1)
         lm.generate({prompts!r}, max_new_tokens=48, progress=False)
         """

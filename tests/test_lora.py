@@ -1,4 +1,4 @@
-"""LoRA fine-tuning of the embedded LM (covlib.training) and adapters loaded through covlib.lm, keyed by content."""
+"""LoRA fine-tuning of the embedded LM (covlib.generation.training) and adapters loaded through covlib.generation, keyed by content."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from covlib import lm as L
-from covlib import training
+from covlib import generation as L
+from covlib.generation import training
 
 PAIRS = [
     ("#Question-Answering-in-Context-Task#Reference [1]: Beorn is a skin-changer who turns into a bear.\n"

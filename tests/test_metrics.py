@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from covlib import metrics as M
+from covlib.core import metrics as M
 
 
 def test_normalize_answer():

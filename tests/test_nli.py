@@ -112,7 +112,7 @@ def test_llm_judge_spec_loads_lm_lazily(monkeypatch):
     import types
 
     fake_module = types.SimpleNamespace(load_lm=lambda model=None, **kw: FakeLM({}) if model == "tiny" else None)
-    monkeypatch.setitem(sys.modules, "covlib.lm", fake_module)
+    monkeypatch.setitem(sys.modules, "covlib.generation", fake_module)
     judge = load_judge("llm:tiny")
     assert isinstance(judge, LLMJudge) and judge.name == "llm-judge:fake-lm"
 

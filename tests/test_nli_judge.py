@@ -10,9 +10,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from covlib import nli, training
-from covlib import nli_pairs as P
-from covlib.records import DataError, Example, Paragraph
+from covlib import nli
+from covlib.generation import training
+from covlib.nli import pairs as P
+from covlib.core.records import DataError, Example, Paragraph
 
 # Accuracy floors of the judge `make judge` builds, set from the measured values
 # (README, "The offline NLI judge") minus a margin for retraining noise: a judge that
@@ -25,7 +26,8 @@ FLOORS = {  # what the built judge must reach (overlap heuristic: fixture accura
 
 @pytest.fixture(scope="module")
 def fever_claims():
-    from covlib import data, paths
+    from covlib import data
+    from covlib.core import paths
 
     path = paths.dataset_path("fever", "paper_test_processed.jsonl")
     if not path.exists():
@@ -177,7 +179,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def tiny_judge_dir(tmp_path_factory):
     """The embedded MiniLM fine-tuned for a few steps on nine pairs (module-scoped: trained once)."""
-    from covlib.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import embedded_model_dir
 
     out = tmp_path_factory.mktemp("models") / "tiny-nli"
     info = training.fine_tune_pair_classifier(TINY, embedded_model_dir(), out, labels=P.LABELS, max_steps=12,
@@ -189,7 +191,7 @@ def tiny_judge_dir(tmp_path_factory):
 def test_a_few_training_steps_lower_the_loss_and_write_a_card(tiny_judge_dir):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from covlib.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import embedded_model_dir
 
     out, info = tiny_judge_dir
     tok = AutoTokenizer.from_pretrained(str(out))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from covlib import paths
+from covlib.core import paths
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(nb for nb in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb") if re.match(r"\d{2}[a-z]?_", nb.name))
@@ -266,7 +266,7 @@ def _percent(value) -> bool:
 
 def _cred_key_facts() -> dict:
     """The credibility notebooks' default key facts (hand-written) when their file ships, else the supporting sentences."""
-    from covlib import credibility as C
+    from covlib.papers import credibility as C
 
     return {} if C.key_facts_path("hand").exists() else {"key_facts": "supporting"}
 
@@ -608,7 +608,7 @@ def test_11_covrag_judge_smoke(smoke_root):
 @pytest.mark.notebook
 def test_12_claims_smoke(smoke_root):
     """The ledger reads what 01-11 recorded in this smoke run: every claim has a row with a verdict."""
-    from covlib import claims
+    from covlib.runs import claims
 
     ran = {c.notebook for c in claims.CLAIMS if (smoke_root / "results" / f"{c.notebook}.json").is_file()}
     if len(ran) < len({c.notebook for c in claims.CLAIMS}) and not os.environ.get("CI"):

@@ -1,4 +1,4 @@
-"""covlib.prompting: Appendix C prompts, answer parsing, self-consistency scores, batched runs on a scripted LM."""
+"""covlib.papers.verify_edit.cot: Appendix C prompts, answer parsing, self-consistency scores, batched runs on a scripted LM."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from covlib import prompting as P
+from covlib.papers.verify_edit import cot as P
 from scripted import ScriptedGenerator
-from covlib.records import Example
+from covlib.core.records import Example
 
 SHOTS = [
     (Example("s1", "Who directed Film A?", ["Ann Lee"]), "First, Film A was directed by Ann Lee."),

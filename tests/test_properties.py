@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from covlib import data as D
 from covlib import retrieval as R
-from covlib.cache import Cache, make_key
-from covlib.records import DataError, Passage
+from covlib.core.cache import Cache, make_key
+from covlib.core.records import DataError, Passage
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

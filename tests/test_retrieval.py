@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from covlib import retrieval as R
-from covlib.metrics import all_recall_at_k, recall_at_k
-from covlib.records import Paragraph, Passage
+from covlib.core.metrics import all_recall_at_k, recall_at_k
+from covlib.core.records import Paragraph, Passage
 
 N_QUESTIONS = 50
 
@@ -17,7 +17,7 @@ N_QUESTIONS = 50
 @pytest.fixture(scope="module")
 def hotpot(request):
     """(passages, questions, gold titles) from sim_dev.json; passages deduplicated by (title, text)."""
-    from covlib import paths
+    from covlib.core import paths
 
     path = paths.dataset_path("hotpotqa_adv", "sim_dev.json")
     if not path.exists():
@@ -201,7 +201,7 @@ def test_passages_to_sentences():
 
 
 def test_encoder_is_normalised_and_cached():
-    from covlib.embedding import EMBEDDED_NAME, load_encoder
+    from covlib.retrieval.embedding import EMBEDDED_NAME, load_encoder
 
     enc = load_encoder()
     assert enc is load_encoder("all-MiniLM-L6-v2") and enc.name == EMBEDDED_NAME

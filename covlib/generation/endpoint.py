@@ -1,0 +1,499 @@
+"""The HTTP backend: any OpenAI-compatible server behind the same `Generator` interface as the in-process LM.
+
+`load_lm("openai:<model>@<base_url>")` talks to `vllm serve`, llama.cpp's server, llama-cpp-python's
+server, SGLang, `transformers serve` or a hosted API:
+
+* `generate` sends one request per prompt and sample (`n` samples are `n` requests, each with its own
+  seed `lm.sample_seed(seed, prompt, i)`, so sampled runs repeat on servers that honour `seed`);
+  raw prompts go to `/completions`, `chat=True` to `/chat/completions`; per-token log-probabilities
+  are asked for (`logprobs`) and kept as the server reports them.
+* `score` reads prompt log-probabilities back from `/completions` with `echo=true` (vLLM,
+  llama-cpp-python); a server that does not return them gets an `EndpointError` naming the caller.
+* At most `concurrency` requests are in flight (threads); each finished completion is committed to
+  the cache as it arrives, so a killed run re-sends only what is missing.
+* 429, 5xx, timeouts and dropped connections are retried with exponential backoff (`Retry-After`
+  honoured); anything else raises `EndpointError` with the URL, the status and the server's message.
+* The API key comes from `COVLIB_API_KEY` or `OPENAI_API_KEY` at request time; it is never stored,
+  never part of a name, a cache key or a recorded result.
+
+Cache keys hold the backend, the served model and the base URL: the same model name on another server
+does not collide.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import threading
+import time
+import warnings
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict
+from typing import Any, Callable, Sequence
+
+from covlib.core import paths
+from covlib.core.cache import Cache, make_key
+from covlib.generation.base import (Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
+                       sample_seed)
+from covlib.generation.embedded import embedded_gguf
+from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
+
+KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
+RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
+DEFAULT_CONCURRENCY = 8
+
+
+class EndpointError(RuntimeError):
+    """A server could not be reached, rejected a request, or answered something unusable; names the URL.
+    The API key is masked in the message, should a server or proxy echo it back."""
+
+    def __init__(self, message: str):
+        super().__init__(_redact(message))
+
+
+class _Stopped(EndpointError):
+    """A request not sent because another request of its run had failed (that one's error is raised)."""
+
+
+def _redact(text: str) -> str:
+    """The text with every API key covlib would send replaced by ***."""
+    for variable in KEY_VARIABLES:
+        key = os.environ.get(variable)
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+    return text
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUS or (status >= 500 and status != 501)
+
+
+class EndpointLM:
+    """An OpenAI-compatible server as a `covlib.generation.base.Generator`; build it with `load_lm("openai:<model>@<url>")`."""
+
+    def __init__(self, model: str, base_url: str, *, concurrency: int | None = None, timeout: float = 600.0,
+                 retries: int = 5, backoff: float = 1.0, cache: Cache | None = None):
+        concurrency = concurrency or int(os.environ.get("COVLIB_CONCURRENCY", DEFAULT_CONCURRENCY))
+        if concurrency < 1 or retries < 0 or not timeout > 0:
+            raise ValueError(f"need concurrency >= 1, retries >= 0 and timeout > 0, got {concurrency}, {retries}, "
+                             f"{timeout}")
+        self.served_model, self.base_url = model, base_url.rstrip("/")
+        self.name = f"{ENDPOINT_PREFIX}{model}@{self.base_url}"
+        self.concurrency, self.timeout, self.retries, self.backoff = concurrency, timeout, retries, backoff
+        self.cache = cache if cache is not None else Cache(paths.cache_dir() / "calls.sqlite", table="lm")
+        self.requests_sent = 0  # HTTP requests made by this object, retries included (tests, benchmarks)
+        self._lock = threading.Lock()
+        self._client = None
+        self._warned: set[str] = set()
+        self._echo_checked = False
+        self._run_state = threading.local()  # per worker thread: the Event that stops its run
+
+    @classmethod
+    def from_spec(cls, spec: str, **options: Any) -> "EndpointLM":
+        """The backend for `openai:<model>@<base_url>`."""
+        model, url = parse_spec(spec)
+        return cls(model, url, **options)
+
+    def __repr__(self) -> str:
+        return f"EndpointLM({self.name!r}, concurrency={self.concurrency})"
+
+    # ------------------------------------------------------------------ HTTP
+    def _http(self):
+        with self._lock:  # the worker threads share one client (one connection pool)
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=10.0),
+                                            limits=httpx.Limits(max_connections=self.concurrency))
+            return self._client
+
+    def _headers(self) -> dict[str, str]:
+        key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def post(self, route: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST `payload` to `<base_url>/<route>` and return the JSON reply, retrying what may pass."""
+        import httpx
+
+        url = f"{self.base_url}/{route}"
+        last = ""
+        for attempt in range(self.retries + 1):
+            stop = getattr(self._run_state, "stop", None)
+            if stop is not None and stop.is_set():  # another request of this run failed: do not start or retry
+                raise _Stopped(f"{url}: not sent, the run stopped on an earlier error")
+            wait_s = min(60.0, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
+            with self._lock:
+                self.requests_sent += 1
+            try:
+                reply = self._http().post(url, json=payload, headers=self._headers())
+            except httpx.TimeoutException as err:
+                last = f"no answer within {self.timeout:g} s ({type(err).__name__})"
+            except httpx.TransportError as err:
+                refused = isinstance(err, httpx.ConnectError)
+                last = (f"cannot connect ({err}): is the server running at {self.base_url}?" if refused
+                        else f"connection failed ({type(err).__name__}: {err})")
+            else:
+                if reply.status_code == 200:
+                    try:
+                        return reply.json()
+                    except ValueError:
+                        raise EndpointError(f"{url}: malformed response (HTTP 200 but not JSON): "
+                                            f"{reply.text[:200]!r}") from None
+                last = f"HTTP {reply.status_code}: {_server_message(reply)}"
+                if not _retryable(reply.status_code):
+                    raise EndpointError(f"{url} rejected the request ({last}); model {self.served_model!r}")
+                after = reply.headers.get("retry-after", "")
+                wait_s = min(float(after), 300.0) if after.replace(".", "", 1).isdigit() else wait_s
+            if attempt < self.retries:
+                time.sleep(wait_s)
+        raise EndpointError(f"{url}: gave up after {self.retries + 1} attempts: {last}")
+
+    # ------------------------------------------------------------- generation
+    def _key(self, kind: str, **parts: Any) -> str:
+        return make_key(kind=kind, backend="openai", model=self.served_model, base_url=self.base_url, **parts)
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 128,
+        stop: str | Sequence[str] = (),
+        seed: int = 0,
+        chat: bool = False,
+        progress: bool = True,
+        desc: str = "generate",
+    ) -> list[list[Completion]]:
+        """`n` completions for each prompt (greedy when temperature is 0), from cache where possible."""
+        prompts = check_prompts(prompts, "generate")
+        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                  stop=stop, seed=seed)
+        greedy = decoding["temperature"] == 0
+        n_distinct = 1 if greedy else n
+        keys = [[self._key("generate", chat=chat, prompt=p, sample=i, **decoding) for i in range(n_distinct)]
+                for p in prompts]
+        found = self.cache.get_many(k for ks in keys for k in ks)
+        todo = {k: (p, i) for p, ks in zip(prompts, keys) for i, k in enumerate(ks) if k not in found}
+        if todo:
+            self.cache.require_writable(len(todo))
+            self._run(todo, lambda job: asdict(self._complete(job[0], job[1], decoding, chat)), progress, desc)
+            found = self.cache.get_many(k for ks in keys for k in ks)
+        return from_cache(found, keys, n)
+
+    def _run(self, todo: dict[str, Any], work: Callable[[Any], Any], progress: bool, desc: str) -> None:
+        """`work(job)` for every job, `concurrency` at a time; each result is committed to the cache as it arrives.
+        On the first error, requests not yet sent are cancelled, those in flight finish (their results kept), and
+        the error is raised."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="request")
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="covlib-endpoint")
+        stop = threading.Event()  # this run's: set on its first error
+        error: BaseException | None = None
+
+        def guarded(job: Any) -> Any:
+            self._run_state.stop = stop
+            try:
+                return work(job)
+            except BaseException:
+                stop.set()  # at once, in the worker: no other request of this run starts after it
+                raise
+
+        try:
+            pending = {pool.submit(guarded, job): key for key, job in todo.items()}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    key = pending.pop(future)
+                    if future.cancelled():
+                        continue
+                    if future.exception() is not None:
+                        if error is None or isinstance(error, _Stopped):  # raise the error that stopped the run
+                            error = future.exception()
+                        continue
+                    self.cache.put(key, future.result())  # committed now: a crash after this loses nothing
+                    bar.update(1)
+                if error is not None:  # in-flight requests finish (kept); the rest are not sent
+                    for future in pending:
+                        future.cancel()
+        except BaseException:  # Ctrl-C: stop sending, keep what is committed
+            stop.set()
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            bar.close()
+        if error is not None:
+            raise error
+
+    def _complete(self, prompt: str, sample: int, decoding: dict[str, Any], chat: bool) -> Completion:
+        payload: dict[str, Any] = {"model": self.served_model, "max_tokens": decoding["max_new_tokens"],
+                                   "temperature": decoding["temperature"], "top_p": decoding["top_p"], "n": 1}
+        if decoding["stop"]:
+            payload["stop"] = decoding["stop"]
+        if decoding["temperature"] > 0:
+            payload["seed"] = sample_seed(decoding["seed"], prompt, sample) & 0x7FFFFFFF  # 31 bits: every server
+        if chat:
+            payload.update(messages=[{"role": "user", "content": prompt}], logprobs=True, top_logprobs=1)
+            reply = self.post("chat/completions", payload)
+        else:
+            payload.update(prompt=prompt, logprobs=1)
+            reply = self.post("completions", payload)
+        return self._completion(reply, chat, decoding["stop"])
+
+    def _completion(self, reply: dict[str, Any], chat: bool, stops: list[str]) -> Completion:
+        route = "chat/completions" if chat else "completions"
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"] if chat else choice["text"]
+            logprobs = choice.get("logprobs") or {}
+            if chat:
+                entries = logprobs.get("content") or []
+                tokens, values = [e["token"] for e in entries], [e["logprob"] for e in entries]
+            else:
+                tokens, values = list(logprobs.get("tokens") or []), list(logprobs.get("token_logprobs") or [])
+            reason = choice.get("finish_reason") or "stop"
+            if not isinstance(text, str) or len(tokens) != len(values):
+                raise TypeError("text is not a string, or tokens and log-probabilities differ in number")
+            values = [float(v) for v in values]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            raise EndpointError(f"{self.base_url}/{route}: malformed response ({type(err).__name__}: {err}): "
+                                f"{str(reply)[:300]}") from None
+        if not tokens and text:
+            self._warn_once("logprobs", f"{self.base_url} returned no log-probabilities: Completion.token_logprobs "
+                            "are empty (self-consistency weights and answer log-probabilities need them)")
+        cut = first_stop(text, stops)
+        if cut is not None:  # a server that ignored a stop string: cut as the in-process LM does
+            text, reason = text[:cut], "stop"
+        kept, length = 0, 0
+        while kept < len(tokens) and length < len(text):  # the tokens that make the text (servers may add the stop's)
+            length += len(tokens[kept])
+            kept += 1
+        if length >= len(text):
+            tokens, values = tokens[:kept], values[:kept]
+        return Completion(text=text, tokens=[str(t) for t in tokens], token_logprobs=values,
+                          finish_reason="length" if reason == "length" else "stop")
+
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            warnings.warn(message, stacklevel=3)
+
+    # ---------------------------------------------------------------- scoring
+    def score(
+        self,
+        prompts: Sequence[str],
+        continuations: Sequence[str],
+        *,
+        chat: bool = False,
+        progress: bool = True,
+        desc: str = "score",
+    ) -> list[float]:
+        """Total log-probability of each continuation given its prompt, from the server's echoed prompt
+        log-probabilities (cached)."""
+        prompts, continuations = check_pairs(prompts, continuations)
+        if chat:
+            raise EndpointError(f"{desc}: score(chat=True) is not available from {self.name}: an OpenAI-compatible "
+                                "server scores raw text only (echo=true on /completions); use chat=False")
+        keys = [self._key("score", prompt=p, continuation=c) for p, c in zip(prompts, continuations)]
+        found = self.cache.get_many(keys)
+        todo = {k: (p, c) for p, c, k in zip(prompts, continuations, keys) if k not in found}
+        if todo:
+            self.cache.require_writable(len(todo))
+            try:
+                self._check_echo(desc)
+                self._run(todo, lambda job: self._score_one(job[0], job[1], desc), progress, desc)
+            except EndpointError as err:
+                if str(err).startswith(desc):
+                    raise
+                raise EndpointError(f"{desc} needs prompt log-probabilities (score: echo=true on /completions), "
+                                    f"and {self.name} failed to give them: {err}") from None
+            found = self.cache.get_many(keys)
+        return [float(found[k]) for k in keys]
+
+    def _check_echo(self, desc: str) -> None:
+        """Once per object: the echoed log-probability of a token must equal the one the server gives when it
+        generates that token; otherwise (e.g. llama-cpp-python 0.3 with a model that adds no BOS token, whose
+        echoed values are shifted by one position) `score` would be silently wrong, so it raises instead."""
+        with self._lock:
+            if self._echo_checked:
+                return
+        probe = "The capital of France is"
+        reply = self.post("completions", {"model": self.served_model, "prompt": probe, "max_tokens": 1,
+                                          "temperature": 0.0, "logprobs": 1})
+        first = self._completion(reply, False, [])
+        if first.text.strip() and first.token_logprobs:
+            echoed = self._score_one(probe, first.text, desc)
+            if abs(echoed - first.token_logprobs[0]) > 0.05:
+                raise EndpointError(
+                    f"{desc} needs prompt log-probabilities (score), and those of {self.name} are wrong: the echoed "
+                    f"log-probability of {first.text!r} after {probe!r} is {echoed:.3f}, but {first.token_logprobs[0]:.3f} "
+                    "when the server generates it (llama-cpp-python shifts echoed values by one token for models "
+                    "that add no BOS token). Use vLLM, or an in-process model, for score()")
+        with self._lock:
+            self._echo_checked = True
+
+    def _score_one(self, prompt: str, continuation: str, desc: str) -> float:
+        text = prompt + continuation
+        reply = self.post("completions", {"model": self.served_model, "prompt": text, "max_tokens": 1,
+                                          "temperature": 0.0, "echo": True, "logprobs": 1})
+        why = ""
+        try:
+            logprobs = reply["choices"][0].get("logprobs") or {}
+            tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+            offsets = logprobs.get("text_offset")
+            if not (tokens and values and offsets) or not len(tokens) == len(values) == len(offsets):
+                why = "the reply holds no prompt tokens with log-probabilities and text offsets"
+        except (KeyError, IndexError, TypeError, AttributeError) as err:
+            raise EndpointError(f"{self.base_url}/completions: malformed response ({type(err).__name__}: {err}): "
+                                f"{str(reply)[:300]}") from None
+        if not why:
+            # the continuation's tokens: those that end past the prompt and start before the end of the text
+            picked = [v for t, v, o in zip(tokens, values, offsets)
+                      if o < len(text) and o + max(len(t), 1) > len(prompt)]
+            if not picked or any(v is None or not math.isfinite(float(v)) for v in picked):
+                why = "the echoed prompt log-probabilities do not cover the continuation"
+        if why:
+            raise EndpointError(f"{desc} needs prompt log-probabilities (score), and {self.name} does not return "
+                                f"them: {why}. Servers with echo=true and logprobs on /completions (vLLM, "
+                                "llama-cpp-python) do; chat-only APIs do not")
+        return float(sum(float(v) for v in picked))
+
+    # ------------------------------------------------ what only in-process LMs have
+    @property
+    def model(self):
+        """Not available: the weights live in the server."""
+        raise TypeError(f"{self.name} is served: its weights are not in this process. Training and losses "
+                        "(notebook 10) need an in-process model: MODEL=<hub id or folder>")
+
+    tokenizer = model
+
+    def render(self, prompt: str, chat: bool = False) -> str:
+        """The prompt as sent (a chat prompt is templated by the server, so it cannot be shown here)."""
+        if chat:
+            raise TypeError(f"{self.name} applies its chat template on the server; covlib cannot render it")
+        return prompt
+
+
+def _server_message(reply: Any) -> str:
+    """The error message a server put in its reply (OpenAI's {"error": {"message": ...}} or plain text)."""
+    try:
+        body = reply.json()
+        err = body.get("error", body) if isinstance(body, dict) else body
+        message = err.get("message", err) if isinstance(err, dict) else err
+        return " ".join(str(message).split())[:300]
+    except ValueError:
+        return " ".join(reply.text.split())[:300] or reply.reason_phrase
+
+
+class LocalServer:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, started and stopped by covlib (tests, benchmarks,
+    `make serve`); `spec` is what `load_lm` takes. Use as a context manager.
+
+    With no `gguf`, it serves the embedded SmolLM2 with a BOS token added to every prompt (`bos=True`):
+    llama-cpp-python 0.3.36 returns correct echoed log-probabilities, which `score` needs, only for models that
+    add one. `bos=False` serves the file exactly as shipped (what the in-process LM computes on)."""
+
+    def __init__(self, gguf: str | None = None, alias: str | None = None, port: int = 0, n_ctx: int = 2048,
+                 threads: int | None = None, log: str | None = None, bos: bool = True):
+        from pathlib import Path
+
+        self.gguf, self.n_ctx = gguf or embedded_gguf(bos=bos), n_ctx
+        # the served name enters cache keys: the embedded file with or without BOS, or a GGUF file's own name
+        self.alias = alias or (("smollm2-bos" if bos else "smollm2") if gguf is None else Path(gguf).stem)
+        self.port = port or _free_port()
+        self.threads = threads or max(1, (os.cpu_count() or 2))
+        self.log = log
+        self.process = None
+
+    @property
+    def base_url(self) -> str:
+        """http://127.0.0.1:<port>/v1"""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def spec(self) -> str:
+        """openai:<alias>@<base_url>"""
+        return f"{ENDPOINT_PREFIX}{self.alias}@{self.base_url}"
+
+    def start(self, wait_s: float = 120.0) -> "LocalServer":
+        """Start the server and wait until /v1/models answers."""
+        import subprocess
+        import sys
+
+        import httpx
+
+        try:
+            import llama_cpp.server  # noqa: F401
+        except ImportError as err:
+            raise RuntimeError("llama-cpp-python's server is not installed: `pip install 'llama-cpp-python[server]'` "
+                               "(part of `make env`)") from err
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", self.alias,
+             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+             "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)],
+            stdout=out, stderr=out)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the llama.cpp server exited with code {self.process.returncode} at start"
+                                   + (f"; see {self.log}" if self.log else ""))
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the llama.cpp server did not answer at {self.base_url} within {wait_s:g} s")
+
+    def stop(self) -> None:
+        """Stop the server."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except Exception:
+                self.process.kill()
+        self.process = None
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli() -> None:  # `python -m covlib.generation.endpoint --port 8080` (what `make serve` runs)
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Serve a GGUF model (default: the embedded SmolLM2) over an "
+                                 "OpenAI-compatible API with llama-cpp-python, until Ctrl-C.")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--gguf", default=None, help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
+    ap.add_argument("--alias", default=None, help="the model name clients ask for (default: smollm2-bos, "
+                    "smollm2 with --no-bos, or the GGUF file's name)")
+    ap.add_argument("--n-ctx", type=int, default=2048)
+    ap.add_argument("--no-bos", action="store_true", help="serve the embedded GGUF as shipped (score() is refused)")
+    args = ap.parse_args()
+    with LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx, bos=not args.no_bos) as srv:
+        print(f"serving {srv.gguf} at {srv.base_url}\nuse it: make reproduce MODEL={srv.spec}", flush=True)
+        try:
+            srv.process.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    _cli()

@@ -1,0 +1,435 @@
+"""Verify-and-Edit (Zhao et al., ACL 2023), Algorithm 1, batched across examples and sentences.
+
+For every CoT-SC result whose consistency is below the threshold (default ceil(n/2), on the
+[0, n] scale of `covlib.papers.verify_edit.cot`):
+
+1. split r*, the chosen path's rationale, into sentences: at the "First, / Second, / Third, /
+   Fourth," markers when present (the official `rationale_tokenize`, markers dropped), else
+   with `data.split_sentences`;
+2. generate one verifying question per sentence (2-shot prompt of Appendix C.x.3, input =
+   original question + rationale sentence, greedy); an empty question falls back to the sentence;
+3. retrieve sentences for each verifying question from a `Knowledge` source and keep the top 3
+   most similar to the question (`retrieval.top_sentences_batch`, embedded MiniLM);
+4. generate the verifying answer from those sentences (Appendix C.x.4, greedy, first line; a
+   trailing ".." copied from the HotpotQA shots, which the official prompt prints as "1991..",
+   becomes ".");
+5. rebuild the rationale from the verifying answers, "First, {a1} Second, {a2} ..." (the
+   official `answer_again.rationale`), and answer again with the CoT prompt ending
+   "A: {edited rationale} The answer is" (greedy). An empty re-answer keeps the old prediction
+   (counted in `reanswer_failed`).
+
+At or above the threshold the CoT-SC prediction stays. Each step is ONE `lm.generate` call
+over all examples and sentences (plus one `lm.score` call for the new answers' log-probs).
+
+Verifying-answer shots follow Appendix C and the official code: 3 for HotpotQA (the first 3
+few-shot questions with their 4 paragraphs and hand-written full-sentence answers,
+manual_answer.txt), 3 fixed contexts for 2WikiMultihop, 2 for FEVER; §4's "same number of
+examples as answer generation" does not match those prompts. The 2Wiki prompt's typo
+"\\Answer:" is written "Answer:".
+
+Threshold ablation: `compute_edits(..., max_threshold=t_max)` edits every example below t_max
+once (an edit does not depend on the threshold); `apply_threshold(results, edits, t)` then picks
+edited vs original per example, so a sweep over 0..n costs one pass (`sweep_thresholds`).
+
+Confidence for the accuracy-coverage AUC (`VERecord.confidence`, on [0, n]): an unedited
+example keeps its consistency score; an edited one gets n * P(new answer), the probability of
+" {answer}." after "... The answer is" given the edited rationale. The official code ranks
+all examples by the answer span's log-prob instead (kept as `VERecord.answer_logprob`: the
+CoT-SC chosen path's for unedited, the re-answer's for edited).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from covlib.core.text import split_sentences
+from covlib.data import load_fewshot_answers
+from covlib.papers.verify_edit.knowledge import Knowledge
+from covlib.core.metrics import accuracy_coverage_auc, bootstrap, mean_interval
+from covlib.papers.verify_edit.cot import (
+    CONSISTENCY_KINDS,
+    PromptResult,
+    Shot,
+    check_dataset,
+    clean_answer,
+    consistency_of,
+    cot_prompt,
+    fewshot_examples,
+    is_correct,
+    parse_answer,
+)
+from covlib.core.records import Example
+from covlib.retrieval import top_sentences_batch
+
+# --------------------------------------------------------------------------- prompts (official code, verbatim)
+
+VQ_PROMPTS = {
+    "hotpotqa": (
+        "Write a question that asks about the answer to the overall question.\n\n"
+        "Overall Question:  The Sentinelese language is the language of people of one of which Islands in the Bay of Bengal?\n"
+        "Answer: The language of the people of North Sentinel Island is Sentinelese.\n"
+        "Question: What people's language is Sentinelese?\n\n"
+        "Overall Question: Two positions were filled in The Voice of Ireland b which British-Irish girl group based in London, England?\n"
+        "Answer: Little Mix is based in London, England.\n"
+        "Question: What girl group is based in London, England?\n\n"
+        "Overall Question: {question}\nAnswer: {sentence}\nQuestion:"
+    ),
+    "2wikimultihop": (
+        "Write a question that validates the reason for an overall question.\n\n"
+        "Overall Question: What is the date of death of the composer of film Baalaraajana Kathe?\n"
+        "Reason: First, the composer of film Baalaraajana Kathe is S. Hanumantha Rao.\n"
+        "Question: Who is the composer of film Baalaraajana Kathe?\n\n"
+        "Overall Question: Who lived longer, Edward Frederick Sanderson or Forrest Towns?\n"
+        "Reason: First, Edward Frederick Sanderson died at age 81.\n"
+        "Question: How long did Edward Frederick Sanderson live for?\n\n"
+        "Overall Question: {question}\nReason: {sentence}\nQuestion:"
+    ),
+    "fever": (
+        "Write a question that validates the reason for a claim.\n\n"
+        "Claim:  Reg Watson is a current television producer.\n"
+        "Reason: Reginald James Watson AM was an Australian television producer and screenwriter.\n"
+        "Question: What is Reg Watson's occupation?\n\n"
+        "Claim: The Gadsden flag was named by Christopher Gadsden.\n"
+        "Reason: there is no information on who named the Gadsden flag.\n"
+        "Question: Who named the Gadsden flag?\n\n"
+        "Claim: {question}\nReason: {sentence}\nQuestion:"
+    ),
+}
+
+_VA_FIXED = {
+    "2wikimultihop": (
+        "The film was released in 1984 by Essex Films. Kistimaat is a 2014 Bangladeshi action film directed by "
+        "Ashiqur Rahman and produced by Tiger Media Limited and The Abhi Pictures. I'm Taraneh, 15 is a 2002 "
+        "Iranian film directed by Rasul Sadrameli. The film was released on May 4, 2001.\n"
+        "Question: When was the film Kistimaat released?\n"
+        "Answer: The film Kistimaat was released in 2014.\n\n"
+        "Dwaram Venkataswami Naidu and also a lyricist. The film has musical score by S. Hanumantha Rao. "
+        "Rao died 27 May 1980. Rao married Raja Mani with whom he had three daughters and one son.\n"
+        "Question: Who is the composer of film Baalaraajana Kathe?\n"
+        "Answer: The composer of film Baalaraajana Kathe is S. Hanumantha Rao.\n\n"
+        "Adib Kheir was a leading Syrian nationalist of the 1920s. Filmed on location in the Purcell Mountains "
+        "in British Columbia, the film was directed by Frank Marshall, written by John Patrick Shanley, and "
+        "narrated by John Malkovich. Frank Wilton Marshall( born September 13, 1946) is an American film "
+        "producer and director, often working in collaboration with his wife, Kathleen Kennedy. He received "
+        "the Irving G. Thalberg award from the Academy of Motion Picture Arts and Sciences in 2018.\n"
+        "Question: Who is the director of film Alive (1993 Film)?\n"
+        "Answer: The director of film Alive is Frank Marshall.\n\n"
+    ),
+    "fever": (
+        "Reginald James Watson AM (27 August 1926 – 8 October 2019) was an Australian television producer and "
+        "screenwriter. He was executive producer on Crossroads and created Australian media exports serials "
+        "such as Prisoner, Neighbours, The Young Doctors and Sons and Daughters.\n"
+        "Question: What is Reg Watson's occupation?\n"
+        "Answer: Reg Watson was an Australian television producer and screenwriter\n\n"
+        "The flag is named after politician Christopher Gadsden (1724–1805), who designed it in 1775 during "
+        "the American Revolution.\n"
+        "Question: Who named the Gadsden flag?\n"
+        "Answer: The Gadsden flag is named after Christopher Gadsden, but there is no information on who named it.\n\n"
+    ),
+}
+VA_SHOTS_HOTPOTQA = 3
+RATIONALE_MARKERS = ("First,", "Second,", "Third,", "Fourth,", "Moreover,")
+_SPLIT_MARKERS = re.compile(r"(?:^|\s)(?:First|Second|Third|Fourth), ")
+VQ_STOP = ("\n",)
+VA_STOP = ("\n",)
+REANSWER_STOP = ("\n",)
+
+
+def split_rationale(rationale: str) -> list[str]:
+    """Rationale sentences: split at "First, / Second, / Third, / Fourth," (dropped), else by sentence."""
+    rationale = rationale.strip()
+    if not rationale:
+        return []
+    if _SPLIT_MARKERS.search(rationale):
+        return [p.strip() for p in _SPLIT_MARKERS.split(rationale) if p.strip()]
+    return split_sentences(rationale)
+
+
+def join_rationale(sentences: Sequence[str]) -> str:
+    """'First, {s1} Second, {s2} ...' with capitalised sentences ending in punctuation (official answer_again)."""
+    out = []
+    for i, s in enumerate(sentences):
+        s = s.strip()
+        if not s:
+            continue
+        if s[-1] not in ".!?":
+            s += "."
+        out.append(f"{RATIONALE_MARKERS[min(len(out), len(RATIONALE_MARKERS) - 1)]} {s[0].upper()}{s[1:]}")
+    return " ".join(out)
+
+
+def verifying_question_prompt(question: str, sentence: str, dataset: str) -> str:
+    """Appendix C.x.3: 2-shot verifying-question prompt for one rationale sentence."""
+    return VQ_PROMPTS[check_dataset(dataset)].format(question=question.strip(), sentence=sentence.strip())
+
+
+def verifying_answer_header(dataset: str, shots: Sequence[Shot] | None = None) -> str:
+    """The shots part of the verifying-answer prompt (HotpotQA: the first 3 CoT shots with paragraphs)."""
+    dataset = check_dataset(dataset)
+    if dataset != "hotpotqa":
+        return _VA_FIXED[dataset]
+    shots = list(shots) if shots is not None else fewshot_examples("hotpotqa", VA_SHOTS_HOTPOTQA)
+    answers = load_fewshot_answers()
+    parts = []
+    for ex, _ in shots:
+        context = "\n".join(p.text for p in ex.paragraphs)
+        parts.append(f"{context}\nQ: {ex.question.strip()}\nA: {answers.get(ex.id, ex.answer)}.\n\n")
+    return "".join(parts)
+
+
+def verifying_answer_prompt(verifying_question: str, sentences: Sequence[str], dataset: str, header: str) -> str:
+    """Appendix C.x.4: retrieved sentences + verifying question, after the shots in `header`."""
+    dataset = check_dataset(dataset)
+    if dataset == "hotpotqa":
+        return f"{header}{chr(10).join(sentences)}\nQ: {verifying_question.strip()}\nA:"
+    context = " ".join(sentences).replace("\n", "")
+    return f"{header}{context}\nQuestion: {verifying_question.strip()}\nAnswer:"
+
+
+# --------------------------------------------------------------------------- editing
+
+
+@dataclass
+class Edit:
+    """The verify-and-edit outcome for one example (independent of the threshold)."""
+
+    id: str
+    original_rationale: str
+    sentences: list[str]
+    verifying_questions: list[str]
+    retrieved: list[list[str]]  # top sentences per verifying question
+    verifying_answers: list[str]
+    edited_rationale: str
+    text: str  # the re-answer completion after "The answer is"
+    answer: str | None  # parsed new answer (None: empty re-answer)
+    answer_logprob: float  # log P(" {answer}." | ..., "The answer is"); -inf when None
+    prompt: str = field(default="", repr=False)
+
+
+@dataclass
+class VERecord:
+    """One example after Verify-and-Edit at a given threshold."""
+
+    id: str
+    question: str
+    gold: list[str]
+    dataset: str
+    threshold: float
+    consistency_kind: str
+    consistency: float  # CoT-SC score on [0, n]
+    n: int
+    edited: bool
+    original_prediction: str
+    prediction: str
+    original_correct: float
+    correct: float
+    confidence: float  # [0, n]: consistency if unedited, n * P(new answer) if edited
+    answer_logprob: float  # official AUC confidence
+    reanswer_failed: bool
+    original_rationale: str
+    edited_rationale: str = ""
+    verifying_questions: list[str] = field(default_factory=list)
+    retrieved: list[list[str]] = field(default_factory=list)
+    verifying_answers: list[str] = field(default_factory=list)
+
+
+def _n_of(results: Sequence[PromptResult], n: int | None) -> int:
+    sizes = {r.n for r in results}
+    if len(sizes) > 1:
+        raise ValueError(f"results mix different numbers of paths: {sorted(sizes)}")
+    found = sizes.pop() if sizes else (n or 0)
+    if n is not None and results and n != found:
+        raise ValueError(f"n={n} but the results have {found} paths each")
+    return found
+
+
+def default_threshold(n: int) -> int:
+    """ceil(n / 2): edit when less than a majority agrees."""
+    return math.ceil(n / 2)
+
+
+def _chosen_rationale(r: PromptResult) -> str:
+    """r*: the chosen path's rationale; with no parse, the most probable path's text."""
+    if r.chosen_path >= 0:
+        return r.rationale
+    if not r.texts:
+        return ""
+    means = [-1e9 if math.isnan(m) else m for m in r.mean_logprobs]
+    best = max(range(len(r.texts)), key=lambda i: (means[i], -i))
+    return r.rationales[best]
+
+
+def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Example], dataset: str,
+                  knowledge: Knowledge, max_threshold: float | None = None, consistency: str = "wang",
+                  shots: int | Sequence[Shot] | None = None, top_k: int = 3, encoder: Any = None,
+                  vq_max_new_tokens: int = 40, va_max_new_tokens: int = 64,
+                  answer_max_new_tokens: int = 24, progress: bool = True) -> dict[str, Edit]:
+    """Verify and edit every result with consistency < max_threshold (default n, enough for a 0..n sweep)."""
+    dataset = check_dataset(dataset)
+    if consistency not in CONSISTENCY_KINDS:
+        raise ValueError(f"consistency must be one of {CONSISTENCY_KINDS}, not {consistency!r}")
+    n = _n_of(results, None)
+    max_threshold = n if max_threshold is None else max_threshold
+    by_id = {ex.id: ex for ex in examples}
+    missing = [r.id for r in results if r.id not in by_id]
+    if missing:
+        raise ValueError(f"{len(missing)} results have no example (first: {missing[0]!r})")
+    todo = [r for r in results if consistency_of(r, consistency) < max_threshold]
+    if not todo:
+        return {}
+    todo_ex = [by_id[r.id] for r in todo]
+
+    # 1-2. rationale sentences and one verifying question each (no sentence: the question itself)
+    sentences = [split_rationale(_chosen_rationale(r)) for r in todo]
+    units = [(i, s) for i, ss in enumerate(sentences) for s in ss]
+    vq_prompts = [verifying_question_prompt(todo[i].question, s, dataset) for i, s in units]
+    vq_comps = lm.generate(vq_prompts, n=1, temperature=0.0, max_new_tokens=vq_max_new_tokens, stop=list(VQ_STOP),
+                           progress=progress, desc="verifying questions") if vq_prompts else []
+    questions = [_first_line(c[0].text) or s for c, (_, s) in zip(vq_comps, units)]
+    for i, ss in enumerate(sentences):
+        if not ss:
+            units.append((i, ""))
+            questions.append(todo[i].question)
+
+    # 3. retrieve (one batch) and keep the top sentences per verifying question
+    found = knowledge.retrieve_batch(questions, [todo_ex[i] for i, _ in units])
+    ranked = top_sentences_batch(questions, found, k=top_k, encoder=encoder)
+    top = [[s for s, _ in row] for row in ranked]
+
+    # 4. verifying answers (one generate call)
+    header = verifying_answer_header(dataset)
+    va_prompts = [verifying_answer_prompt(q, t, dataset, header) for q, t in zip(questions, top)]
+    va_comps = lm.generate(va_prompts, n=1, temperature=0.0, max_new_tokens=va_max_new_tokens, stop=list(VA_STOP),
+                           progress=progress, desc="verifying answers")
+    answers = [re.sub(r"\.{2,}$", ".", _first_line(c[0].text)) for c in va_comps]  # shots end "..": not copied
+
+    # 5. edited rationales and answering again (one generate call, one score call)
+    per_example: list[list[int]] = [[] for _ in todo]
+    for j, (i, _) in enumerate(units):
+        per_example[i].append(j)
+    edited = [join_rationale([answers[j] for j in js]) for js in per_example]
+    pairs = fewshot_examples(dataset, shots)
+    re_prompts = [cot_prompt(ex.question, dataset, pairs, rationale=rat) for ex, rat in zip(todo_ex, edited)]
+    re_comps = lm.generate(re_prompts, n=1, temperature=0.0, max_new_tokens=answer_max_new_tokens,
+                           stop=list(REANSWER_STOP), progress=progress, desc="answering again")
+    texts = [c[0].text for c in re_comps]
+    new_answers = [parse_answer(f"The answer is{t}", dataset) for t in texts]
+    raws = [clean_answer(t) for t in texts]
+    scored = [i for i, a in enumerate(new_answers) if a is not None]
+    logps = lm.score([re_prompts[i] for i in scored], [f" {raws[i]}." for i in scored], progress=progress,
+                     desc="new answer log-probs") if scored else []
+    answer_logprob = [float("-inf")] * len(todo)
+    for i, lp in zip(scored, logps):
+        answer_logprob[i] = lp
+
+    edits = {}
+    for i, r in enumerate(todo):
+        js = per_example[i]
+        edits[r.id] = Edit(
+            id=r.id, original_rationale=_chosen_rationale(r), sentences=sentences[i],
+            verifying_questions=[questions[j] for j in js], retrieved=[top[j] for j in js],
+            verifying_answers=[answers[j] for j in js], edited_rationale=edited[i], text=texts[i],
+            answer=new_answers[i], answer_logprob=answer_logprob[i], prompt=re_prompts[i],
+        )
+    return edits
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0].strip()
+
+
+def apply_threshold(results: Sequence[PromptResult], edits: dict[str, Edit], threshold: float,
+                    consistency: str = "wang") -> list[VERecord]:
+    """Per example: the edit when consistency < threshold (it must be in `edits`), else the CoT-SC prediction."""
+    if consistency not in CONSISTENCY_KINDS:
+        raise ValueError(f"consistency must be one of {CONSISTENCY_KINDS}, not {consistency!r}")
+    out = []
+    for r in results:
+        score = consistency_of(r, consistency)
+        record = VERecord(
+            id=r.id, question=r.question, gold=r.gold, dataset=r.dataset, threshold=threshold,
+            consistency_kind=consistency, consistency=score, n=r.n, edited=score < threshold,
+            original_prediction=r.prediction, prediction=r.prediction, original_correct=r.correct,
+            correct=r.correct, confidence=score, answer_logprob=r.answer_logprob, reanswer_failed=False,
+            original_rationale=_chosen_rationale(r),
+        )
+        if record.edited:
+            if r.id not in edits:
+                raise KeyError(f"no edit for {r.id!r} (consistency {score:.3g} < threshold {threshold}): "
+                               "compute_edits with a max_threshold at least this high")
+            e = edits[r.id]
+            record.edited_rationale = e.edited_rationale
+            record.verifying_questions, record.retrieved = e.verifying_questions, e.retrieved
+            record.verifying_answers = e.verifying_answers
+            record.reanswer_failed = e.answer is None
+            if e.answer is not None:
+                record.prediction = e.answer
+                record.correct = is_correct(e.answer, r.gold, r.dataset)
+            record.answer_logprob = e.answer_logprob
+            record.confidence = r.n * math.exp(e.answer_logprob) if e.answer is not None else 0.0
+        out.append(record)
+    return out
+
+
+def verify_and_edit(lm, results: Sequence[PromptResult], examples: Sequence[Example], dataset: str,
+                    knowledge: Knowledge, threshold: float | None = None, n: int | None = None,
+                    consistency: str = "wang", **kwargs: Any) -> list[VERecord]:
+    """Algorithm 1: edit CoT-SC results with consistency < threshold (default ceil(n/2)); kwargs go to compute_edits.
+
+    Consistency and threshold share the [0, n] scale (since its commit b585f24 the official code
+    compares a 0-1 vote fraction with thresholds of 3-3.6 and so edits every example; before it,
+    the unnormalised sum `wang_raw`).
+    """
+    n = _n_of(results, n)
+    threshold = default_threshold(n) if threshold is None else threshold
+    edits = compute_edits(lm, results, examples, dataset, knowledge, max_threshold=threshold,
+                          consistency=consistency, **kwargs)
+    return apply_threshold(results, edits, threshold, consistency)
+
+
+def correctness_by_threshold(results: Sequence[PromptResult], edits: dict[str, Edit],
+                             thresholds: Sequence[float] | None = None, consistency: str = "wang") -> dict:
+    """{threshold: per-question correctness (0/1, in `results` order)} at each threshold (default 0..n).
+
+    The same questions at every threshold, so two thresholds compare with a paired bootstrap
+    (`metrics.paired_difference(by_t[a], by_t[b], scale=100)`: EM points).
+    """
+    n = _n_of(results, None)
+    return {t: [r.correct for r in apply_threshold(results, edits, t, consistency)]
+            for t in (range(n + 1) if thresholds is None else thresholds)}
+
+
+def sweep_thresholds(results: Sequence[PromptResult], edits: dict[str, Edit],
+                     thresholds: Sequence[float] | None = None, consistency: str = "wang",
+                     intervals: bool = False, seed: int = 0) -> list[dict]:
+    """Accuracy (%), AUC on `confidence` and on the answer log-prob, and edit count at each threshold (default 0..n).
+
+    With `intervals=True` each row also has `n` and, for `accuracy`, `auc` and
+    `auc_answer_logprob`, the bounds `<metric> low` / `<metric> high` of a 95% percentile
+    bootstrap over questions (seeded; `metrics.mean_interval` / `metrics.bootstrap`).
+    """
+    n = _n_of(results, None)
+    rows = []
+    for t in (range(n + 1) if thresholds is None else thresholds):
+        records = apply_threshold(results, edits, t, consistency)
+        correct = [r.correct for r in records]
+        confidence = [r.confidence for r in records]
+        answer_logprob = [r.answer_logprob for r in records]
+        row = {
+            "threshold": t,
+            "edited": sum(r.edited for r in records),
+            "accuracy": 100 * sum(correct) / len(correct),
+            "auc": accuracy_coverage_auc(confidence, correct),
+            "auc_answer_logprob": accuracy_coverage_auc(answer_logprob, correct),
+        }
+        if intervals:
+            for name, est in (("accuracy", mean_interval(correct, scale=100, seed=seed)),
+                              ("auc", bootstrap(accuracy_coverage_auc, confidence, correct, seed=seed)),
+                              ("auc_answer_logprob", bootstrap(accuracy_coverage_auc, answer_logprob, correct, seed=seed))):
+                row[f"{name} low"], row[f"{name} high"] = est["low"], est["high"]
+            row["n"] = len(records)
+        rows.append(row)
+    return rows

@@ -1,0 +1,171 @@
+"""Saving figures, tables and headline metrics, each with a provenance sidecar.
+
+| writer          | files                                              | name rule            |
+|-----------------|----------------------------------------------------|----------------------|
+| `save_figure`   | figures/<name>.png (dpi 150), .pdf, .json          | fig-NN[x][-words]    |
+| `save_table`    | tables/<name>.csv, .md (provenance line), .json    | tab-NN[x][-words]    |
+| `record_metrics`| results/<name>.json = {metrics, params, meta}      | any plain file name  |
+
+`meta` always gets a UTC timestamp and the git commit of the code (when
+available) on top of what the caller passes (model, judge, n, ...); a judge
+or LM object passed as meta is recorded by its `.name`. Every file is written
+to a temporary file in the same folder and renamed into place, so a crash
+never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from covlib.core import paths
+
+_FIGURE_NAME = re.compile(r"^fig-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
+_TABLE_NAME = re.compile(r"^tab-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_name(name: str, pattern: re.Pattern, what: str) -> str:
+    if not isinstance(name, str) or not pattern.match(name) or name.endswith((".json", ".png", ".pdf", ".csv", ".md")):
+        raise ValueError(f"bad {what} name {name!r}: expected {pattern.pattern} without an extension")
+    return name
+
+
+def to_jsonable(value: Any) -> Any:
+    """Numpy/pandas scalars and arrays, paths, sets and named objects -> plain JSON values (NaN -> None)."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [to_jsonable(v) for v in items]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy scalars/arrays, pandas Series
+        return to_jsonable(value.tolist())
+    if hasattr(value, "item") and callable(value.item):
+        return to_jsonable(value.item())
+    if isinstance(getattr(value, "name", None), str):  # judges, LMs
+        return value.name
+    return str(value)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The code's git commit (with '-dirty' when tracked files changed), or None outside git."""
+    repo = paths.code_root()
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("-dirty" if dirty else "") if commit else None
+
+
+def provenance(**meta: Any) -> dict[str, Any]:
+    """Caller meta plus timestamp (UTC) and git commit, as plain JSON values."""
+    out = to_jsonable(meta)
+    out.setdefault("timestamp", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    out.setdefault("git_commit", git_commit())
+    return out
+
+
+def _atomic_write(path: Path, data: bytes | str) -> Path:
+    """Write to a temp file beside `path`, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _sidecar(path: Path, name: str, params: dict | None, meta: dict[str, Any]) -> Path:
+    record = {"name": name, "params": to_jsonable(params or {}), "meta": meta}
+    return _atomic_write(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+
+def _provenance_line(meta: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in meta.items() if k not in ("timestamp", "git_commit") and v is not None]
+    commit = meta.get("git_commit")
+    parts.append(f"commit {commit[:12]}{'-dirty' if commit.endswith('-dirty') else ''}" if commit else "commit n/a")
+    parts.append(str(meta.get("timestamp")))
+    return "_Provenance: " + "; ".join(parts) + "_"
+
+
+# --------------------------------------------------------------------------- public writers
+
+
+def save_figure(fig: Any, name: str, params: dict | None = None, **meta: Any) -> list[Path]:
+    """Write figures/<name>.png (dpi 150), .pdf and a .json provenance sidecar; return the paths."""
+    _check_name(name, _FIGURE_NAME, "figure")
+    folder = paths.figures_dir()
+    meta = provenance(**meta)
+    written = []
+    for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {"metadata": {"CreationDate": None}})):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=ext, bbox_inches="tight", **kwargs)
+        written.append(_atomic_write(folder / f"{name}.{ext}", buffer.getvalue()))
+    written.append(_sidecar(folder / f"{name}.json", name, params, meta))
+    return written
+
+
+def save_table(df: Any, name: str, params: dict | None = None, index: bool = False, floatfmt: str = ".3f", **meta: Any) -> list[Path]:
+    """Write tables/<name>.csv, .md (with a provenance line) and a .json sidecar; return the paths."""
+    _check_name(name, _TABLE_NAME, "table")
+    folder = paths.tables_dir()
+    meta = provenance(**meta)
+    csv = df.to_csv(index=index)
+    markdown = df.to_markdown(index=index, floatfmt=floatfmt) + "\n\n" + _provenance_line(meta) + "\n"
+    return [
+        _atomic_write(folder / f"{name}.csv", csv),
+        _atomic_write(folder / f"{name}.md", markdown),
+        _sidecar(folder / f"{name}.json", name, params, meta),
+    ]
+
+
+def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = None, **meta: Any) -> Path:
+    """Write results/<name>.json = {"metrics", "params", "meta"} with numpy types converted."""
+    _check_name(name, _PLAIN_NAME, "metrics")
+    record = {"metrics": to_jsonable(metrics), "params": to_jsonable(params or {}), "meta": provenance(**meta)}
+    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return _atomic_write(paths.results_dir() / f"{name}.json", text)
+
+
+def load_metrics(name: str) -> dict[str, Any]:
+    """The full record {"metrics", "params", "meta"} written by `record_metrics`."""
+    _check_name(name, _PLAIN_NAME, "metrics")
+    path = paths.results_dir() / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no recorded metrics {name!r} at {path}; run the notebook that records them")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"recorded metrics {path} are unreadable ({err}); re-run the notebook that records them") from err

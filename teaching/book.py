@@ -1,0 +1,227 @@
+"""A reading copy: the executed notebooks, their figures and tables, as a static site that works offline.
+
+`build` renders each executed notebook with nbconvert into one self-contained HTML page (images
+inline, no script or font fetched from the network), appends the figures and tables the notebook
+wrote, and writes an index page listing each paper, its notebooks and what each reproduces, plus
+the course guide. Open `index.html` from disk; no server is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from covlib.core import paths
+from teaching.course import strip_solutions
+
+# (paper, where it appeared, [(notebook, what it reproduces)])
+PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("Data and judges", "shared by the three papers", (
+        ("00_data_tour", "the datasets, the offline corpus and retrieval recall@k"),
+        ("00b_nli_judges", "every NLI judge on the same held-out pairs"),
+    )),
+    ("Verify-and-Edit: A Knowledge-Enhanced Chain-of-Thought Framework", "Zhao et al., ACL 2023", (
+        ("01_consistency_kde", "Fig. 2: consistency of correct vs incorrect CoT-SC predictions"),
+        ("02_threshold_ablation", "Fig. 3: EM and AUC as the consistency threshold moves"),
+        ("03_verify_and_edit_tables", "Tables 1-3: Verify-and-Edit on HotpotQA, 2WikiMultiHop and FEVER"),
+    )),
+    ("How Credible Is an Answer From Retrieval-Augmented LLMs?", "Zhou, Liu and Dou", (
+        ("04_credibility_models", "Tables 1-2: key-fact precision/recall, citations and self-consistency per model"),
+        ("05_knowledge_precision", "Fig. 3: metrics as noise references are added"),
+        ("06_knowledge_recall", "Table 3: complete, partial and no references"),
+        ("07_reflection_completion", "Table 4: self-reflection and self-completion"),
+    )),
+    ("Retrieving, Rethinking and Revising: Chain-of-Verification for RAG (CoV-RAG)", "CoV-RAG", (
+        ("08_covrag_verifier", "Tables 1 and 6: the verifier's scores and judgment; how often σ fires"),
+        ("09_covrag_iterations", "Table 2, Fig. 3, Table 5: single vs multi-iteration accuracy"),
+        ("10_covrag_finetune", "§2.2 and Table 4: LoRA fine-tuning of the verifier"),
+        ("11_covrag_judge", "Table 3: answers ranked by an LLM judge"),
+    )),
+    ("The claims ledger", "the three papers' directional claims against our runs", (
+        ("12_claims", "every claim: the paper's evidence, ours with its 95% interval, a verdict"),
+    )),
+)
+LEDGER_COLUMNS = ("paper", "claim", "scope", "ours [95% CI]", "n", "verdict", "reason")
+
+_STYLE = """
+body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+.covlib-book h1 { font-size: 1.8rem; } .covlib-book h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; }
+.covlib-book li { margin: .3rem 0; } .covlib-book .missing { color: #888; }
+.covlib-book code { background: #f4f4f4; padding: 0 .2rem; } .covlib-book table { border-collapse: collapse; }
+.covlib-book table.ledger td, .covlib-book table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; }
+.covlib-book td, .covlib-book th { border: 1px solid #ccc; padding: .2rem .5rem; }
+nav.covlib-nav { position: sticky; top: 0; z-index: 10; background: #f7f7f7; border-bottom: 1px solid #ddd;
+  padding: .5rem 1rem; font: 14px system-ui, sans-serif; }
+nav.covlib-nav a { margin-right: 1.5rem; }
+section.covlib-outputs { max-width: 70rem; margin: 2rem auto; padding: 0 1rem; font: 15px system-ui, sans-serif; }
+section.covlib-outputs img { max-width: 100%; border: 1px solid #eee; }
+section.covlib-outputs table { border-collapse: collapse; font-size: 13px; }
+section.covlib-outputs td, section.covlib-outputs th { border: 1px solid #ccc; padding: .15rem .4rem; }
+"""
+_REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.I | re.S)
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def catalogue() -> list[str]:
+    """Every notebook the book lists, in reading order."""
+    return [nb for _, _, notebooks in PAPERS for nb, _ in notebooks]
+
+
+def _offline(nb: Any) -> Any:
+    """Drop what would need the network to show (widget views; their text stays) and stderr (progress bars, warnings)."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if "outputs" in cell:
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if data and _WIDGET in data:
+                del data[_WIDGET]
+                data.setdefault("text/plain", "")
+    return nb
+
+
+def _markdown(text: str) -> str:
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    return markdown2html_mistune(text)
+
+
+def _outputs(stem: str, figures: Path, tables: Path) -> str:
+    """The figures (inline PNG) and tables (Markdown) a notebook wrote, as an HTML section."""
+    number = stem.split("_", 1)[0]
+    parts = []
+    for png in sorted(figures.glob(f"fig-{number}-*.png")):
+        data = base64.b64encode(png.read_bytes()).decode()
+        parts.append(f"<h3>{html.escape(png.stem)}</h3><img alt=\"{html.escape(png.stem)}\" src=\"data:image/png;base64,{data}\">")
+    for md in sorted(tables.glob(f"tab-{number}-*.md")):
+        parts.append(f"<h3>{html.escape(md.stem)}</h3>" + _markdown(md.read_text(encoding="utf-8")))
+    if not parts:
+        return ""
+    return "<section class=\"covlib-outputs\"><h2>Figures and tables this notebook wrote</h2>" + "".join(parts) + "</section>"
+
+
+def _nav(prev: str | None, nxt: str | None) -> str:
+    links = ['<a href="index.html">↑ index</a>', '<a href="course-guide.html">course guide</a>']
+    if prev:
+        links.append(f'<a href="{prev}.html">← {html.escape(prev)}</a>')
+    if nxt:
+        links.append(f'<a href="{nxt}.html">{html.escape(nxt)} →</a>')
+    return f'<nav class="covlib-nav">{"".join(links)}</nav>'
+
+
+def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = "", hide_solutions: bool = False) -> str:
+    """One executed notebook as a self-contained HTML page (nbconvert's lab template, nothing remote).
+
+    `hide_solutions`: the exercises' solutions show as the student stub and the hidden checks are left out.
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = _offline(nbformat.read(str(path), as_version=4))
+    if hide_solutions:
+        for cell in nb.cells:
+            cell.source = strip_solutions(cell.source)
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    out["traceback"] = []  # a traceback quotes the source it ran, hidden checks included
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    body = _REMOTE_SCRIPT.sub("", body)
+    body = _SCRIPT.sub(lambda m: "" if re.search(r"(import|src)\W+https?://", m.group(0)) else m.group(0), body)
+    body = body.replace("</head>", f"<style>{_STYLE}</style></head>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + nav, body, count=1)
+    return body.replace("</body>", _outputs(Path(path).stem, figures, tables) + "</body>", 1)
+
+
+def _page(title: str, content: str) -> str:
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body class=\"covlib-book\">{content}</body></html>")
+
+
+def ledger_section(tables: Path) -> str:
+    """The claims ledger (tables/tab-12-claims.csv) as an HTML table, every cell escaped (a note before notebook 12 ran)."""
+    import csv
+
+    path = tables / "tab-12-claims.csv"
+    if not path.is_file():
+        return ("<h2>Claims ledger</h2><p class=\"missing\">Not built yet: <code>make reproduce</code> "
+                "(or <code>make reproduce ONLY=12</code> after 01-11), then <code>make book</code>.</p>")
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in LEDGER_COLUMNS) + "</tr>"
+                   for r in rows)
+    return ("<h2>Claims ledger</h2><p>Each directional claim of the three papers against our run "
+            "(<a href=\"12_claims.html\">notebook 12</a> says how verdicts are read).</p>"
+            f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def index_page(built: Sequence[str], tables: Path | None = None) -> str:
+    """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
+    yet says how to run it)."""
+    parts = ["<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
+             "<p>The executed notebooks of this reproduction, with their figures and tables. "
+             "Teachers: see the <a href=\"course-guide.html\">course guide</a>.</p>",
+             ledger_section(tables if tables is not None else paths.tables_dir())]
+    for paper, where, notebooks in PAPERS:
+        parts.append(f"<h2>{html.escape(paper)}</h2><p><em>{html.escape(where)}</em></p><ul>")
+        for stem, what in notebooks:
+            if stem in built:
+                parts.append(f"<li><a href=\"{stem}.html\"><code>{stem}</code></a>: {html.escape(what)}</li>")
+            else:
+                number = stem.split("_", 1)[0]
+                parts.append(f"<li class=\"missing\"><code>{stem}</code>: {html.escape(what)} "
+                             f"(not executed yet: <code>make reproduce ONLY={number}</code>, then <code>make book</code>)</li>")
+        parts.append("</ul>")
+    return _page("covlib: the reading copy", "".join(parts))
+
+
+def build(executed: str | Path | None = None, out: str | Path | None = None, figures: str | Path | None = None,
+          tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False) -> list[Path]:
+    """Render every executed notebook found in `executed`, the index and the course guide into `out`."""
+    executed = Path(executed) if executed else paths.code_root() / "notebooks" / "executed"
+    out = Path(out) if out else paths.build_dir() / "book"
+    figures = Path(figures) if figures else paths.figures_dir()
+    tables = Path(tables) if tables else paths.tables_dir()
+    guide = Path(guide) if guide else paths.code_root() / "notebooks" / "COURSE.md"
+    out.mkdir(parents=True, exist_ok=True)
+    order = catalogue()
+    built = [stem for stem in order if (executed / f"{stem}.ipynb").is_file()]
+    written = []
+    for i, stem in enumerate(built):
+        nav = _nav(built[i - 1] if i else None, built[i + 1] if i + 1 < len(built) else None)
+        page = out / f"{stem}.html"
+        page.write_text(render_notebook(executed / f"{stem}.ipynb", figures, tables, nav, hide_solutions), encoding="utf-8")
+        written.append(page)
+    text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
+    (out / "course-guide.html").write_text(_page("Course guide", _nav(None, None) + _markdown(text)), encoding="utf-8")
+    (out / "index.html").write_text(index_page(built, tables), encoding="utf-8")
+    return [out / "index.html", out / "course-guide.html", *written]
+
+
+def _cli(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m teaching.book", description=__doc__.splitlines()[0])
+    parser.add_argument("--executed", default=str(paths.code_root() / "notebooks" / "executed"),
+                        help="folder of executed notebooks (make reproduce writes notebooks/executed)")
+    parser.add_argument("--out", default=str(paths.build_dir() / "book"))
+    parser.add_argument("--figures", default=None, help="figures folder (default: figures/)")
+    parser.add_argument("--tables", default=None, help="tables folder (default: tables/)")
+    parser.add_argument("--hide-solutions", action="store_true",
+                        help="show the exercises' solutions as the student stub and leave out hidden checks (a copy for students)")
+    args = parser.parse_args(argv)
+    written = build(args.executed, args.out, args.figures, args.tables, hide_solutions=args.hide_solutions)
+    pages = len(written) - 2
+    print(f"book: {pages} of {len(catalogue())} notebooks rendered; open {Path(args.out) / 'index.html'}")
+    if pages < len(catalogue()):
+        print("notebooks not executed yet are listed on the index page with the command that runs them")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cli())
