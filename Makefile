@@ -39,6 +39,9 @@ reproduce: env judge ## run every notebook in order with papermill; writes figur
 test: env ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
+test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
+	$(PY) -m pytest -q -m "not notebook and not server and not training and not slow"
+
 bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI, HTTP backend vs in-process, concurrency
 	$(PY) scripts/bench.py
 
@@ -49,7 +52,7 @@ index: env ## build the streamed, memory-mapped BM25 index of a big corpus once:
 	$(PY) -m covlib.retrieval.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
 
 serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1
-	$(PY) -m covlib.generation.endpoint --port "$(or $(PORT),8080)"
+	$(PY) -m covlib.generation.server --port "$(or $(PORT),8080)"
 
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
 	$(PY) -m teaching.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
@@ -73,4 +76,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env judge reproduce test bench bench-index index serve assignments grade book lab sync clean clean-cache
+.PHONY: help env judge reproduce test test-fast bench bench-index index serve assignments grade book lab sync clean clean-cache

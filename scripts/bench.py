@@ -121,7 +121,8 @@ def bench_endpoint(args, fresh, scratch: Path) -> None:
     """Benchmarks 6-8: the HTTP backend against a local llama.cpp server on the embedded GGUF."""
     from covlib import data
     from covlib.core.cache import Cache
-    from covlib.generation.endpoint import EndpointLM, LocalServer
+    from covlib.generation.endpoint import EndpointLM
+    from covlib.generation.server import LocalServer
 
     questions = [f"Question: {e.question}\nAnswer:" for e in data.load_adv_hotpotqa(split="test")[16:32]]
     kw = dict(max_new_tokens=args.tokens, progress=False)

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from covlib.core import paths  # noqa: E402
-from covlib.runs import profiles
+from covlib.generation import spec  # noqa: E402
+from covlib.runs import profiles  # noqa: E402
 
 
 NUMBERED = re.compile(r"^\d{2}[a-z]?_\w+\.ipynb$")  # 00_data_tour, 00b_nli_judges, 01_...
@@ -42,18 +43,14 @@ def notebooks(only: str = "") -> list[Path]:
 def check_arguments(model: str, device: str) -> None:
     """Stop before the first notebook on a model that is neither a folder, a hub id nor a server spec
     (`openai:<model>@<base_url>`), or an unknown device."""
-    from covlib.generation import is_endpoint
-
-    if is_endpoint(model):
-        from covlib.generation.endpoint import parse_spec
-
+    if spec.is_endpoint(model):
         try:
-            parse_spec(model)
+            spec.parse_spec(model)
         except ValueError as err:
             raise SystemExit(f"MODEL={model!r}: {err}") from None
     elif model:
         try:
-            paths.model_source(model)
+            spec.model_source(model)
         except FileNotFoundError:
             raise SystemExit(f"MODEL={model!r} is not a model folder here and not a hub id (`owner/name`)") from None
     if device and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device):

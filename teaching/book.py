@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
-from teaching.course import strip_solutions
+from teaching.exercises import strip_solutions
 
 # (paper, where it appeared, [(notebook, what it reproduces)])
 PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (

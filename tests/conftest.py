@@ -25,3 +25,15 @@ def isolated_cache(tmp_path, monkeypatch):
     """Point COVLIB_CACHE at a fresh folder so tests never share generation caches."""
     monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+# Test tiers (`make test-fast` leaves these out; `make test`, what CI runs, has them all). A test is marked by the
+# fixtures it uses, so a new test that starts a server or trains a model lands in the right tier by itself.
+_TIER_FIXTURES = {"server": ("server", "bos_server"), "training": ("adapter", "tiny_judge_dir")}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for marker, fixtures in _TIER_FIXTURES.items():
+            if any(f in item.fixturenames for f in fixtures):
+                item.add_marker(getattr(pytest.mark, marker))

@@ -21,7 +21,9 @@ import pytest
 
 from covlib import generation as L
 from covlib.core.cache import Cache
-from covlib.generation.endpoint import EndpointError, EndpointLM, LocalServer, parse_spec
+from covlib.generation.endpoint import EndpointError, EndpointLM
+from covlib.generation.server import LocalServer, free_port
+from covlib.generation.spec import parse_spec
 
 PROMPTS = [
     "The capital of France is",
@@ -152,9 +154,7 @@ def test_a_killed_run_resends_only_what_is_missing(server, tmp_path):
 
 
 def test_server_down(tmp_path):
-    from covlib.generation.endpoint import _free_port
-
-    lm = _client(f"http://127.0.0.1:{_free_port()}/v1", tmp_path, retries=2, backoff=0.01)
+    lm = _client(f"http://127.0.0.1:{free_port()}/v1", tmp_path, retries=2, backoff=0.01)
     t0 = time.monotonic()
     with pytest.raises(EndpointError, match=r"http://127.0.0.1:\d+/v1/completions: gave up after 3 attempts: "
                                             r"cannot connect .*is the server running"):

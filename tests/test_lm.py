@@ -54,6 +54,7 @@ def test_completion_fields_and_stop_strings(lm):
     assert long[0].finish_reason == "length" and len(long[0].tokens) == 5
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded_and_independent_of_batch(lm):
     kw = dict(n=5, temperature=0.7, max_new_tokens=16, progress=False)
     a = lm.generate(PROMPTS[:1], seed=1, **kw)[0]
@@ -65,6 +66,7 @@ def test_sampling_is_seeded_and_independent_of_batch(lm):
     assert [x.text for x in c] != [x.text for x in a]
 
 
+@pytest.mark.slow
 def test_second_run_is_served_from_cache(lm):
     first = lm.generate(PROMPTS, n=3, temperature=0.7, max_new_tokens=10, progress=False)
     calls = lm.forward_calls
@@ -98,6 +100,7 @@ def test_bad_input_is_refused(lm):
         lm.score(["a", "b"], ["c"], progress=False)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_cache(model_dir, tmp_path):
     """A run killed mid-way keeps every finished batch; the rerun generates only the rest."""
     db = tmp_path / "calls.sqlite"

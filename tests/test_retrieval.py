@@ -162,7 +162,6 @@ def test_oracle_ranks_only_given_paragraphs():
     assert [h.title for h in hits] == ["Oksana Baiul", "Sochi"]  # no-overlap ties keep given order
     assert hits[0].score > 0 == hits[1].score
     assert [h.title for h in R.OracleRetriever(rank=False).search("x", k=3, paragraphs=paras)] == ["Oksana Baiul", "Sochi", "Kyiv"]
-    assert R.DatasetParagraphs is R.OracleRetriever
     batch = oracle.search_batch(["Sochi city", "capital of Ukraine"], k=1, paragraphs=[paras, paras])
     assert [b[0].title for b in batch] == ["Sochi", "Kyiv"]
 
@@ -219,11 +218,3 @@ def test_web_search_without_endpoint_says_what_to_do(monkeypatch):
     assert "BM25" in str(err.value) and "offline" in str(err.value).lower()
     monkeypatch.setenv("COVLIB_SEARCH_ENDPOINT", "http://localhost:1/search")
     assert R.WebSearch().endpoint == "http://localhost:1/search"
-
-
-def test_sentence_split_fallback_without_covlib_data(monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "covlib.data", None)  # import fails -> private regex splitter
-    text = 'He said "Go." Then he left! Was it 3.5 km? Yes (mostly). end'
-    assert R._split_sentences(text) == ['He said "Go."', "Then he left!", "Was it 3.5 km?", "Yes (mostly). end"]

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from teaching import book, course
+from teaching import book, course, grading
 from covlib.core import paths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def _read(path: Path):
 
 
 def _cells(nb, ex: str, role: str):
-    return [c for c in nb.cells if course._role(c) == (ex, role)]
+    return [c for c in nb.cells if course.cell_role(c) == (ex, role)]
 
 
 def _need_data() -> None:
@@ -109,7 +109,10 @@ def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
 
     (wheel,) = assignments.glob("covlib-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "covlib/course.py" in names and "covlib/verify_edit.py" in names
+    packages = {str(f.relative_to(ROOT)) for f in (ROOT / "covlib").rglob("__init__.py")}
+    assert packages <= set(names), f"subpackages missing from the wheel: {sorted(packages - set(names))}"
+    assert "covlib/runs/exercises.py" in names and "covlib/resources/key_facts_hand-v1.jsonl" in names
+    assert not [n for n in names if n.startswith("teaching/")], "the course and the grader stay out of the wheel"
     assert not [n for n in names if n.endswith((".ipynb", ".py")) and not n.startswith("covlib/")], names
     assert not [n for n in names if "notebooks" in n or "tests/" in n], names
     assert wheel.name in (assignments / "README.md").read_text()
@@ -349,6 +352,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_grader_on_a_tiny_course(case, tmp_path):
     solution = _tiny_course(tmp_path / "course")
@@ -360,6 +364,7 @@ def test_grader_on_a_tiny_course(case, tmp_path):
         assert r.error.startswith(want) if want else r.error == "", (r.exercise, r.error)
 
 
+@pytest.mark.slow
 def test_make_grade_checks_the_solutions_first_and_survives_a_grader_error(tmp_path, monkeypatch):
     solution = _tiny_course(tmp_path / "course")
     _submit(solution, tmp_path / "subs" / "dan", lambda nb: None)
@@ -378,7 +383,7 @@ def test_make_grade_checks_the_solutions_first_and_survives_a_grader_error(tmp_p
         if student == "eve":
             raise RuntimeError("boom")
         return real(path, submission, student, *args, **kwargs)
-    monkeypatch.setattr(course, "grade_notebook", broken)
+    monkeypatch.setattr(grading, "grade_notebook", broken)
     rows = course.grade(tmp_path / "subs", tmp_path / "out2", time_limit=30, folder=solution.parent, progress=False,
                         solutions_first=False)
     assert [(r.student, r.points) for r in rows if r.student == "eve"] == [("eve", 0.0), ("eve", 0.0)]
@@ -458,6 +463,7 @@ def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
     assert "Learning goals" in guide
 
 
+@pytest.mark.slow
 def test_book_for_students_hides_every_solution(tmp_path):
     site = tmp_path / "book"  # the solution notebooks themselves, solutions and hidden checks in place
     book.build(ROOT / "notebooks", site, tmp_path / "f", tmp_path / "t", hide_solutions=True)
@@ -473,6 +479,7 @@ def test_book_for_students_hides_every_solution(tmp_path):
             assert line not in plain, f"{path.name}: {line!r} shown to students"
 
 
+@pytest.mark.slow
 def test_make_book_builds_the_site(tmp_path):
     done = subprocess.run(["make", "-o", ".venv/.installed", "book", f"BOOK={tmp_path / 'site'}", "STUDENTS=1"], cwd=ROOT,
                           capture_output=True, text=True)

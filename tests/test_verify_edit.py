@@ -323,6 +323,7 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_end_to_end_on_the_embedded_model(shared_data, tmp_path, one_torch_thread):
     """Two Adversarial HotpotQA test questions, n = 2, Dataset knowledge, everything edited (threshold n + 1)."""
     shared_data("hotpotqa_adv", "sim_dev.json")

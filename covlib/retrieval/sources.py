@@ -87,7 +87,6 @@ class OracleRetriever:
         return cls(**read_meta(Path(folder), cls.name)["config"])
 
 
-DatasetParagraphs = OracleRetriever
 
 
 # ---------------------------------------------------------------------------

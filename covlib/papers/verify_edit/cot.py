@@ -67,17 +67,16 @@ completion; -inf when nothing parsed.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from covlib.core.text import split_sentences
 from covlib.data import load_fewshot
-from covlib.core.metrics import accuracy_coverage_auc, exact_match, f1_score, normalize_answer, normalize_fever_label
+from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
+from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
+                                              finish_answer, gold_answers, is_correct, parse_answer, rescore, split_cot)  # noqa: F401
 
-DATASETS = ("hotpotqa", "2wikimultihop", "fever")
 NUM_SHOTS = {"hotpotqa": 6, "2wikimultihop": 6, "fever": 3}
 # Appendix C's shots = the first records of each few-shot examples file that have a rationale.
 PAPER_SHOT_IDS = {
@@ -89,22 +88,11 @@ PAPER_SHOT_IDS = {
     "fever": ("180017", "39149", "126412", "52968", "215766", "873"),
 }
 FEVER_HEADER = "Determine if there is Observation that SUPPORTS or REFUTES a Claim, or if there is NOT ENOUGH INFO."
-ANSWER_MARKER = "The answer is"
 COT_STOP = ("\n\n", "\nQ:", "\nQuestion:", "\nClaim:")
 STANDARD_STOP = ("\n",)
 CONSISTENCY_KINDS = ("wang", "majority", "wang_raw")
 
 Shot = tuple[Example, str]
-_MARKER = re.compile(re.escape(ANSWER_MARKER), re.IGNORECASE)
-_QUOTES = "\"'“”‘’`"
-
-
-def check_dataset(dataset: str) -> str:
-    """The dataset name if it has prompts here ("adv_hotpotqa" is accepted for "hotpotqa")."""
-    dataset = "hotpotqa" if dataset == "adv_hotpotqa" else dataset
-    if dataset not in DATASETS:
-        raise ValueError(f"no prompts for dataset {dataset!r}; choose one of {DATASETS}")
-    return dataset
 
 
 # --------------------------------------------------------------------------- prompts
@@ -164,88 +152,6 @@ def cot_prompt(question: str, dataset: str, shots: Sequence[Shot], rationale: st
 
 
 # --------------------------------------------------------------------------- parsing
-
-
-def clean_answer(answer: str) -> str:
-    """First line, first sentence, without surrounding spaces, quotes or trailing periods."""
-    line = answer.strip().split("\n", 1)[0].strip()
-    sentences = split_sentences(line)
-    first = sentences[0] if sentences else line
-    return first.strip().strip(_QUOTES).strip().rstrip(".").strip().strip(_QUOTES).strip()
-
-
-def split_cot(text: str) -> tuple[str, str | None, int]:
-    """(rationale, raw answer or None, index just after the marker or -1) of a CoT completion."""
-    match = _MARKER.search(text)
-    if match is None:
-        return text.strip(), None, -1
-    raw = clean_answer(text[match.end():])
-    return text[: match.start()].strip(), (raw or None), match.end()
-
-
-def _finish(raw: str | None, dataset: str) -> str | None:
-    if raw is None:
-        return None
-    if dataset == "fever":
-        return normalize_fever_label(raw)
-    return raw if normalize_answer(raw) else None
-
-
-def parse_answer(text: str, dataset: str = "hotpotqa", marker: bool = True) -> str | None:
-    """The answer after the first "The answer is" (None when absent: a failed parse); FEVER: the label.
-
-    With `marker=False` (standard prompts) the first line is the answer, or what follows the
-    marker when the model wrote one anyway.
-    """
-    dataset = check_dataset(dataset)
-    _, raw, _ = split_cot(text)
-    if raw is None and not marker:
-        raw = clean_answer(text) or None
-    return _finish(raw, dataset)
-
-
-def answer_key(answer: str | None, dataset: str) -> str | None:
-    """What answers are compared by: the FEVER label, else `metrics.normalize_answer`."""
-    if answer is None:
-        return None
-    if check_dataset(dataset) == "fever":
-        return normalize_fever_label(answer)
-    return normalize_answer(answer) or None
-
-
-def is_correct(prediction: str, gold: Sequence[str], dataset: str) -> float:
-    """Exact match against any gold alias; FEVER: label accuracy. An empty prediction is wrong."""
-    if not prediction:
-        return 0.0
-    if check_dataset(dataset) == "fever":
-        return float(normalize_fever_label(prediction) == normalize_fever_label(gold[0]))
-    return exact_match(prediction, gold)
-
-
-def gold_answers(example: Example, dataset: str) -> list[str]:
-    """Gold aliases of an example ([label] for FEVER)."""
-    return [example.label or ""] if check_dataset(dataset) == "fever" else list(example.answers)
-
-
-ALIAS_MODES = ("all", "first")
-
-
-def rescore(records: Sequence, aliases: str = "first") -> list[float]:
-    """Per-question correctness (0/1) of each record's prediction against its gold aliases.
-
-    `aliases="all"`: any alias counts (what `is_correct` stored); `"first"`: only the first gold
-    answer (one string, as the official code compares; see the module doc for 2Wiki's alias
-    order). `records` are `PromptResult`s or
-    `verify_edit.VERecord`s (anything with `prediction`, `gold` and `dataset`); FEVER labels
-    have one gold, so both modes agree there.
-    """
-    if aliases not in ALIAS_MODES:
-        raise ValueError(f"aliases must be one of {ALIAS_MODES}, not {aliases!r}")
-    out = []
-    for r in records:
-        gold = list(r.gold) if aliases == "all" else list(r.gold[:1])
-        out.append(is_correct(r.prediction, gold, r.dataset) if gold else 0.0)
-    return out
 
 
 # --------------------------------------------------------------------------- consistency
@@ -343,7 +249,7 @@ def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, p
             raws = [clean_answer(t) for t in texts]
         else:
             parts = [split_cot(t) for t in texts]
-            split = [(rat, _finish(raw, dataset), end) for rat, raw, end in parts]
+            split = [(rat, finish_answer(raw, dataset), end) for rat, raw, end in parts]
             raws = [raw for _, raw, _ in parts]
         answers = [a for _, a, _ in split]
         means = [_mean(c.token_logprobs) for c in comps]
