@@ -3,7 +3,7 @@
 `build` renders each executed notebook with nbconvert into one self-contained HTML page (images
 inline, no script or font fetched from the network), appends the figures and tables the notebook
 wrote, and writes an index page listing each paper, its notebooks and what each reproduces, plus
-the course guide. Open `index.html` from disk; no server is needed.
+the course guide and the pages of `docs/` (one HTML page each, linked from the index). Open `index.html` from disk; no server is needed.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ section.covlib-outputs td, section.covlib-outputs th { border: 1px solid #ccc; p
 _REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
 _SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.I | re.S)
 _WIDGET = "application/vnd.jupyter.widget-view+json"
+_DOC_LINK = re.compile(r'href="(?:docs/)?([\w-]+)\.md(#[\w-]*)?"')  # a link between docs pages, to its rendered copy
 
 
 def catalogue() -> list[str]:
@@ -160,7 +161,25 @@ def ledger_section(tables: Path) -> str:
             f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def index_page(built: Sequence[str], tables: Path | None = None) -> str:
+def docs_pages(folder: Path) -> list[Path]:
+    """The project's documentation pages (docs/*.md), library map first, then by name."""
+    return sorted(folder.glob("*.md"), key=lambda p: (p.stem != "library", p.stem)) if folder.is_dir() else []
+
+
+def docs_section(pages: Sequence[Path]) -> str:
+    """The index's list of documentation pages, each linked to its rendered copy (titled by its first heading)."""
+    if not pages:
+        return ""
+    items = "".join(f"<li><a href=\"docs-{html.escape(p.stem)}.html\">{html.escape(_title(p))}</a></li>" for p in pages)
+    return f"<h2>Documentation</h2><ul>{items}</ul>"
+
+
+def _title(page: Path) -> str:
+    first = next((line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("# ")), "")
+    return first[2:].strip() or page.stem
+
+
+def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[Path] = ()) -> str:
     """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
     yet says how to run it)."""
     parts = ["<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
@@ -177,12 +196,14 @@ def index_page(built: Sequence[str], tables: Path | None = None) -> str:
                 parts.append(f"<li class=\"missing\"><code>{stem}</code>: {html.escape(what)} "
                              f"(not executed yet: <code>make reproduce ONLY={number}</code>, then <code>make book</code>)</li>")
         parts.append("</ul>")
+    parts.append(docs_section(docs))
     return _page("covlib: the reading copy", "".join(parts))
 
 
 def build(executed: str | Path | None = None, out: str | Path | None = None, figures: str | Path | None = None,
-          tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False) -> list[Path]:
-    """Render every executed notebook found in `executed`, the index and the course guide into `out`."""
+          tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False,
+          docs: str | Path | None = None) -> list[Path]:
+    """Render every executed notebook found in `executed`, the index, the course guide and docs/ into `out`."""
     executed = Path(executed) if executed else paths.code_root() / "notebooks" / "executed"
     out = Path(out) if out else paths.build_dir() / "book"
     figures = Path(figures) if figures else paths.figures_dir()
@@ -199,8 +220,13 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
         written.append(page)
     text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
     (out / "course-guide.html").write_text(_page("Course guide", _nav(None, None) + _markdown(text)), encoding="utf-8")
-    (out / "index.html").write_text(index_page(built, tables), encoding="utf-8")
-    return [out / "index.html", out / "course-guide.html", *written]
+    pages = docs_pages(Path(docs) if docs else paths.code_root() / "docs")
+    for page in pages:
+        target = out / f"docs-{page.stem}.html"
+        body = _DOC_LINK.sub(r'href="docs-\1.html\2"', _markdown(page.read_text(encoding="utf-8")))
+        target.write_text(_page(_title(page), _nav(None, None) + body), encoding="utf-8")
+    (out / "index.html").write_text(index_page(built, tables, pages), encoding="utf-8")
+    return [out / "index.html", out / "course-guide.html", *written, *(out / f"docs-{p.stem}.html" for p in pages)]
 
 
 def _cli(argv: Sequence[str] | None = None) -> int:
@@ -216,7 +242,7 @@ def _cli(argv: Sequence[str] | None = None) -> int:
                         help="show the exercises' solutions as the student stub and leave out hidden checks (a copy for students)")
     args = parser.parse_args(argv)
     written = build(args.executed, args.out, args.figures, args.tables, hide_solutions=args.hide_solutions)
-    pages = len(written) - 2
+    pages = sum(1 for p in written if p.stem in catalogue())
     print(f"book: {pages} of {len(catalogue())} notebooks rendered; open {Path(args.out) / 'index.html'}")
     if pages < len(catalogue()):
         print("notebooks not executed yet are listed on the index page with the command that runs them")

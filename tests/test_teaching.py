@@ -489,8 +489,24 @@ def test_make_book_builds_the_site(tmp_path):
         assert "BEGIN SOLUTION" not in page.read_text()
 
 
+def test_book_renders_the_docs_pages_and_links_them(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "library.md").write_text("# The library map\n\nSee [the judges](judges.md#trained) for more.\n")
+    (docs / "judges.md").write_text("# NLI judges\n\n<script>alert(1)</script> text\n")
+    written = book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=docs)
+    site = tmp_path / "site"
+    assert {p.name for p in written} >= {"docs-library.html", "docs-judges.html"}
+    index = (site / "index.html").read_text()
+    assert index.index("docs-library.html") < index.index("docs-judges.html")  # the library map first
+    assert ">The library map</a>" in index and ">NLI judges</a>" in index
+    assert 'href="docs-judges.html#trained"' in (site / "docs-library.html").read_text()
+    real = book.docs_pages(ROOT / "docs")
+    assert real and all(p.suffix == ".md" for p in real), "the project's docs/ pages are found"
+
+
 def test_book_with_nothing_executed_still_has_an_index(tmp_path):
-    written = book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t")
+    written = book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "no-docs")
     assert [p.name for p in written] == ["index.html", "course-guide.html"]
     assert (tmp_path / "site" / "index.html").read_text().count("not executed yet") == len(book.catalogue())
 
