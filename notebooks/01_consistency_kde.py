@@ -44,6 +44,7 @@ import pandas as pd
 from covlib.runs import claims, plotting, profiles, results
 from covlib import data, generation
 from covlib.core import metrics
+from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 
 # %% tags=["parameters"]
@@ -62,7 +63,7 @@ profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperat
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
-threshold = math.ceil(n_samples / 2)
+threshold = verify_edit.default_threshold(n_samples)
 params = dict(profile=profile, n_questions=n_questions, n_samples=n_samples, temperature=temperature,
               seed=seed, max_new_tokens=max_new_tokens, threshold=threshold)
 print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens))

@@ -26,7 +26,6 @@
 # Outputs: `figures/fig-02-threshold-ablation.*`, `tables/tab-02-threshold-ablation.*`, `results/02_threshold_ablation.json`.
 
 # %%
-import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -58,7 +57,7 @@ consistency = profiles.choice("consistency", consistency, ("wang", "majority"))
 profile = profiles.resolve(profile, device or None)
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
-default_threshold = math.ceil(n_samples / 2)
+default_threshold = verify_edit.default_threshold(n_samples)
 params = dict(profile=profile, n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
               max_new_tokens=max_new_tokens, knowledge=knowledge, consistency=consistency)
 print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens))

@@ -97,7 +97,7 @@ max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
 wanted = profiles.split_list("datasets", datasets, allowed=("hotpotqa", "2wikimultihop", "fever"))
 sources = profiles.split_list("knowledge", knowledge, allowed=KNOWLEDGE_KINDS)
 sources = profiles.pick(profile, full=sources, smoke=[k for k in sources if k != "tfidf"])  # smoke: one retriever
-threshold = math.ceil(n_samples / 2)
+threshold = verify_edit.default_threshold(n_samples)
 params = dict(profile=profile, sizes=sizes, datasets=wanted, knowledge=sources, n_samples=n_samples,
               temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, threshold=threshold)
 print(profiles.describe(profile, **{f"n_{d}": sizes[d] for d in wanted}, max_new_tokens=max_new_tokens))
