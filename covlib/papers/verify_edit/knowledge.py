@@ -1,4 +1,4 @@
-"""Knowledge sources shared by the papers: where verifying questions and revised queries find their evidence.
+"""Verify-and-Edit's knowledge sources: where its verifying questions find their evidence (sentences, not passages).
 
 | kind      | class                | what it returns                                                   |
 |-----------|----------------------|-------------------------------------------------------------------|
