@@ -50,7 +50,7 @@ import pandas as pd
 from covlib.core import metrics
 from covlib import nli
 from covlib.runs import plotting, profiles, results
-from covlib.nli import pairs as P
+from covlib.nli import evaluation as nli_eval, pairs as P
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -66,7 +66,9 @@ profiles.check_parameters(n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
 profile = profiles.resolve(profile, device or None)
 n_fever = profiles.pick(profile, full=n_fever, smoke=60)
 n_fever_slow = profiles.pick(profile, full=n_fever_slow, cpu=min(n_fever_slow, 300), smoke=30)
-judge_specs = profiles.split_list("judges", judges)
+# the LLM-as-judge runs `model` (spec "llm:<model>"); every judge that runs a model runs it on `device`
+judge_specs = list(dict.fromkeys(f"llm:{model}" if model and s.lower() == "llm" else s
+                                  for s in profiles.split_list("judges", judges)))
 params = dict(profile=profile, model=model, judges=judge_specs, n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
 print(profiles.describe(profile, n_fever=n_fever, n_fever_slow=n_fever_slow))
 plotting.set_style()
@@ -110,9 +112,9 @@ for label in P.LABELS:
 
 # %%
 SLOW = ("llm", "true")
-rows, probs_of = [], {}
+rows, probs_of, judge_of = [], {}, {}
 for spec in judge_specs:
-    judge = nli.load_judge(spec)
+    judge = judge_of[spec] = nli.load_judge(spec, device=device or None)
     for name, pairs in sets.items():
         if name != "credibility fixture" and spec.lower().startswith(SLOW):
             pairs = stratified(pairs, n_fever_slow)
@@ -136,7 +138,7 @@ for spec in judge_specs:
     for setting in ("answer", "sentence"):
         idx = [i for i, p in enumerate(fixture) if p.kind == setting]
         by_setting.append({"judge": spec, "setting": setting,
-                           **metrics.nli_scores([gold[i] for i in idx], probs[idx])})
+                           **nli_eval.nli_scores([gold[i] for i in idx], probs[idx])})
 pd.DataFrame(by_setting).round(3)
 
 # %% [markdown]
@@ -148,8 +150,8 @@ short = ["entail", "neutral", "contra"]
 for col, spec in enumerate(judge_specs):
     for row, name in enumerate(sets):
         gold, probs = probs_of[(spec, name)]
-        acc = metrics.nli_scores(gold, probs)["accuracy"]
-        plotting.confusion(metrics.nli_confusion(gold, probs), short, ax=axes[row, col],
+        acc = nli_eval.nli_scores(gold, probs)["accuracy"]
+        plotting.confusion(nli_eval.nli_confusion(gold, probs), short, ax=axes[row, col],
                            title=f"{spec} · {name}\naccuracy {acc:.2f}, n={len(gold)}")
 fig.suptitle("NLI judges on held-out pairs: rows gold, columns predicted (shares of each gold row)")
 fig.tight_layout()
@@ -165,19 +167,19 @@ results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 # decision** on the key-fact pairs, with precision and recall and their 95% intervals beside it.
 # `nli.DEFAULT_JUDGE` is the offline default this rule picks among the judges covlib can run
 # offline; the credibility notebooks print the measured numbers of the judge they ran beside
-# every table (`nli_pairs.decision_accuracy`).
+# every table (`nli.decision_accuracy`).
 
 # %%
 keyfact = sets["key-fact pairs"]
 decisions = []
 for spec in judge_specs:
-    d = P.decision_accuracy(spec, stratified(keyfact, n_fever_slow) if spec.lower().startswith(SLOW) else keyfact,
-                            seed=seed)
-    versus = (P.f1_difference(spec, "overlap", keyfact, seed=seed)
+    d = nli_eval.decision_accuracy(judge_of[spec], stratified(keyfact, n_fever_slow) if spec.lower().startswith(SLOW)
+                                   else keyfact, seed=seed)
+    versus = (nli_eval.f1_difference(judge_of[spec], "overlap", keyfact, seed=seed)
               if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
     decisions.append({"judge": d["judge"], "spec": spec, "entail F1": d["entail_f1"]["value"],
                       "decides entailed at": (f"P > {d['threshold']:.2f}" if d["threshold"] is not None
-                                              else "P > 0.50" if nli.two_label(nli.get_judge(spec)) else "argmax"),
+                                              else "P > 0.50" if nli.two_label(judge_of[spec]) else "argmax"),
                       **{f"{k} [95% CI]": metrics.format_interval(d[k])
                          for k in ("entail_f1", "accuracy", "entail_precision", "entail_recall")},
                       "F1 minus overlap's, paired [95% CI]": "" if versus is None else metrics.format_interval(versus),

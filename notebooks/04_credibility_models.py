@@ -50,7 +50,7 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
-from covlib.nli import pairs as nli_pairs
+from covlib.nli import evaluation as nli_eval
 from covlib import generation
 from covlib.core import metrics, paths, references
 from covlib.runs import profiles, results
@@ -129,7 +129,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
-judge_agreement = nli_pairs.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
 print(judge_agreement)
 est = {n: C.intervals(r, seed=seed) for n, r in per_model.items()}  # each mean with its 95% interval
 

@@ -40,7 +40,7 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
-from covlib.nli import pairs as nli_pairs
+from covlib.nli import evaluation as nli_eval
 from covlib import generation
 from covlib.core import metrics
 from covlib.runs import plotting, profiles, results
@@ -92,7 +92,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 names = [g.name for g in generators]
 summary = {name: {n: C.summarize(rows[(name, n)]) for n in sizes} for name in names}
 judge_name = summary[names[0]][sizes[0]]["judge"]
-judge_agreement = nli_pairs.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
 print(judge_agreement)
 q = len(examples)
 

@@ -55,7 +55,7 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
-from covlib.nli import pairs as nli_pairs
+from covlib.nli import evaluation as nli_eval
 from covlib import generation, retrieval
 from covlib.core import metrics
 from covlib.runs import profiles, results
@@ -188,7 +188,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 summary = {key: C.summarize(r) for key, r in rows.items()}
 est = {key: C.intervals(r, seed=seed) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
-judge_agreement = nli_pairs.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}

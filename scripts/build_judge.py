@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from covlib import nli  # noqa: E402
 from covlib.core import paths
-from covlib.nli import pairs as P  # noqa: E402
+from covlib.nli import evaluation as nli_eval, pairs as P  # noqa: E402
 from covlib.generation import training  # noqa: E402
 
 
@@ -139,7 +139,7 @@ def calibrate_and_evaluate(args: argparse.Namespace, splits: dict[str, list[P.NL
         scores, _ = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs], judge=judge)
         metrics[set_name] = {k: v for k, v in scores.items() if k != "judge"}
     # reported, not trained or calibrated on (though the near-miss kinds were designed from the judge's errors on them)
-    metrics["keyfact_pairs_decision"] = P.decision_accuracy(judge, P.load_keyfact_pairs(), seed=args.seed)
+    metrics["keyfact_pairs_decision"] = nli_eval.decision_accuracy(judge, P.load_keyfact_pairs(), seed=args.seed)
     training.update_card(out_dir, metrics=metrics, fingerprint=judge.config["files"])
     print(json.dumps({"calibration": calibration, **metrics}, indent=2))
     print(f"{args.name} written to {out_dir} in {time.time() - start:.0f} s in all")

@@ -16,6 +16,7 @@ import pytest
 
 from covlib.papers import credibility as C
 from covlib import data, nli
+from covlib.nli import registry as nli_registry
 from covlib.core import metrics as M
 from covlib.core.records import Paragraph
 
@@ -268,10 +269,10 @@ def test_keyfact_pairs_are_the_metrics_real_input_labelled_by_hand():
 
 
 def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
-    from covlib.nli import pairs as P
+    from covlib.nli import evaluation as nli_eval, pairs as P
 
     pairs = P.load_keyfact_pairs()
-    d = P.decision_accuracy("overlap", pairs)
+    d = nli_eval.decision_accuracy("overlap", pairs)
     probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], "overlap", progress=False)
     said = nli.entailed(probs, "overlap").astype(bool)
     gold = np.array([p.label == "entailment" for p in pairs])
@@ -280,8 +281,8 @@ def test_decision_accuracy_scores_the_judges_own_decision(isolated_cache):
     p_, r_ = d["entail_precision"]["value"], d["entail_recall"]["value"]
     assert d["entail_f1"]["value"] == pytest.approx(2 * p_ * r_ / (p_ + r_))
     assert d["entail_f1"]["low"] < d["entail_f1"]["value"] < d["entail_f1"]["high"]
-    assert "hand-labelled key-fact pairs" in P.judge_note("overlap") and "F1 of 'entailed'" in P.judge_note("overlap")
-    same = P.f1_difference("overlap", nli.OverlapJudge(), pairs)
+    assert "hand-labelled key-fact pairs" in nli_eval.judge_note("overlap") and "F1 of 'entailed'" in nli_eval.judge_note("overlap")
+    same = nli_eval.f1_difference("overlap", nli.OverlapJudge(), pairs)
     assert same["value"] == 0 and same["low"] == same["high"] == 0  # a judge against itself, paired
 
 
@@ -342,7 +343,7 @@ def test_a_judge_with_a_calibrated_threshold_decides_by_it(tmp_path):
     assert nli.entailed(probs, strict).tolist() == [0, 1, 0]
     assert nli.entailed(probs, argmax).tolist() == [1, 1, 0]
     (tmp_path / "card.json").write_text('{"decision_threshold": 0.8}')
-    assert nli._card_threshold(tmp_path) == 0.8
+    assert nli_registry._card_threshold(tmp_path) == 0.8
     (tmp_path / "card.json").write_text('{"decision_threshold": 1.5}')
     with pytest.raises(ValueError, match="decision_threshold"):
-        nli._card_threshold(tmp_path)
+        nli_registry._card_threshold(tmp_path)

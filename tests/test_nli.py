@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from covlib import nli
+from covlib.nli import judges as nli_judges, registry as nli_registry
 from scripted import ScriptedGenerator
 from covlib.nli import HFNLIJudge, LLMJudge, OverlapJudge, TrueT5Judge, entailment, entailment_labels, load_judge, map_nli_labels
 
@@ -108,13 +109,17 @@ def test_llm_judge_softmax_by_hand(isolated_cache):
 
 
 def test_llm_judge_spec_loads_lm_lazily(monkeypatch):
-    import sys
-    import types
+    asked = []
 
-    fake_module = types.SimpleNamespace(load_lm=lambda model=None, **kw: FakeLM({}) if model == "tiny" else None)
-    monkeypatch.setitem(sys.modules, "covlib.generation", fake_module)
+    def fake_load_lm(model=None, **kw):
+        asked.append((model, kw))
+        return FakeLM({}) if model == "tiny" else None
+
+    monkeypatch.setattr(nli_registry, "load_lm", fake_load_lm)  # the registry's name for covlib.generation.load_lm
     judge = load_judge("llm:tiny")
     assert isinstance(judge, LLMJudge) and judge.name == "llm-judge:fake-lm"
+    load_judge("llm:tiny", device="cpu")
+    assert asked == [("tiny", {"device": None}), ("tiny", {"device": "cpu"})]
 
 
 # --------------------------------------------------------------------------- HF + TRUE on tiny random models
@@ -125,7 +130,7 @@ def test_label_mapping():
     assert map_nli_labels({"0": "entailment", "1": "not_entailment"}) == {0: "entailment", 1: "not_entailment"}
     with pytest.raises(ValueError, match="cannot map"):
         map_nli_labels({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
-    two = nli._three_way(np.array([[0.7, 0.3]]), {0: "entailment", 1: "not_entailment"})
+    two = nli_judges._three_way(np.array([[0.7, 0.3]]), {0: "entailment", 1: "not_entailment"})
     np.testing.assert_allclose(two, [[0.7, 0.15, 0.15]])
 
 
@@ -174,6 +179,21 @@ def test_hf_judge_tiny_bert(tiny_bert_dir, isolated_cache):
     np.testing.assert_allclose(batched[0], raw[[2, 1, 0]], atol=1e-5)
     cached = entailment(prem, hyps, judge=judge, progress=False)
     np.testing.assert_allclose(cached, batched[:, 0], atol=1e-6)
+
+
+def test_device_reaches_every_judge_that_runs_a_model(tiny_bert_dir, isolated_cache):
+    """`load_judge(spec, device)` and `get_judge(spec, device)` put a judge's model on `device`; never in the cache key."""
+    assert isinstance(nli.get_judge("overlap", device="cpu"), OverlapJudge)  # no model: the device is not needed
+    judge = load_judge(str(tiny_bert_dir), device="cpu")
+    assert isinstance(judge, HFNLIJudge) and judge.device == "cpu"
+    probs = nli.probabilities([PREMISE], ["Obama was born in 1961."], judge=judge, progress=False)
+    assert probs.shape == (1, 3) and judge.device == "cpu" and next(judge._model.parameters()).device.type == "cpu"
+    via_get = nli.get_judge(str(tiny_bert_dir), device="cpu")
+    assert isinstance(via_get, HFNLIJudge) and via_get.device == "cpu"
+    default = load_judge(str(tiny_bert_dir))
+    assert default.device is None and (default.name, default.config) == (judge.name, judge.config)
+    assert load_judge("true", device="cpu").device == "cpu"  # weights load lazily: only the device is recorded
+    assert load_judge("llm", device="cpu").lm.device == "cpu"  # the embedded generator behind the LLM judge
 
 
 def test_true_input_format():

@@ -12,7 +12,7 @@ import pytest
 
 from covlib import nli
 from covlib.generation import training
-from covlib.nli import pairs as P
+from covlib.nli import fever, pairs as P
 from covlib.core.records import DataError, Example, Paragraph
 
 # Accuracy floors of the judge `make judge` builds, set from the measured values
@@ -73,8 +73,8 @@ def test_split_keeps_the_papers_sampled_claims_out_of_training(fever_claims, fev
     train_ids = {e.id for e in fever_split["train"]}
     assert len(fever_split["test"]) == 1000 and not train_ids & set(test_ids)
     assert not train_ids & {e.id for e in fever_split["val"]}
-    held_out_texts = {P._norm_claim(e.question) for e in fever_split["test"] + fever_split["val"]}
-    assert not any(P._norm_claim(e.question) in held_out_texts for e in fever_split["train"])
+    held_out_texts = {fever.norm_claim(e.question) for e in fever_split["test"] + fever_split["val"]}
+    assert not any(fever.norm_claim(e.question) in held_out_texts for e in fever_split["train"])
     # 24 claims outside sampled_ids repeat a sampled claim's text: the split drops them from training
     assert len(train_ids) + len(fever_split["val"]) < len(claims) - 1000
 
@@ -98,13 +98,13 @@ def test_neutral_premises_never_use_the_claims_own_evidence(fever_split):
     by_id = {e.id: e for e in claims}
     sentences_of = {}  # normalised claim text -> every evidence sentence of any claim with that text
     for e in claims:
-        sentences_of.setdefault(P._norm_claim(e.question), set()).update(s for g in P.fever_evidence_sets(e) for s in g)
+        sentences_of.setdefault(fever.norm_claim(e.question), set()).update(s for g in P.fever_evidence_sets(e) for s in g)
     neutral = [p for p in pairs if p.label == "neutral"]
     assert len(neutral) > 300
     for p in neutral:
         claim = by_id[p.source.split(":", 1)[1]]
         assert claim.label == "NOT ENOUGH INFO"
-        assert not any(s in p.premise for s in sentences_of[P._norm_claim(claim.question)])
+        assert not any(s in p.premise for s in sentences_of[fever.norm_claim(claim.question)])
     for p in pairs:  # entailment/contradiction premises hold one of the claim's own evidence sets, whole
         if p.label != "neutral":
             sets = P.fever_evidence_sets(by_id[p.source.split(":", 1)[1]])
@@ -117,7 +117,7 @@ def test_pairs_do_not_depend_on_the_python_hash_seed(shared_data):
     import sys
 
     shared_data("fever", "paper_test_processed.jsonl")
-    code = ("from covlib import data, nli_pairs as P; claims = data.load_fever(ids=None)[:1500]; "
+    code = ("from covlib import data; from covlib.nli import pairs as P; claims = data.load_fever(ids=None)[:1500]; "
             "print(P.pairs_hash(P.build_fever_pairs(claims, seed=0)))")
     hashes = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(seed)},
                              capture_output=True, text=True, check=True).stdout for seed in (1, 2)}
@@ -224,6 +224,7 @@ def test_a_trained_judge_loads_by_name_and_scores(tiny_judge_dir, tmp_path, monk
     assert scores["judge"] == nli.TRAINED_JUDGE and scores["n"] == 9
     shutil.copytree(out, tmp_path / "my-judge")  # any folder build_judge.py writes loads by its name
     assert nli.load_judge("my-judge").name == "my-judge"
+    assert nli.load_judge("my-judge", device="cpu").device == "cpu" == nli.get_judge("my-judge", device="cpu").device
     with pytest.raises(ValueError, match="unknown judge 'no-such-judge'"):  # not a trained judge, not `owner/name`
         nli.load_judge("no-such-judge")
     hub = nli.load_judge("someone/nli-model")  # a hub id: loaded lazily, on first use

@@ -1,4 +1,4 @@
-"""Premise / hypothesis / label pairs for training and evaluating NLI judges.
+"""FEVER claims as premise / hypothesis / label pairs for training NLI judges, and the decision threshold.
 
 FEVER claims become NLI pairs the way FEVER-NLI (Nie et al., 2019) builds them:
 
@@ -25,154 +25,40 @@ FEVER claims become NLI pairs the way FEVER-NLI (Nie et al., 2019) builds them:
   training. Many FEVER claims share evidence sentences with other claims (mutations
   of one sentence), so held-out FEVER accuracy is optimistic for unseen text; pairs
   record their claim ids so a notebook can report the unseen-evidence subset.
+
+`NLIPair`, pair files and the hand-labelled sets are in `covlib.nli.labelled`, FEVER text, evidence sets
+and splits in `covlib.nli.fever`, the QA-paragraph pairs in `covlib.nli.paragraphs`; all are re-exported
+here. Measuring a judge on labelled pairs is `covlib.nli.evaluation`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import re
-from collections import Counter
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from covlib.core import metrics, paths
-from covlib import nli
-from covlib.nli import LABELS
-from covlib.core.records import Example, Passage
-from covlib.retrieval import BM25Retriever
-from covlib.data import iter_records, load_fever, load_fewshot
+from covlib.core.records import Example
+from covlib.data import load_fever
+from covlib.nli.base import LABELS
+from covlib.nli.fever import evidence_items, fever_evidence_sets, fever_text, norm_claim, other_sentences, split_fever
+from covlib.nli.labelled import (FIXTURE, KEYFACT_PAIRS, NLIPair, balance_pairs, fixture_path, label_counts,
+                                 load_credibility_fixture, load_keyfact_pairs, load_pairs, pairs_hash, save_pairs)
+from covlib.nli.paragraphs import build_paragraph_pairs, perturb_number, qa_training_paragraph_pairs
 
-FEVER_TO_NLI = {"SUPPORTS": "entailment", "REFUTES": "contradiction", "NOT ENOUGH INFO": "neutral"}
-FIXTURE = "credibility_nli_pairs.jsonl"
-
-
-@dataclass(frozen=True)
-class NLIPair:
-    """One judged pair; `source` names where it came from (e.g. 'fever:91721'), `kind` how it was built."""
-
-    premise: str
-    hypothesis: str
-    label: str
-    source: str = ""
-    kind: str = ""
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-# --------------------------------------------------------------------------- FEVER text
-
-_PTB = [
-    (re.compile(r"-LRB-\s*"), "("),
-    (re.compile(r"\s*-RRB-"), ")"),
-    (re.compile(r"-LSB-\s*"), "["),
-    (re.compile(r"\s*-RSB-"), "]"),
-    (re.compile(r"-LCB-\s*"), "{"),
-    (re.compile(r"\s*-RCB-"), "}"),
-    (re.compile(r"-COLON-"), ":"),
-    (re.compile(r"``\s*|\s*''"), '"'),
-    (re.compile(r"\s+([,.;:!?%)\]}])"), r"\1"),
-    (re.compile(r"([(\[{$])\s+"), r"\1"),
-    (re.compile(r"\s+('s|'re|'ve|'ll|'d|'m|n't)\b"), r"\1"),
-    (re.compile(r"\s+--\s+"), " -- "),
-    (re.compile(r"\(\s*[;,]?\s*\)"), ""),
-    (re.compile(r"\s{2,}"), " "),
+__all__ = [
+    "FEVER_TO_NLI", "LABELS", "build_fever_pairs", "build_hard_pairs", "build_key_fact_pairs", "calibrate_threshold",
+    "fever_nli_splits", "fever_test_pairs",
+    # re-exported from covlib.nli.fever, covlib.nli.labelled and covlib.nli.paragraphs
+    "FIXTURE", "KEYFACT_PAIRS", "NLIPair", "balance_pairs", "build_paragraph_pairs", "evidence_items",
+    "fever_evidence_sets", "fever_text", "fixture_path", "label_counts", "load_credibility_fixture",
+    "load_keyfact_pairs", "load_pairs", "norm_claim", "other_sentences", "pairs_hash", "perturb_number",
+    "qa_training_paragraph_pairs", "save_pairs", "split_fever",
 ]
 
 
-def fever_text(sentence: str) -> str:
-    """A PTB-tokenised FEVER sentence as plain text ('Aruba , Curaçao -LRB- 1 -RRB- .' -> 'Aruba, Curaçao (1).')."""
-    text = sentence
-    for pattern, repl in _PTB:
-        text = pattern.sub(repl, text)
-    return text.strip()
-
-
-def _evidence_items(example: Example) -> list[list[tuple[str, str]]]:
-    """The claim's evidence sets as lists of (page, plain-text sentence); page '' when unaligned."""
-    sentences = [s for p in example.paragraphs for s in p.sentences]
-    if not sentences:
-        return []
-    facts: list[tuple] = []
-    groups: list[list[tuple]] = []
-    for group in example.metadata.get("evidence", []):
-        keys = [(item[2], item[3]) for item in group if isinstance(item[2], str) and isinstance(item[3], int)]
-        for key in keys:
-            if key not in facts:
-                facts.append(key)
-        if keys:
-            groups.append(list(dict.fromkeys(keys)))
-    if len(facts) != len(sentences):  # `pars` does not line up with the evidence items: keep them whole
-        return [[("", fever_text(s)) for s in sentences]]
-    text = {key: fever_text(s) for key, s in zip(facts, sentences)}
-    sets = [tuple((k[0], text[k]) for k in g) for g in groups]
-    return [list(s) for s in dict.fromkeys(sets)]
-
-
-def fever_evidence_sets(example: Example) -> list[list[str]]:
-    """The claim's evidence sets as lists of plain-text sentences (all sentences as one set if unaligned)."""
-    return [[text for _, text in group] for group in _evidence_items(example)]
-
-
-def _norm_claim(text: str) -> str:
-    return re.sub(r"\W+", " ", text.lower()).strip()
-
-
-# --------------------------------------------------------------------------- splits
-
-
-def split_fever(
-    examples: Sequence[Example], test_ids: Iterable[str], val_fraction: float = 0.1, seed: int = 0
-) -> dict[str, list[Example]]:
-    """{'train', 'val', 'test'}: test = `test_ids` claims; val = a seeded fraction of the rest; duplicates of held-out claims dropped from train."""
-    if not 0 <= val_fraction < 1:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    test_ids = {str(i) for i in test_ids}
-    known = {e.id for e in examples}
-    missing = sorted(test_ids - known)
-    if missing:
-        raise ValueError(f"{len(missing)} test ids are not among the claims, e.g. {missing[:3]}")
-    test = [e for e in examples if e.id in test_ids]
-    rest = [e for e in examples if e.id not in test_ids]
-    order = list(range(len(rest)))
-    random.Random(seed).shuffle(order)
-    n_val = round(val_fraction * len(rest))
-    val_idx = set(order[:n_val])
-    val = [e for i, e in enumerate(rest) if i in val_idx]
-    held_out = {_norm_claim(e.question) for e in test + val}
-    test_claims = {_norm_claim(e.question) for e in test}
-    val = [e for e in val if _norm_claim(e.question) not in test_claims]
-    train = [e for i, e in enumerate(rest) if i not in val_idx and _norm_claim(e.question) not in held_out]
-    return {"train": train, "val": val, "test": test}
-
-
-# --------------------------------------------------------------------------- pair building
-
-
-def _sentence_index(examples: Sequence[Example]) -> tuple[list[Passage], dict[str, set[str]]]:
-    """Distinct evidence sentences as passages, and for each sentence the normalised claims it is evidence of."""
-    owners: dict[str, set[str]] = {}
-    for e in examples:  # dict, not set: the corpus order (BM25's tie-break) must not depend on the hash seed
-        for s in dict.fromkeys(s for group in fever_evidence_sets(e) for s in group):
-            owners.setdefault(s, set()).add(_norm_claim(e.question))
-    passages = [Passage(str(i), "", s) for i, s in enumerate(owners)]
-    return passages, owners
-
-
-def _other_sentences(claims: Sequence[Example], corpus: Sequence[Example], k: int) -> tuple[list[list[str]], int]:
-    """For each claim, the BM25 top-k evidence sentences of *other* corpus claims (never its own evidence, nor a
-    same-text claim's), best first; and the number of distinct sentences searched."""
-    passages, owners = _sentence_index(corpus)
-    hits = BM25Retriever(passages).search_batch([e.question for e in claims], k=k)
-    others = []
-    for e, ranked in zip(claims, hits):
-        own = {s for group in fever_evidence_sets(e) for s in group}
-        claim = _norm_claim(e.question)
-        others.append([h.text for h in ranked if h.text not in own and claim not in owners.get(h.text, set())])
-    return others, len(passages)
+FEVER_TO_NLI = {"SUPPORTS": "entailment", "REFUTES": "contradiction", "NOT ENOUGH INFO": "neutral"}
 
 
 def build_fever_pairs(
@@ -187,7 +73,7 @@ def build_fever_pairs(
     """NLI pairs from FEVER claims (table in the module docstring); neutral premises come from `corpus` claims' evidence."""
     rng = random.Random(seed)
     claims = [e for e in examples if e.label in FEVER_TO_NLI]
-    others_of, n_sentences = _other_sentences(claims, list(examples if corpus is None else corpus), n_candidates)
+    others_of, n_sentences = other_sentences(claims, list(examples if corpus is None else corpus), n_candidates)
     if not n_sentences:
         raise ValueError("the corpus has no evidence sentences to retrieve neutral premises from")
     evidence_of = [fever_evidence_sets(e) for e in claims]
@@ -217,58 +103,6 @@ def build_fever_pairs(
     return balance_pairs(pairs, seed) if balance else pairs
 
 
-_NUMBER = re.compile(r"\b(1[0-9]{3}|20[0-9]{2}|[1-9][0-9]?)\b")
-
-
-def _perturb_number(sentence: str, rng: random.Random) -> str | None:
-    """The sentence with one of its years or small numbers changed (None when it has none)."""
-    found = list(_NUMBER.finditer(sentence))
-    if not found:
-        return None
-    m = rng.choice(found)
-    value = int(m.group())
-    new = value + rng.choice([-1, 1]) * rng.randint(1, 12 if value > 999 else max(2, value // 2))
-    if new <= 0 or new == value:
-        new = value + 3
-    return sentence[: m.start()] + str(new) + sentence[m.end() :]
-
-
-def build_paragraph_pairs(examples: Sequence[Example], seed: int = 0, min_words: int = 6) -> list[NLIPair]:
-    """Pairs from the Wikipedia paragraphs of QA training questions, one sentence s of each paragraph:
-
-    paragraph -> s (entailment: a fact inside a longer text); paragraph without s -> s (neutral:
-    same topic and words, fact absent); paragraph -> s with a year or number changed
-    (contradiction), when s has one. Paragraphs with fewer than two sentences are skipped.
-    """
-    rng = random.Random(seed)
-    pairs: list[NLIPair] = []
-    seen: set[tuple[str, ...]] = set()
-    for e in examples:
-        for para in e.paragraphs:
-            sents = [x.strip() for x in para.sentences if x.strip()]
-            if len(sents) < 2 or tuple(sents) in seen:
-                continue
-            seen.add(tuple(sents))
-            candidates = [i for i, x in enumerate(sents) if len(x.split()) >= min_words]
-            if not candidates:
-                continue
-            i = rng.choice(candidates)
-            fact, rest = sents[i], sents[:i] + sents[i + 1 :]
-            source = f"{e.metadata.get('dataset', 'qa')}:{e.id}:{para.title}"
-            pairs.append(NLIPair(" ".join(sents), fact, "entailment", source, "paragraph"))
-            pairs.append(NLIPair(" ".join(rest), fact, "neutral", source, "paragraph-minus-fact"))
-            changed = _perturb_number(fact, rng)
-            if changed is not None:
-                pairs.append(NLIPair(" ".join(sents), changed, "contradiction", source, "paragraph-changed-number"))
-    return pairs
-
-
-def qa_training_paragraph_pairs(seed: int = 0) -> list[NLIPair]:
-    """`build_paragraph_pairs` over the QA *training* questions offline: the Adversarial HotpotQA and 2Wiki few-shot pools."""
-    examples = [e for dataset in ("hotpotqa", "2wikimultihop") for e, _ in load_fewshot(dataset)]
-    return build_paragraph_pairs(examples, seed=seed)
-
-
 def build_key_fact_pairs(
     examples: Sequence[Example], corpus: Sequence[Example] | None = None, seed: int = 0, n_candidates: int = 20
 ) -> list[NLIPair]:
@@ -289,14 +123,14 @@ def build_key_fact_pairs(
     corpus = list(examples if corpus is None else corpus)
     by_page: dict[str, set[str]] = {}
     for e in corpus:
-        for page, text in (item for group in _evidence_items(e) for item in group):
+        for page, text in (item for group in evidence_items(e) for item in group):
             if page:
                 by_page.setdefault(page, set()).add(text)
     claims = [e for e in examples if e.label in ("SUPPORTS", "REFUTES") and e.paragraphs]
-    others_of, _ = _other_sentences(claims, corpus, n_candidates)
+    others_of, _ = other_sentences(claims, corpus, n_candidates)
     pairs: list[NLIPair] = []
     for e, others in zip(claims, others_of):
-        groups = _evidence_items(e)
+        groups = evidence_items(e)
         page, fact = max(min(groups, key=len), key=lambda item: len(item[1]))
         own = {t for group in groups for _, t in group}
         source = f"fever:{e.id}"
@@ -311,7 +145,7 @@ def build_key_fact_pairs(
         if page and mates:
             rng.shuffle(mates)
             pairs.append(NLIPair(" ".join(mates[: rng.randint(1, 3)]), fact, "neutral", source, "same-page"))
-        changed = _perturb_number(fact, rng)
+        changed = perturb_number(fact, rng)
         if changed is not None:
             pairs.append(NLIPair(" ".join(context), changed, "contradiction", source, "changed-number"))
     return balance_pairs(pairs, seed)
@@ -356,7 +190,7 @@ def build_hard_pairs(examples: Sequence[Example], seed: int = 0, min_words: int 
     rng = random.Random(seed)
     facts = list(dict.fromkeys(
         (page, text) for e in examples if e.label in ("SUPPORTS", "REFUTES")
-        for group in _evidence_items(e) for page, text in group if page and len(text.split()) >= min_words))
+        for group in evidence_items(e) for page, text in group if page and len(text.split()) >= min_words))
     names = sorted({n for n in (_page_name(page) for page, _ in facts) if len(n) > 3})
     pairs: list[NLIPair] = []
     for page, fact in facts:
@@ -370,25 +204,6 @@ def build_hard_pairs(examples: Sequence[Example], seed: int = 0, min_words: int 
             pairs.append(NLIPair(shorter, fact, "neutral", source, "dropped-date"))
             pairs.append(NLIPair(fact, shorter, "entailment", source, "date-dropped-hypothesis"))
     return pairs
-
-
-def balance_pairs(pairs: Sequence[NLIPair], seed: int = 0) -> list[NLIPair]:
-    """Downsample every label to the rarest label's count (seeded), keeping the original order."""
-    by_label: dict[str, list[int]] = {}
-    for i, p in enumerate(pairs):
-        by_label.setdefault(p.label, []).append(i)
-    if not by_label:
-        return []
-    n = min(len(v) for v in by_label.values())
-    rng = random.Random(seed)
-    keep = {i for idx in by_label.values() for i in rng.sample(idx, n)}
-    return [p for i, p in enumerate(pairs) if i in keep]
-
-
-def label_counts(pairs: Iterable[NLIPair]) -> dict[str, int]:
-    """How many pairs carry each label, in LABELS order."""
-    counts = Counter(p.label for p in pairs)
-    return {label: counts.get(label, 0) for label in LABELS}
 
 
 def _load_claims() -> tuple[list[Example], list[str]]:
@@ -466,120 +281,3 @@ def calibrate_threshold(p_entail: Sequence[float], gold: Sequence[bool], prevale
         if not best or f1 > best["f1"]:
             best = {"threshold": float(t), "f1": f1, "precision": precision, "recall": recall}
     return best
-
-
-# --------------------------------------------------------------------------- files
-
-
-def pairs_hash(pairs: Iterable[NLIPair]) -> str:
-    """SHA-256 over premise, hypothesis and label of each pair, in order."""
-    h = hashlib.sha256()
-    for p in pairs:
-        h.update(json.dumps([p.premise, p.hypothesis, p.label], ensure_ascii=False).encode() + b"\n")
-    return h.hexdigest()
-
-
-def save_pairs(pairs: Iterable[NLIPair], path: str | Path) -> Path:
-    """Write pairs as JSONL (one object per line), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for p in pairs:
-            f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def load_pairs(path: str | Path) -> list[NLIPair]:
-    """Read a pairs JSONL (save_pairs' format, or the fixture's with extra keys); errors name file, line and field."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no NLI pairs file at {path}")
-    known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
-    pairs = []
-    for row, loc in iter_records(path):
-        for key in ("premise", "hypothesis", "label"):
-            if not isinstance(row.get(key), str) or not row[key].strip():
-                raise loc.error("missing or empty", field=key)
-        if row["label"] not in LABELS:
-            raise loc.error(f"label should be one of {LABELS}, got {row['label']!r}", field="label")
-        extra = dict(row.get("extra") or {}, **{k: v for k, v in row.items() if k not in known})
-        source = row.get("source") or row.get("id", "")
-        pairs.append(NLIPair(row["premise"], row["hypothesis"], row["label"], str(source), str(row.get("kind", row.get("setting", ""))), extra))
-    return pairs
-
-
-def fixture_path() -> Path:
-    """The hand-checked credibility-setting pairs shipped with the tests (answer / answer sentence vs key fact)."""
-    return paths.code_root() / "tests" / "fixtures" / FIXTURE
-
-
-def load_credibility_fixture() -> list[NLIPair]:
-    """The hand-checked credibility-setting NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
-    return load_pairs(fixture_path())
-
-
-# --------------------------------------------------------------------------- the key-fact test set
-
-KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); written by scripts/keyfact_pairs.py, labelled by hand
-
-
-def load_keyfact_pairs() -> list[NLIPair]:
-    """The hand-labelled key-fact pairs: the embedded model's real answers (or answer sentences) vs hand key facts.
-
-    Labelled without any judge's output and kept apart from every training pair; the judge's
-    accuracy on them is what the credibility tables print beside their numbers (`decision_accuracy`).
-    """
-    return load_pairs(paths.resources_dir() / KEYFACT_PAIRS)
-
-
-def _decisions(judge: nli.Judge, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(the judge's own 'entailed' decision, people's) per pair, as booleans."""
-    probs = nli.probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
-    return nli.entailed(probs, judge).astype(bool), np.array([p.label == "entailment" for p in pairs])
-
-
-def _f1(said: np.ndarray, gold: np.ndarray) -> float:
-    """F1 (%) of the 'entailed' decision: 2 TP / (decided + truly entailed); NaN when both are empty."""
-    said, gold = np.asarray(said, dtype=bool), np.asarray(gold, dtype=bool)
-    total = said.sum() + gold.sum()
-    return float(200 * (said & gold).sum() / total) if total else float("nan")
-
-
-def decision_accuracy(judge: nli.Judge | str | None, pairs: Sequence[NLIPair], seed: int = 0,
-                      progress: bool = False) -> dict[str, dict[str, float]]:
-    """How often the judge's own decision f (`nli.entailed`) agrees with the gold 'is entailed', with 95% intervals:
-    accuracy, entailment precision and recall (over pairs decided / labelled entailed), and their F1."""
-    if not pairs:
-        raise ValueError("decision_accuracy of no pairs")
-    judge = nli.get_judge(judge)
-    said, gold = _decisions(judge, pairs, progress)
-    hit = (said == gold).astype(float)
-    return {
-        "judge": judge.name,
-        "threshold": getattr(judge, "threshold", None),
-        "accuracy": metrics.mean_interval(hit, scale=100, seed=seed),
-        "entail_precision": metrics.mean_interval(hit[said], scale=100, seed=seed),
-        "entail_recall": metrics.mean_interval(hit[gold], scale=100, seed=seed),
-        "entail_f1": metrics.bootstrap(_f1, said, gold, seed=seed),
-    }
-
-
-def f1_difference(judge_a: nli.Judge | str | None, judge_b: nli.Judge | str | None, pairs: Sequence[NLIPair],
-                  seed: int = 0) -> dict[str, float]:
-    """F1 of judge a's 'entailed' decision minus judge b's on the same pairs, with a paired bootstrap interval."""
-    said_a, gold = _decisions(nli.get_judge(judge_a), pairs)
-    said_b, _ = _decisions(nli.get_judge(judge_b), pairs)
-    return metrics.bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), said_a, said_b, gold, seed=seed)
-
-
-def judge_note(judge: nli.Judge | str | None, seed: int = 0) -> str:
-    """One line for beside a credibility table: how far the judge's decision agrees with people on the key-fact pairs."""
-    d = decision_accuracy(judge, load_keyfact_pairs(), seed=seed)
-    fmt = metrics.format_interval
-    rule = "" if d["threshold"] is None else f" (decides 'entailed' at P > {d['threshold']:.2f})"
-    return (f"judge {d['judge']}{rule} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
-            f"{fmt(d['accuracy'])}%; when it says 'entailed' it is right {fmt(d['entail_precision'])}% "
-            f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
-            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}")

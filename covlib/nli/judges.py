@@ -1,0 +1,298 @@
+"""The NLI judges that run a model: any Hugging Face classifier, TRUE (T5), and an LLM asked yes / unclear / no.
+
+`HFNLIJudge` reads its label order from the model's config (`map_nli_labels`); a two-label model's
+not-entailment mass is split 50/50 over neutral and contradiction. `TrueT5Judge` reads the first
+decoder step's '1' vs '0' logits. `LLMJudge` takes the softmax of a generator's log-probs of three
+one-word answers. Models load lazily, on first use, on `device` (cuda when available if None); local
+model folders enter `config` (and so the cache key) by a hash of their files' contents.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from covlib.core import paths
+from covlib.core.cache import fingerprint_dir
+from covlib.nli.base import JUDGE_CHOICES, LABELS
+
+
+def _load_error(model_id: str, err: Exception) -> RuntimeError:
+    """A model that transformers could not load, explained."""
+    return RuntimeError(f"could not load NLI model {model_id!r}: {paths.load_failure(model_id, err)}. "
+                        f"Offline choices: {JUDGE_CHOICES}")
+
+
+def _default_device(device: str | None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def map_nli_labels(id2label: dict[Any, str]) -> dict[int, str]:
+    """Map a model's class ids to 'entailment' / 'neutral' / 'contradiction' / 'not_entailment'."""
+    mapping: dict[int, str] = {}
+    for idx, raw in id2label.items():
+        name = str(raw).lower().replace("-", "_").replace(" ", "_")
+        if "contra" in name:
+            mapping[int(idx)] = "contradiction"
+        elif "neutral" in name:
+            mapping[int(idx)] = "neutral"
+        elif "entail" in name and re.search(r"(^|_)(not|non)_?entail", name):
+            mapping[int(idx)] = "not_entailment"
+        elif "entail" in name:
+            mapping[int(idx)] = "entailment"
+        else:
+            raise ValueError(
+                f"cannot map NLI label {raw!r} (id {idx}) of id2label={dict(id2label)}; "
+                "expected names containing 'entail' / 'neutral' / 'contra' (or 'not_entailment'); "
+                "pass labels={id: name} to HFNLIJudge"
+            )
+    kinds = sorted(mapping.values())
+    if kinds not in (["contradiction", "entailment", "neutral"], ["entailment", "not_entailment"]):
+        raise ValueError(f"id2label={dict(id2label)} is neither 3-way NLI nor entailment/not_entailment")
+    return mapping
+
+
+def _three_way(probs: np.ndarray, mapping: dict[int, str]) -> np.ndarray:
+    """Class probabilities -> (entailment, neutral, contradiction); not_entailment splits 50/50."""
+    out = np.zeros((probs.shape[0], 3))
+    for idx, label in mapping.items():
+        if label == "not_entailment":
+            out[:, 1] += probs[:, idx] / 2
+            out[:, 2] += probs[:, idx] / 2
+        else:
+            out[:, LABELS.index(label)] += probs[:, idx]
+    return out
+
+
+class HFNLIJudge:
+    """Any Hugging Face sequence-classification NLI model (label order read from config.id2label).
+
+    Two-label models (entailment / not_entailment) cannot tell neutral from
+    contradiction: their not_entailment probability is split equally between
+    the two, so P(entailment) is exact and argmax labels never say contradiction.
+    """
+
+    def __init__(
+        self,
+        model_id_or_dir: str,
+        device: str | None = None,
+        batch_size: int = 16,
+        max_length: int = 512,
+        labels: dict[int, str] | None = None,
+        name: str | None = None,
+        threshold: float | None = None,
+    ):
+        self.model_id = str(model_id_or_dir)
+        self.threshold = threshold  # entailed when P(entailment) > threshold; None: the argmax label
+        self.device = device
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.labels = labels
+        self.name = name or f"hf:{self.model_id}"
+        self._model = None
+        self._tokenizer = None
+        self._mapping: dict[int, str] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What, besides the name, changes the output."""
+        return {"max_length": self.max_length, "labels": self.labels, "files": fingerprint_dir(self.model_id)}
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.device = _default_device(self.device)
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            model = AutoModelForSequenceClassification.from_pretrained(self.model_id)
+        except (OSError, ValueError) as err:
+            raise _load_error(self.model_id, err) from err
+        self._mapping = map_nli_labels(self.labels or model.config.id2label)
+        self._model = model.to(self.device).eval()
+
+    @property
+    def mapping(self) -> dict[int, str]:
+        """Class id -> NLI label, loading the model if needed."""
+        self._load()
+        return dict(self._mapping)
+
+    @property
+    def two_label(self) -> bool:
+        """Whether the model is entailment / not_entailment only (read from its config, weights not loaded)."""
+        if self._mapping is None and not self.labels:
+            from transformers import AutoConfig
+
+            try:
+                id2label = AutoConfig.from_pretrained(self.model_id).id2label
+            except (OSError, ValueError) as err:
+                raise _load_error(self.model_id, err) from err
+            return "not_entailment" in map_nli_labels(id2label).values()
+        return "not_entailment" in (self._mapping or map_nli_labels(self.labels)).values()
+
+    def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """(N, 3) entailment/neutral/contradiction probabilities, in batches of similar length (less padding)."""
+        import torch
+
+        self._load()
+        order = sorted(range(len(premises)), key=lambda i: len(premises[i]) + len(hypotheses[i]))
+        probs = np.zeros((len(premises), len(self._mapping)))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            enc = self._tokenizer(
+                [premises[i] for i in idx],
+                [hypotheses[i] for i in idx],
+                truncation=True,  # longest first: the premise, as hypotheses are short
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            ).to(self.device)
+            with torch.inference_mode():
+                logits = self._model(**enc).logits.float()
+            probs[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
+        return _three_way(probs, self._mapping)
+
+
+# --------------------------------------------------------------------------- TRUE (T5) judge
+
+
+def true_input(premise: str, hypothesis: str) -> str:
+    """The TRUE model's input text."""
+    return f"premise: {premise} hypothesis: {hypothesis}"
+
+
+class TrueT5Judge:
+    """TRUE (Honovich et al., 2022): a seq2seq model that answers '1' (entailed) or '0'.
+
+    P(entailment) is softmax over the first decoder step's logits of the tokens
+    '1' and '0'; being binary, the not-entailed mass is split 50/50 between
+    neutral and contradiction, and its decision is its own, P(entailment) > 0.5 (`two_label`, see
+    `entailed`). The default model is T5-11B (~45 GB in fp32).
+    """
+
+    two_label = True
+
+    def __init__(
+        self,
+        model_id: str = "google/t5_xxl_true_nli_mixture",
+        device: str | None = None,
+        batch_size: int = 8,
+        max_length: int = 512,
+        dtype: str | None = None,
+    ):
+        self.model_id = str(model_id)
+        self.device = device
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.dtype = dtype
+        self.name = f"true:{self.model_id}"
+        self._model = None
+        self._tokenizer = None
+        self._ids: tuple[int, int] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What, besides the name, changes the output."""
+        return {"max_length": self.max_length, "dtype": self.dtype, "files": fingerprint_dir(self.model_id)}
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        self.device = _default_device(self.device)
+        kwargs = {"dtype": getattr(torch, self.dtype)} if self.dtype else {}
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            self._model = AutoModelForSeq2SeqLM.from_pretrained(self.model_id, **kwargs).to(self.device).eval()
+        except (OSError, ValueError) as err:
+            raise _load_error(self.model_id, err) from err
+        self._ids = (self._token_id("1"), self._token_id("0"))
+
+    def _token_id(self, text: str) -> int:
+        ids = self._tokenizer(text, add_special_tokens=False).input_ids
+        if not ids:
+            raise ValueError(f"tokenizer of {self.model_id} has no token for {text!r}")
+        return int(ids[-1])  # T5 may emit a lone '▁' before the digit
+
+    def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """(N, 3) probabilities from the first decoder step's '1' vs '0' logits."""
+        import torch
+
+        self._load()
+        start_id = self._model.config.decoder_start_token_id
+        one, zero = self._ids
+        p_entail = []
+        for start in range(0, len(premises), self.batch_size):
+            texts = [true_input(p, h) for p, h in zip(premises[start : start + self.batch_size], hypotheses[start : start + self.batch_size])]
+            enc = self._tokenizer(texts, truncation=True, max_length=self.max_length, padding=True, return_tensors="pt").to(self.device)
+            decoder = torch.full((len(texts), 1), start_id, dtype=torch.long, device=self.device)
+            with torch.inference_mode():
+                logits = self._model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
+            pair = torch.stack([logits[:, one], logits[:, zero]], dim=-1)
+            p_entail.append(torch.softmax(pair, dim=-1)[:, 0].cpu().numpy())
+        p = np.concatenate(p_entail) if p_entail else np.zeros(0)
+        return np.stack([p, (1 - p) / 2, (1 - p) / 2], axis=1)
+
+
+# --------------------------------------------------------------------------- LLM as judge
+
+LLM_TEMPLATE = (
+    "Premise: {premise}\n"
+    "Hypothesis: {hypothesis}\n"
+    "Question: According to the premise, is the hypothesis true (yes), false (no), "
+    "or not stated (unclear)? Answer with one word: yes, no, or unclear.\n"
+    "Answer:"
+)
+
+
+class LLMJudge:
+    """LLM-as-judge: softmax of lm.score log-probs of ' yes' / ' unclear' / ' no' -> (entail, neutral, contra).
+
+    Scores are total log-probs, so an option spanning more tokens is penalised;
+    keep options short (single tokens where the tokenizer allows).
+    """
+
+    def __init__(
+        self,
+        lm: Any,
+        template: str = LLM_TEMPLATE,
+        options: tuple[str, str, str] = (" yes", " unclear", " no"),
+        chat: bool = False,
+    ):
+        self.lm = lm
+        self.template = template
+        self.options = tuple(options)
+        self.chat = chat
+        self.name = f"llm-judge:{lm.name}"
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What, besides the name, changes the output."""
+        return {"template": self.template, "options": list(self.options), "chat": self.chat, "dtype": str(getattr(self.lm, "dtype", None))}
+
+    def prompt(self, premise: str, hypothesis: str) -> str:
+        """The judge prompt for one pair."""
+        return self.template.format(premise=premise, hypothesis=hypothesis)
+
+    def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """(N, 3) softmax of the three options' log-probs."""
+        prompts = [self.prompt(p, h) for p, h in zip(premises, hypotheses)]
+        n = len(prompts)
+        if n == 0:
+            return np.zeros((0, 3))
+        all_prompts = [p for p in prompts for _ in self.options]
+        continuations = [o for _ in prompts for o in self.options]
+        scores = np.asarray(self.lm.score(all_prompts, continuations, chat=self.chat, progress=False), dtype=float)
+        scores = scores.reshape(n, 3)
+        scores -= scores.max(axis=1, keepdims=True)
+        weights = np.exp(scores)
+        return weights / weights.sum(axis=1, keepdims=True)

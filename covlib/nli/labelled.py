@@ -1,0 +1,119 @@
+"""Labelled NLI pairs: the `NLIPair` record, balancing and counting, JSONL files, the hand-labelled sets.
+
+The two hand-labelled sets judges are measured on ship with the code: the credibility fixture
+(tests/fixtures, hand-checked answer / key-fact pairs) and the key-fact pairs (covlib/resources,
+the embedded model's real answers against hand key facts, labelled without any judge's output).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from covlib.core import paths
+from covlib.data import iter_records
+from covlib.nli.base import LABELS
+
+FIXTURE = "credibility_nli_pairs.jsonl"
+
+
+@dataclass(frozen=True)
+class NLIPair:
+    """One judged pair; `source` names where it came from (e.g. 'fever:91721'), `kind` how it was built."""
+
+    premise: str
+    hypothesis: str
+    label: str
+    source: str = ""
+    kind: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def balance_pairs(pairs: Sequence[NLIPair], seed: int = 0) -> list[NLIPair]:
+    """Downsample every label to the rarest label's count (seeded), keeping the original order."""
+    by_label: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        by_label.setdefault(p.label, []).append(i)
+    if not by_label:
+        return []
+    n = min(len(v) for v in by_label.values())
+    rng = random.Random(seed)
+    keep = {i for idx in by_label.values() for i in rng.sample(idx, n)}
+    return [p for i, p in enumerate(pairs) if i in keep]
+
+
+def label_counts(pairs: Iterable[NLIPair]) -> dict[str, int]:
+    """How many pairs carry each label, in LABELS order."""
+    counts = Counter(p.label for p in pairs)
+    return {label: counts.get(label, 0) for label in LABELS}
+
+
+# --------------------------------------------------------------------------- files
+
+
+def pairs_hash(pairs: Iterable[NLIPair]) -> str:
+    """SHA-256 over premise, hypothesis and label of each pair, in order."""
+    h = hashlib.sha256()
+    for p in pairs:
+        h.update(json.dumps([p.premise, p.hypothesis, p.label], ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
+
+
+def save_pairs(pairs: Iterable[NLIPair], path: str | Path) -> Path:
+    """Write pairs as JSONL (one object per line), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_pairs(path: str | Path) -> list[NLIPair]:
+    """Read a pairs JSONL (save_pairs' format, or the fixture's with extra keys); errors name file, line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no NLI pairs file at {path}")
+    known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
+    pairs = []
+    for row, loc in iter_records(path):
+        for key in ("premise", "hypothesis", "label"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise loc.error("missing or empty", field=key)
+        if row["label"] not in LABELS:
+            raise loc.error(f"label should be one of {LABELS}, got {row['label']!r}", field="label")
+        extra = dict(row.get("extra") or {}, **{k: v for k, v in row.items() if k not in known})
+        source = row.get("source") or row.get("id", "")
+        pairs.append(NLIPair(row["premise"], row["hypothesis"], row["label"], str(source), str(row.get("kind", row.get("setting", ""))), extra))
+    return pairs
+
+
+def fixture_path() -> Path:
+    """The hand-checked credibility-setting pairs shipped with the tests (answer / answer sentence vs key fact)."""
+    return paths.code_root() / "tests" / "fixtures" / FIXTURE
+
+
+def load_credibility_fixture() -> list[NLIPair]:
+    """The hand-checked credibility-setting NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
+    return load_pairs(fixture_path())
+
+
+# --------------------------------------------------------------------------- the key-fact test set
+
+KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); written by scripts/keyfact_pairs.py, labelled by hand
+
+
+def load_keyfact_pairs() -> list[NLIPair]:
+    """The hand-labelled key-fact pairs: the embedded model's real answers (or answer sentences) vs hand key facts.
+
+    Labelled without any judge's output and kept apart from every training pair; the judge's
+    accuracy on them is what the credibility tables print beside their numbers (`decision_accuracy`).
+    """
+    return load_pairs(paths.resources_dir() / KEYFACT_PAIRS)
