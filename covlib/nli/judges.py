@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from covlib.core import paths
 from covlib.core.cache import fingerprint_dir
+from covlib.generation.spec import load_failure
 from covlib.nli.base import JUDGE_CHOICES, LABELS
 
 
 def _load_error(model_id: str, err: Exception) -> RuntimeError:
     """A model that transformers could not load, explained."""
-    return RuntimeError(f"could not load NLI model {model_id!r}: {paths.load_failure(model_id, err)}. "
+    return RuntimeError(f"could not load NLI model {model_id!r}: {load_failure(model_id, err)}. "
                         f"Offline choices: {JUDGE_CHOICES}")
 
 
