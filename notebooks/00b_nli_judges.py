@@ -69,7 +69,7 @@ n_fever_slow = profiles.pick(profile, full=n_fever_slow, cpu=min(n_fever_slow, 3
 # the LLM-as-judge runs `model` (spec "llm:<model>"); every judge that runs a model runs it on `device`
 judge_specs = list(dict.fromkeys(f"llm:{model}" if model and s.lower() == "llm" else s
                                   for s in profiles.split_list("judges", judges)))
-params = dict(profile=profile, model=model, judges=judge_specs, n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
+params = dict(profile=profile, model=model, device=device, judges=judge_specs, n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
 print(profiles.describe(profile, n_fever=n_fever, n_fever_slow=n_fever_slow))
 plotting.set_style()
 
