@@ -64,6 +64,9 @@ grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke pr
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
 	$(PY) -m teaching.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
 
+docs: env ## regenerate docs/library.md (the library map) from the modules' docstrings
+	$(PY) scripts/library_map.py
+
 lab: env ## open JupyterLab on notebooks/
 	$(VENV)/bin/jupyter lab notebooks/
 
@@ -76,4 +79,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env judge reproduce test test-fast bench bench-index index serve assignments grade book lab sync clean clean-cache
+.PHONY: help env judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache
