@@ -56,7 +56,7 @@ from covlib.papers.verify_edit.cot import (
     consistency_of,
     cot_prompt,
     fewshot_examples,
-    is_correct,
+    answer_score,
     parse_answer,
 )
 from covlib.core.records import Example
@@ -244,7 +244,7 @@ def apply_threshold(results: Sequence[PromptResult], edits: dict[str, Edit], thr
             record.reanswer_failed = e.answer is None
             if e.answer is not None:
                 record.prediction = e.answer
-                record.correct = is_correct(e.answer, r.gold, r.dataset)
+                record.correct = answer_score(e.answer, r.gold, r.dataset)
             record.answer_logprob = e.answer_logprob
             record.confidence = r.n * math.exp(e.answer_logprob) if e.answer is not None else 0.0
         out.append(record)

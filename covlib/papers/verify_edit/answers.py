@@ -77,8 +77,8 @@ def answer_key(answer: str | None, dataset: str) -> str | None:
     return normalize_answer(answer) or None
 
 
-def is_correct(prediction: str, gold: Sequence[str], dataset: str) -> float:
-    """Exact match against any gold alias; FEVER: label accuracy. An empty prediction is wrong."""
+def answer_score(prediction: str, gold: Sequence[str], dataset: str) -> float:
+    """1.0 for an exact match with any gold alias (FEVER: the right label), else 0.0; an empty prediction is wrong."""
     if not prediction:
         return 0.0
     if check_dataset(dataset) == "fever":
@@ -97,7 +97,7 @@ ALIAS_MODES = ("all", "first")
 def rescore(records: Sequence, aliases: str = "first") -> list[float]:
     """Per-question correctness (0/1) of each record's prediction against its gold aliases.
 
-    `aliases="all"`: any alias counts (what `is_correct` stored); `"first"`: only the first gold
+    `aliases="all"`: any alias counts (what `answer_score` stored); `"first"`: only the first gold
     answer (one string, as the official code compares; see the module doc for 2Wiki's alias
     order). `records` are `PromptResult`s or
     `verify_edit.VERecord`s (anything with `prediction`, `gold` and `dataset`); FEVER labels
@@ -108,5 +108,5 @@ def rescore(records: Sequence, aliases: str = "first") -> list[float]:
     out = []
     for r in records:
         gold = list(r.gold) if aliases == "all" else list(r.gold[:1])
-        out.append(is_correct(r.prediction, gold, r.dataset) if gold else 0.0)
+        out.append(answer_score(r.prediction, gold, r.dataset) if gold else 0.0)
     return out

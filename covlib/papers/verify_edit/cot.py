@@ -51,7 +51,7 @@ weight sum, then first sampled), or with `vote="wang"` the one with the largest 
 answer's path with the highest mean log-prob (official HotpotQA code). An example whose every
 path failed gets prediction "" and counts as wrong; `parse_failures` counts failed paths.
 
-Gold aliases: `is_correct` accepts a match with ANY gold alias. The shared 2Wiki dev file
+Gold aliases: `answer_score` accepts a match with ANY gold alias. The shared 2Wiki dev file
 carries up to 224 aliases per question, while the official code compared the prediction with
 one answer string; `rescore(records, aliases="first")` scores the same predictions against the
 first alias only, so a table can report EM both ways. That file lists aliases in no canonical
@@ -75,7 +75,7 @@ from covlib.data import load_fewshot
 from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
 from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
-                                              finish_answer, gold_answers, is_correct, parse_answer, rescore, split_cot)  # noqa: F401
+                                              finish_answer, gold_answers, answer_score, parse_answer, rescore, split_cot)  # noqa: F401
 
 NUM_SHOTS = {"hotpotqa": 6, "2wikimultihop": 6, "fever": 3}
 # Appendix C's shots = the first records of each few-shot examples file that have a rationale.
@@ -257,7 +257,7 @@ def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, p
         chosen = sc["chosen"]
         prediction = answers[chosen] if chosen >= 0 else ""
         gold = gold_answers(ex, dataset)
-        correct = is_correct(prediction, gold, dataset)
+        correct = answer_score(prediction, gold, dataset)
         f1 = correct if dataset == "fever" else (f1_score(prediction, gold) if prediction else 0.0)
         answer_logprob = float("-inf")
         if chosen >= 0 and method == "standard":
