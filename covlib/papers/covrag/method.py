@@ -1,0 +1,217 @@
+"""CoV-RAG's method: σ, the re-retrieval indicator (footnote 2), and Algorithm 1 batched across questions (`cov_rag`).
+
+Each numbered step is ONE generate call:
+
+1. retrieve the top-5 references for the question x;
+2. answer x from them with the QA prompt of Table 6 (`qa_prompt`), citing `[n]`;
+3. verify (x, references, answer) with the verification prompt of Table 6 (`verification_prompt`),
+   parsed into a `Verification` (`parse_verification`: tolerant, every repair counted);
+4. σ (`sigma`, footnote 2's thresholds): when it fires, re-retrieve with the revised query x',
+   answer the *original* question x from the new references and take that answer.
+
+`max_rounds` (paper: 1) repeats 3-4 on the new answer; each record keeps every round and the
+round at which its answer settled. A verification that cannot be parsed never fires σ and is
+counted as unverified.
+
+Deviation, labelled where it is made: footnote 2 joins its six conditions with "and"
+(`mode="all"`, the default); `mode="any"` fires when a revised query exists and any one of the
+other five conditions holds (a revised query is needed to re-retrieve at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from covlib.generation import Generator
+from covlib.core.records import Example, Passage
+from covlib.papers.covrag.prompts import closed_book_prompt, qa_prompt, verification_prompt
+from covlib.papers.covrag.verifier import Verification, parse_verification
+
+
+# --------------------------------------------------------------------------- σ, the re-retrieval indicator
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Footnote 2's σ: s_k <= 0.27, judgment false, x' non-empty, correctness < 0.26, bias > 0.7, truthfulness <= 0.92.
+
+    `mode="all"` (default) needs all six (the footnote's "and"); `mode="any"` needs a revised query
+    and any one of the other five.
+    """
+
+    reference_correctness_max: float = 0.27
+    correctness_below: float = 0.26
+    bias_above: float = 0.7
+    truthfulness_max: float = 0.92
+    mode: str = "all"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("all", "any"):
+            raise ValueError(f"Thresholds.mode must be 'all' or 'any', not {self.mode!r}")
+
+
+PAPER_THRESHOLDS = Thresholds()
+
+
+def sigma_conditions(v: Verification, t: Thresholds = PAPER_THRESHOLDS) -> dict[str, bool]:
+    """Each of footnote 2's conditions for one verification; a missing value never satisfies its condition."""
+    def holds(x: float | None, test) -> bool:
+        return x is not None and bool(test(x))
+
+    return {
+        "reference_low": holds(v.reference_correctness, lambda x: x <= t.reference_correctness_max),
+        "judged_false": v.judgment == "false",
+        "has_revision": bool(v.revised_query.strip()),
+        "correctness_low": holds(v.correctness, lambda x: x < t.correctness_below),
+        "bias_high": holds(v.bias, lambda x: x > t.bias_above),
+        "truthfulness_low": holds(v.truthfulness, lambda x: x <= t.truthfulness_max),
+    }
+
+
+def sigma(v: Verification, t: Thresholds = PAPER_THRESHOLDS) -> bool:
+    """Whether to re-retrieve with the revised query (False for an output that could not be parsed).
+
+    A verification without its chain of scores (`chain=False`, Table 4's "w/o CoL") has only the
+    judgment and the revised query: σ is then judgment false and a revised query (ours: the paper
+    does not say how it ran σ for that row).
+    """
+    if not v.parsed:
+        return False
+    c = sigma_conditions(v, t)
+    if not v.chain:
+        return c["judged_false"] and c["has_revision"]
+    if t.mode == "all":
+        return all(c.values())
+    return c["has_revision"] and any(value for key, value in c.items() if key != "has_revision")
+
+
+# --------------------------------------------------------------------------- Algorithm 1
+
+
+@dataclass
+class Round:
+    """One pass of steps 1-4: the query retrieved with, the references, the answer and its verification."""
+
+    query: str
+    references: list[Passage]
+    answer: str
+    verification: Verification | None = None  # None for a last round that was not verified
+    fired: bool = False
+
+
+@dataclass
+class CovRagRecord:
+    """Algorithm 1 on one question: every round, and the round whose answer is final."""
+
+    id: str
+    question: str
+    gold: list[str]
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str:
+        """The final answer (the last round's: Algorithm 1 line 9 takes the new answer)."""
+        return self.rounds[-1].answer
+
+    @property
+    def first_answer(self) -> str:
+        """The single-iteration answer (CoV-RAG-S)."""
+        return self.rounds[0].answer
+
+    @property
+    def settled_round(self) -> int:
+        """The round whose answer is final: 0 when σ did not fire (or no round was allowed), else the last one."""
+        return len(self.rounds) - 1
+
+    @property
+    def unverified(self) -> bool:
+        """The first verification could not be parsed (σ could not fire)."""
+        v = self.rounds[0].verification
+        return v is not None and not v.parsed
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (references as ids and titles)."""
+        rounds = []
+        for r in self.rounds:
+            rounds.append({"query": r.query, "references": [{"id": p.id, "title": p.title} for p in r.references],
+                           "answer": r.answer, "fired": r.fired,
+                           "verification": asdict(r.verification) if r.verification else None})
+        return {"id": self.id, "question": self.question, "gold": self.gold, "rounds": rounds}
+
+
+QA_STOP = ("\nQuestion:", "\n\n#", "#Question-Answering")
+VERIFY_STOP = ("\n\n#", "#verification-Task#")
+
+
+def _search(retriever: Any, queries: Sequence[str], k: int) -> list[list[Passage]]:
+    hits = retriever.search_batch(list(queries), k=k)
+    return [[h.passage if hasattr(h, "passage") else h for h in row] for row in hits]
+
+
+def answer_batch(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]],
+                 max_new_tokens: int = 128, chat: bool = False, desc: str = "CoV-RAG answer") -> list[str]:
+    """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy)."""
+    prompts = [qa_prompt(q, refs) for q, refs in zip(questions, references)]
+    outs = lm.generate(prompts, max_new_tokens=max_new_tokens, stop=QA_STOP, chat=chat, desc=desc)
+    return [o[0].text.strip() for o in outs]
+
+
+def closed_book_batch(lm: Generator, questions: Sequence[str], max_new_tokens: int = 128, chat: bool = False) -> list[str]:
+    """Table 2's closed-book row: answers without references, one generate call (greedy)."""
+    outs = lm.generate([closed_book_prompt(q) for q in questions], max_new_tokens=max_new_tokens, stop=QA_STOP,
+                       chat=chat, desc="closed-book answer")
+    return [o[0].text.strip() for o in outs]
+
+
+def verify_batch(lm: Generator, questions: Sequence[str], answers: Sequence[str],
+                 references: Sequence[Sequence[Passage]], max_new_tokens: int = 160, chat: bool = False,
+                 desc: str = "CoV-RAG verify", chain: bool = True,
+                 labels: Sequence[Sequence[str]] | None = None) -> list[Verification]:
+    """Step 3 for many answers: one generate call with Table 6's verification prompt (greedy), parsed (`chain=False`:
+    a verifier trained without the chain of scores). `labels` adds each gold answer (a teacher labelling data)."""
+    prompts = [verification_prompt(q, a, refs, label=labels[i] if labels else None)
+               for i, (q, a, refs) in enumerate(zip(questions, answers, references))]
+    outs = lm.generate(prompts, max_new_tokens=max_new_tokens, stop=VERIFY_STOP, chat=chat, desc=desc)
+    return [parse_verification(o[0].text, chain=chain) for o in outs]
+
+
+def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verifier: Generator | None = None,
+            k: int = 5, max_rounds: int = 1, thresholds: Thresholds = PAPER_THRESHOLDS, max_new_tokens: int = 128,
+            verify_tokens: int = 160, chat: bool = False, chain: bool = True) -> list[CovRagRecord]:
+    """Algorithm 1 over all examples, batched: retrieve, answer, verify, and re-retrieve where σ fires.
+
+    `verifier` defaults to `lm` (the paper's one CoV-augmented model does both tasks). The answer
+    of a round past the first is verified only when another round may follow (`max_rounds`).
+    `chain=False` reads verifications written without the chain of scores (see `sigma`).
+    """
+    if max_rounds < 0:
+        raise ValueError(f"max_rounds must be >= 0, not {max_rounds}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, not {k}")
+    verifier = verifier or lm
+    records = [CovRagRecord(ex.id, ex.question, list(ex.answers)) for ex in examples]
+    refs = _search(retriever, [ex.question for ex in examples], k)
+    answers = answer_batch(lm, [ex.question for ex in examples], refs, max_new_tokens, chat)
+    for rec, r, a in zip(records, refs, answers):
+        rec.rounds.append(Round(rec.question, r, a))
+    active = list(range(len(records)))
+    for round_no in range(max_rounds + 1):
+        if round_no > 0 and round_no == max_rounds:
+            break  # the last new answer is taken unverified (Algorithm 1 line 9)
+        last = [records[i].rounds[-1] for i in active]
+        checks = verify_batch(verifier, [records[i].question for i in active], [r.answer for r in last],
+                              [r.references for r in last], verify_tokens, chat,
+                              desc=f"CoV-RAG verify (round {round_no})", chain=chain)
+        for r, v in zip(last, checks):
+            r.verification, r.fired = v, sigma(v, thresholds)
+        active = [i for i, r in zip(active, last) if r.fired]
+        if round_no == max_rounds or not active:
+            break  # max_rounds=0: σ is recorded, nothing is re-retrieved
+        queries = [records[i].rounds[-1].verification.revised_query for i in active]
+        new_refs = _search(retriever, queries, k)
+        new_answers = answer_batch(lm, [records[i].question for i in active], new_refs, max_new_tokens, chat,
+                                   desc=f"CoV-RAG re-answer (round {round_no + 1})")
+        for i, q, r, a in zip(active, queries, new_refs, new_answers):
+            records[i].rounds.append(Round(q, r, a))
+    return records
