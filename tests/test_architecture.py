@@ -23,7 +23,6 @@ LAYERS = {folder.replace("/", ".").replace("covlib.papers.", "covlib.papers|").s
 MAX_LINES = 400  # "no module over ~400 lines"
 # Modules still over MAX_LINES; each one here is a known debt, and the list may only shrink.
 OVERSIZE: dict[str, int] = {
-    "covlib.papers.covrag": 1160,
     "covlib.papers.credibility": 981,
 }
 
