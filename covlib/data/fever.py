@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from covlib.core.metrics import FEVER_LABELS
 from covlib.core.records import DataError, Example, Paragraph
 from covlib.data.readers import (SHARED_FILES, Loc, iter_records, read_json_value, require, require_text, str_list,
                                  unique_ids)
 
-FEVER_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
 
 
 # --------------------------------------------------------------------------- FEVER
