@@ -16,7 +16,6 @@ from covlib.data.readers import (SHARED_FILES, Loc, iter_records, read_json_valu
                                  unique_ids)
 
 
-
 # --------------------------------------------------------------------------- FEVER
 
 
