@@ -17,7 +17,7 @@ help: ## list the targets
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
 	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
-	@echo "             SUBMISSIONS=<dir> TIME_LIMIT=600 (make grade)"
+	@echo "             SUBMISSIONS=<dir> TIME_LIMIT=600 SKIP_SOLUTIONS=1 (make grade; skip: the solutions were checked already)"
 
 env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
 
@@ -57,9 +57,9 @@ serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp)
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
 	$(PY) -m teaching.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
 
-grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] -> build/grades/
+grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] [SKIP_SOLUTIONS=1] -> build/grades/
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
-	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)"
+	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(filter 1 yes true,$(SKIP_SOLUTIONS)),--skip-solutions)
 
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
 	$(PY) -m teaching.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
