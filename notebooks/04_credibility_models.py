@@ -50,10 +50,10 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
+from covlib.papers.credibility.notebook import setup
 from covlib.nli import evaluation as nli_eval
-from covlib import generation
 from covlib.core import metrics, paths, references
-from covlib.runs import profiles, results
+from covlib.runs import results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -72,26 +72,16 @@ n_rating: int = 50  # questions in the human rating sheet (paper: 50)
 ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
 
 # %%
-profiles.check_parameters(n_questions=n_questions, seed=seed, n_refs=n_refs, max_new_tokens=max_new_tokens,
-                          n_rating=n_rating)
-profile = profiles.resolve(profile, device or None)
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
-model_ids = C.model_list(model, models, profile)
-compare = compare_key_facts if compare_key_facts and compare_key_facts != key_facts else ""
-params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
-              seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare, judge=judge,
-              max_new_tokens=max_new_tokens)
-print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens, models=model_ids))
+S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
+          seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare_key_facts, judge=judge,
+          max_new_tokens=max_new_tokens, n_rating=n_rating)
+examples, generators, facts, other_facts, compare = S.examples, S.generators, S.facts, S.other_facts, S.compare
+max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Questions, key facts and reference sets
 
 # %%
-examples = C.load_questions(questions, n_questions, seed)
-generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generators[0])
-other_facts = C.build_key_facts(compare, examples, generators[0]) if compare else None
 ref_sets = [C.with_gold(ex, n_refs, seed) for ex in examples]
 print(f"{len(examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
 if other_facts:

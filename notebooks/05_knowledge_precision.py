@@ -40,10 +40,10 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
+from covlib.papers.credibility.notebook import setup
 from covlib.nli import evaluation as nli_eval
-from covlib import generation
 from covlib.core import metrics
-from covlib.runs import plotting, profiles, results
+from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -59,26 +59,15 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-profiles.check_parameters(n_questions=n_questions, seed=seed, max_new_tokens=max_new_tokens)
-profile = profiles.resolve(profile, device or None)
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
-sizes = sorted(profiles.split_list("n_refs", n_refs, cast=int))
-profiles.check_parameters(n_refs=min(sizes))
-sizes = profiles.pick(profile, full=sizes, cpu=[n for n in sizes if n in (2, 5, 10)] or sizes, smoke=[2, 5])
-model_ids = C.model_list(model, models, profile)
-params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
-              seed=seed, n_refs=sizes, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
-print(profiles.describe(profile, n_questions=n_questions, n_refs=sizes, models=model_ids))
-plotting.set_style()
+S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
+          seed=seed, n_refs_sweep=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+examples, generators, facts, sizes = S.examples, S.generators, S.facts, S.sizes
+max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Nested reference sets, 2 gold + k distractors
 
 # %%
-examples = C.load_questions(questions, n_questions, seed)
-generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generators[0])
 sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in examples] for n in sizes}
 for n in sizes:
     print(n, "refs:", [p.title for p in sets[n][0].paragraphs], "gold at", sets[n][0].gold)

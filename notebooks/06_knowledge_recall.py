@@ -35,10 +35,10 @@ import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
+from covlib.papers.credibility.notebook import setup
 from covlib.nli import evaluation as nli_eval
-from covlib import generation
 from covlib.core import metrics
-from covlib.runs import plotting, profiles, results
+from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -54,24 +54,16 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-profiles.check_parameters(n_questions=n_questions, seed=seed, n_refs=n_refs, max_new_tokens=max_new_tokens)
-profile = profiles.resolve(profile, device or None)
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
-model_ids = C.model_list(model, models, profile)
-settings = ("closed-book", "partial", "complete")
-params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
-              seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
-print(profiles.describe(profile, n_questions=n_questions, models=model_ids))
-plotting.set_style()
+S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
+          seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+examples, generators, facts = S.examples, S.generators, S.facts
+max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Three knowledge conditions per question
 
 # %%
-examples = C.load_questions(questions, n_questions, seed)
-generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generators[0])
+settings = ("closed-book", "partial", "complete")
 sets = {"closed-book": [C.closed_book(ex) for ex in examples],
         "partial": [C.partial(ex, n_refs, seed) for ex in examples],
         "complete": [C.with_gold(ex, n_refs, seed) for ex in examples]}

@@ -48,17 +48,16 @@
 # `results/07_reflection_completion.json`.
 
 # %%
-import os
 from collections import Counter
 
 import pandas as pd
 
 from covlib.runs import claims
 from covlib.papers import credibility as C
+from covlib.papers.credibility.notebook import setup
 from covlib.nli import evaluation as nli_eval
-from covlib import generation, retrieval
 from covlib.core import metrics
-from covlib.runs import profiles, results
+from covlib.runs import results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -78,40 +77,12 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-profiles.check_parameters(n_questions=n_questions, seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial,
-                          max_rounds=max_rounds, max_new_tokens=max_new_tokens)
-profile = profiles.resolve(profile, device or None)
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 20), smoke=8)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 96), smoke=32)
-cap, k_initial = profiles.pick(profile, full=(cap, k_initial), smoke=(min(cap, 6), min(k_initial, 3)))
-model_ids = C.model_list(model, models, profile)
-if max_rounds < 1:
-    raise ValueError(f"max_rounds must be at least 1 (one ask-and-retrieve round), not {max_rounds}")
-params = dict(profile=profile, models=model_ids, questions=questions or "shared sample", n_questions=n_questions,
-              seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial, max_rounds=max_rounds,
-              corpus=corpus or "offline HotpotQA paragraphs", key_facts=key_facts, judge=judge,
-              max_new_tokens=max_new_tokens)
-print(profiles.describe(profile, n_questions=n_questions, cap=cap, k_initial=k_initial, models=model_ids))
-
-# %%
-examples = C.load_questions(questions, n_questions, seed)
-generators = [generation.load_lm(m or None, device=device or None) for m in model_ids]
-facts = C.build_key_facts(key_facts, examples, generators[0])
-passages, bm25, corpus_name = retrieval.open_corpus(corpus)
-if not corpus:
-    makeup = ("offline HotpotQA paragraphs: Adversarial HotpotQA (sim_dev, sim_train, the few-shot file) and the shared "
-              "HotpotQA sample, which holds every evaluated question's own 10 context paragraphs (2 gold + 8 distractors)")
-elif os.path.isdir(corpus):
-    makeup = f"`make index` folder {corpus_name}"
-else:
-    makeup = f"passage file {corpus}"
-if isinstance(passages, list):  # in memory: check how many questions have their gold paragraphs in the corpus
-    titles = {p.title for p in passages}
-    gold_in = sum(set(ex.supporting_titles) <= titles for ex in examples)
-    makeup += f"; both gold paragraphs present for {gold_in} of {len(examples)} questions"
-q = len(examples)
-corpus_meta = {"corpus": corpus_name, "corpus_size": len(passages), "corpus_makeup": makeup}
-print(f"{len(examples)} questions; BM25 over {len(passages)} passages ({makeup})")
+S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
+          seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial, max_rounds=max_rounds, corpus=corpus,
+          key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+examples, generators, facts, q = S.examples, S.generators, S.facts, len(S.examples)
+cap, k_initial, max_new_tokens, params = S.cap, S.k_initial, S.max_new_tokens, S.params
+passages, bm25, corpus_name, corpus_meta = S.passages, S.retriever, S.corpus_name, S.corpus_meta
 
 # %% [markdown]
 # ## 1. Self-reflection: refuse on partial references, answer on complete ones
@@ -227,7 +198,7 @@ table
 # refuses no question never runs a completion round: the claim is then not testable with it.
 
 # %%
-embedded = all(m in ("", "embedded") for m in model_ids)
+embedded = all(m in ("", "embedded") for m in S.models)
 scope = f"hotpotqa, BM25 over {corpus_name} ({len(passages)} passages), top {cap} vs self-completion (≤ {max_rounds} rounds)"
 if embedded:
     scope += "; embedded 135M model (the paper's claim is for strong models)"

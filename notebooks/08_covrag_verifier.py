@@ -46,9 +46,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.papers import covrag as C
-from covlib import generation, retrieval
+from covlib.papers.covrag.notebook import setup
 from covlib.core import metrics
-from covlib.runs import plotting, profiles, results
+from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -73,43 +73,30 @@ truthfulness_max: float = 0.92  # σ: truthfulness <= this
 sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and any one other condition)
 
 # %%
-profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, seed=seed, max_new_tokens=max_new_tokens,
-                          verify_tokens=verify_tokens, reference_correctness_max=reference_correctness_max,
-                          correctness_below=correctness_below, bias_above=bias_above, truthfulness_max=truthfulness_max)
-profile = profiles.resolve(profile, device or None)
-n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
-                                                                 verify_tokens)
-names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
-sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
-thresholds = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, sigma_mode)
-params = dict(profile=profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same", datasets=names,
-              sizes=sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed, chat=chat,
-              max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, thresholds=thresholds.__dict__)
-print(profiles.describe(profile, sizes=sizes, k=k, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens))
-plotting.set_style()
+S = setup(profile=profile, model=model, adapter=adapter, verifier=verifier, device=device, datasets=datasets,
+          n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus, k=k, seed=seed, chat=chat,
+          max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode,
+          reference_correctness_max=reference_correctness_max, correctness_below=correctness_below,
+          bias_above=bias_above, truthfulness_max=truthfulness_max)
+k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
+sets, retriever, corpus_name, answerer, checker = S.sets, S.retriever, S.corpus_name, S.base, S.checker
+params = dict(profile=S.profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same",
+              datasets=S.names, sizes=S.sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
+              chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, thresholds=thresholds.__dict__)
 
 # %% [markdown]
 # ## 1. Questions, corpus, and what the corpus can answer at all
 
 # %%
-sets = C.load_datasets(triviaqa=triviaqa, mintaka=mintaka, sizes=sizes, seed=seed)
-missing = [n for n in names if n not in sets]
-if missing:
-    print(f"left out (no file given, none offline): {missing}; pass triviaqa= / mintaka= a path or hub id")
-sets = {n: sets[n] for n in names if n in sets}
-passages, retriever, corpus_name = retrieval.open_corpus(corpus)
-hits = C.answerable([ex for exs in sets.values() for ex in exs], passages)  # one pass over the corpus
+hits = C.answerable(S.examples, S.passages)  # one pass over the corpus
 reachable = {n: {ex.id: hits[ex.id] for ex in exs} for n, exs in sets.items()}
 for n, exs in sets.items():
     print(f"{n}: {len(exs)} questions, gold answer anywhere in the corpus for {sum(reachable[n].values())}")
-print(f"corpus: {corpus_name}, {len(passages)} passages")
 
 # %% [markdown]
 # ## 2. Retrieve, answer, verify (Algorithm 1, steps 1-3; `max_rounds=0`: σ is recorded, nothing re-retrieved)
 
 # %%
-answerer = generation.load_lm(model or None, device=device or None, adapter=adapter or None)
-checker = generation.load_lm(verifier, device=device or None) if verifier else answerer
 examples = [ex for exs in sets.values() for ex in exs]
 records = C.cov_rag(answerer, examples, retriever, verifier=checker, k=k, max_rounds=0, thresholds=thresholds,
                     max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat)

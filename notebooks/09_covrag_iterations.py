@@ -49,8 +49,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.papers import covrag as C
-from covlib.runs import claims, plotting, profiles, results
-from covlib import generation, retrieval
+from covlib.papers.covrag.notebook import setup
+from covlib.runs import claims, plotting, results
 from covlib.core import metrics
 
 # %% tags=["parameters"]
@@ -73,42 +73,30 @@ verify_tokens: int = 160  # longest verification
 sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
-profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, max_rounds=max_rounds, seed=seed,
-                          max_new_tokens=max_new_tokens, verify_tokens=verify_tokens)
-profile = profiles.resolve(profile, device or None)
-n_per_dataset, k, max_new_tokens, verify_tokens = C.profile_caps(profile, n_per_dataset, k, max_new_tokens,
-                                                                 verify_tokens)
-names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
-sizes = {name: min(n_per_dataset, C.PAPER_COUNTS.get(name, n_per_dataset)) for name in names}
-model_ids = [m.strip() for m in models.split(",") if m.strip()] or (
-    list(C.PAPER_MODELS) if profile == "full" and not model else [model])
-thresholds = C.Thresholds(mode=sigma_mode)
-params = dict(profile=profile, models=[m or "embedded" for m in model_ids], adapter=adapter, datasets=names,
-              sizes=sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, max_rounds=max_rounds, seed=seed,
+S = setup(profile=profile, model=model, models=models, adapter=adapter, device=device, datasets=datasets,
+          n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus, k=k, max_rounds=max_rounds,
+          seed=seed, chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
+k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
+sets, examples, retriever, corpus_name = S.sets, S.examples, S.retriever, S.corpus_name
+params = dict(profile=S.profile, models=[m or "embedded" for m in S.model_ids], adapter=adapter, datasets=S.names,
+              sizes=S.sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, max_rounds=max_rounds, seed=seed,
               chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
-print(profiles.describe(profile, sizes=sizes, k=k, models=model_ids, max_rounds=max_rounds))
-plotting.set_style()
 
 # %% [markdown]
 # ## 1. Questions and corpus
 
 # %%
-sets = C.load_datasets(triviaqa=triviaqa, mintaka=mintaka, sizes=sizes, seed=seed)
-sets = {n: sets[n] for n in names if n in sets}
-print("datasets:", {n: len(v) for n, v in sets.items()}, "| left out (no file):", [n for n in names if n not in sets])
-passages, retriever, corpus_name = retrieval.open_corpus(corpus)
-examples = [ex for exs in sets.values() for ex in exs]
+print("datasets:", {n: len(v) for n, v in sets.items()}, "| left out (no file):", S.missing)
 dataset_of = {ex.id: n for n, exs in sets.items() for ex in exs}
-ok_ids = {i for i, ok in C.answerable(examples, passages).items() if ok}  # one pass over the corpus
-print(f"{corpus_name}: {len(passages)} passages; answerable: {len(ok_ids)} of {len(examples)}")
+ok_ids = {i for i, ok in C.answerable(examples, S.passages).items() if ok}  # one pass over the corpus
+print(f"answerable: {len(ok_ids)} of {len(examples)}")
 
 # %% [markdown]
 # ## 2. Closed-book, single and multi-iteration, per model (each step one batched call)
 
 # %%
 runs, closed = {}, {}
-for m in model_ids:
-    generator = generation.load_lm(m or None, device=device or None, adapter=(adapter or None) if m == model else None)
+for generator in S.generators:
     closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in examples], max_new_tokens, chat)
     runs[generator.name] = C.cov_rag(generator, examples, retriever, k=k, max_rounds=max_rounds,
                                      thresholds=thresholds, max_new_tokens=max_new_tokens,

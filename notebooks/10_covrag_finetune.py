@@ -62,8 +62,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.papers import covrag as C
+from covlib.papers.covrag.notebook import setup
 from covlib.runs import claims, plotting, profiles, results
-from covlib import data, generation, retrieval
+from covlib import generation
 from covlib.core import metrics, paths
 from covlib.generation import training
 
@@ -91,28 +92,18 @@ verify_tokens: int = 160  # longest verification at test time
 evaluate_base: bool = True  # also run the untuned base model on the test questions (the judgment claim's baseline)
 
 # %%
-profiles.check_parameters(n_train=n_train, n_test=n_test, k=k, seed=seed, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                          learning_rate=learning_rate, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                          max_length=max_length, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens)
-profile = profiles.resolve(profile, device or None)
-n_train = profiles.pick(profile, full=n_train, cpu=min(n_train, 32), smoke=6)
-n_test = profiles.pick(profile, full=n_test, cpu=min(n_test, 5), smoke=2)
-k = profiles.pick(profile, full=k, smoke=min(k, 2))
-max_steps = profiles.pick(profile, full=max_steps, cpu=8 if max_steps < 0 else max_steps, smoke=2)
-batch_size = profiles.pick(profile, full=batch_size, cpu=2, smoke=2)
-learning_rate = profiles.pick(profile, full=learning_rate, cpu=max(learning_rate, 1e-3), smoke=2e-3)
-max_length = profiles.pick(profile, full=max_length, cpu=min(max_length, 384), smoke=192)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
-verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
-evaluate_base = profiles.pick(profile, full=evaluate_base, smoke=False)  # smoke: no model calls beyond the adapters'
-names = profiles.split_list("test_datasets", test_datasets, allowed=C.PAPER_COUNTS)
-params = dict(profile=profile, model=model or "embedded", teacher=teacher or "gold labels", n_train=n_train,
-              test_datasets=names, n_test=n_test, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
+S = setup("covrag-finetune", profile=profile, model=model, device=device, teacher=teacher, n_train=n_train,
+          test_datasets=test_datasets, n_test=n_test, corpus=corpus, k=k, seed=seed, chat=chat, lora_rank=lora_rank,
+          lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
+          batch_size=batch_size, max_length=max_length, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
+          evaluate_base=evaluate_base)  # smoke: evaluate_base off, no model calls beyond the adapters'
+profile, names, k, max_new_tokens, verify_tokens = S.profile, S.names, S.k, S.max_new_tokens, S.verify_tokens
+max_steps, batch_size, learning_rate, max_length = S.max_steps, S.batch_size, S.learning_rate, S.max_length
+evaluate_base, retriever, corpus_name, base, labeller = S.evaluate_base, S.retriever, S.corpus_name, S.base, S.labeller
+params = dict(profile=profile, model=model or "embedded", teacher=teacher or "gold labels", n_train=S.n_train,
+              test_datasets=names, n_test=S.n_test, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
               chat=chat, lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,
               max_steps=max_steps, batch_size=batch_size, max_length=max_length, evaluate_base=evaluate_base)
-print(profiles.describe(profile, n_train=n_train, n_test=n_test, k=k, max_steps=max_steps, batch_size=batch_size,
-                        learning_rate=learning_rate, max_length=max_length))
-plotting.set_style()
 
 # %% [markdown]
 # ## 1. Training data from training questions only (QA pairs and verification pairs, with the leak check)
@@ -121,16 +112,10 @@ plotting.set_style()
 # first fine-tuned on the RAG QA data; see the deviations above).
 
 # %%
-passages, retriever, corpus_name = retrieval.open_corpus(corpus)
-tests = C.load_datasets(sizes={n: n_test for n in names}, seed=seed)
-tests = {n: tests[n] for n in names if n in tests}
-test_examples = [ex for exs in tests.values() for ex in exs]
-train = data.sample(data.load_adv_hotpotqa(split="all"), n_train, seed)
+test_examples, train = S.examples, S.train
 train_refs = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in train], k=k)]
-base = generation.load_lm(model or None, device=device or None)
 predictions = C.answer_batch(base, [ex.question for ex in train], train_refs, max_new_tokens, chat,
                              desc="training predictions (base model, not a fine-tuned M1)")
-labeller = generation.load_lm(teacher, device=device or None) if teacher else None
 all_test_questions = [ex.question for ex in test_examples]
 with_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, teacher=labeller)
 without_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, chain=False,
@@ -199,7 +184,7 @@ evaluated = ({"base model, no adapter": None} if evaluate_base else {})
 evaluated.update({name: card["folder"] for name, card in cards.items()})
 rows, summaries, flags, intervals, ran = [], {}, {}, {}, {}
 for name, folder in evaluated.items():
-    tuned = base if folder is None else generation.load_lm(model or None, device=device or None, adapter=folder)
+    tuned = base if folder is None else profiles.load_model(model, device, adapter=folder)
     extra = {"steps": 0}
     if folder is not None:
         probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name],

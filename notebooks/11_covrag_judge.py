@@ -43,9 +43,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.papers import covrag as C
-from covlib import generation, retrieval
-from covlib.core import metrics, paths
-from covlib.runs import plotting, profiles, results
+from covlib.papers.covrag.notebook import setup
+from covlib.core import metrics
+from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -65,43 +65,20 @@ verify_tokens: int = 160  # longest verification
 judge_tokens: int = 200  # longest ranking
 
 # %%
-profiles.check_parameters(n_per_dataset=n_per_dataset, k=k, seed=seed, max_new_tokens=max_new_tokens,
-                          verify_tokens=verify_tokens, judge_tokens=judge_tokens)
-profile = profiles.resolve(profile, device or None)
-n_per_dataset = profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 5), smoke=2)  # = notebook 10: its answers are cached
-k = profiles.pick(profile, full=k, smoke=min(k, 2))
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=16)
-verify_tokens = profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 96), smoke=40)
-judge_tokens = profiles.pick(profile, full=judge_tokens, cpu=min(judge_tokens, 160), smoke=48)
-names = profiles.split_list("datasets", datasets, allowed=C.PAPER_COUNTS)
-
-
-def adapter_or_default(given: str, slug: str) -> str:
-    """The adapter asked for, else notebook 10's (same profile) when it was trained, else none."""
-    if given:
-        return given
-    folder = paths.build_dir() / "adapters" / f"10-{profile}-{slug}"
-    return str(folder) if (folder / "adapter_config.json").is_file() else ""
-
-
-qa_adapter = adapter_or_default(qa_adapter, "qa-only")
-covrag_adapter = adapter_or_default(covrag_adapter, "qa-verify-chain")
-params = dict(profile=profile, model=model or "embedded", qa_adapter=qa_adapter or "none",
-              covrag_adapter=covrag_adapter or "none", judge=judge or "embedded (not GPT-4)", datasets=names,
-              n_per_dataset=n_per_dataset, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed)
-print(profiles.describe(profile, n_per_dataset=n_per_dataset, judge=params["judge"],
-                        qa_adapter=params["qa_adapter"], covrag_adapter=params["covrag_adapter"]))
-plotting.set_style()
+S = setup("covrag-finetune", profile=profile, model=model, qa_adapter=qa_adapter, covrag_adapter=covrag_adapter,
+          judge=judge, device=device, datasets=datasets, n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed,
+          chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, judge_tokens=judge_tokens)
+k, max_new_tokens, verify_tokens, judge_tokens = S.k, S.max_new_tokens, S.verify_tokens, S.judge_tokens
+examples, retriever, corpus_name = S.examples, S.retriever, S.corpus_name
+rag_model, cov_model, ranker = S.rag_model, S.cov_model, S.ranker
+params = dict(profile=S.profile, model=model or "embedded", qa_adapter=S.qa_adapter or "none",
+              covrag_adapter=S.covrag_adapter or "none", judge=judge or "embedded (not GPT-4)", datasets=S.names,
+              n_per_dataset=S.n_per_dataset, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed)
 
 # %% [markdown]
 # ## 1. The systems' answers (each one batched call per step, cached)
 
 # %%
-sets = C.load_datasets(sizes={n: n_per_dataset for n in names}, seed=seed)
-examples = [ex for n in names if n in sets for ex in sets[n]]
-passages, retriever, corpus_name = retrieval.open_corpus(corpus)
-rag_model = generation.load_lm(model or None, device=device or None, adapter=qa_adapter or None)
-cov_model = generation.load_lm(model or None, device=device or None, adapter=covrag_adapter or None)
 references = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in examples], k=k)]
 rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
                      desc="RAG answer")
@@ -118,7 +95,6 @@ print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) fo
 # ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
 
 # %%
-ranker = generation.load_lm(judge or None, device=device or None)
 judge_label = ranker.name if judge else f"{ranker.name} (offline stand-in, not GPT-4)"
 others = C.rank_answers(ranker, "others", [ex.question for ex in examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],

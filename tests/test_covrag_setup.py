@@ -1,0 +1,146 @@
+"""The CoV-RAG notebooks' set-up door (08-11): caps as data, the model list, and `setup` in the smoke profile."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from covlib.core import paths
+from covlib.papers import covrag as C
+from covlib.papers.covrag import notebook as N
+from covlib.papers.covrag.notebook import setup
+from covlib.runs import profiles
+
+# Each notebook's parameters as its parameters cell sets them, in the smoke profile.
+NB08 = dict(profile="smoke", model="", adapter="", verifier="", device="", datasets="NQ,WebQ", n_per_dataset=400,
+            triviaqa="", mintaka="", corpus="", k=5, seed=0, chat=True, max_new_tokens=128, verify_tokens=160,
+            reference_correctness_max=0.27, correctness_below=0.26, bias_above=0.7, truthfulness_max=0.92,
+            sigma_mode="all")
+NB09 = dict(profile="smoke", model="", models="", adapter="", device="", datasets="NQ,WebQ,Mintaka,TriviaQA",
+            n_per_dataset=400, triviaqa="", mintaka="", corpus="", k=5, max_rounds=1, seed=0, chat=True,
+            max_new_tokens=128, verify_tokens=160, sigma_mode="all")
+NB10 = dict(profile="smoke", model="", device="", teacher="", n_train=308, test_datasets="NQ,WebQ", n_test=400,
+            corpus="", k=5, seed=0, chat=False, lora_rank=16, lora_alpha=32, learning_rate=2e-4, epochs=2.0,
+            max_steps=-1, batch_size=8, max_length=1024, max_new_tokens=128, verify_tokens=160, evaluate_base=True)
+NB11 = dict(profile="smoke", model="", qa_adapter="", covrag_adapter="", judge="", device="", datasets="NQ,WebQ",
+            n_per_dataset=400, corpus="", k=5, seed=0, chat=False, max_new_tokens=128, verify_tokens=160,
+            judge_tokens=200)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, isolated_cache):
+    """A scratch project root (build/adapters/); the real data and converted models stay shared."""
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    monkeypatch.setenv("COVLIB_DATA", str(paths.data_dir()))
+    monkeypatch.setenv("COVLIB_MODELS", str(paths.models_dir()))
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "root"))
+    return tmp_path / "root"
+
+
+# --------------------------------------------------------------------------- caps as data, the model list
+
+
+@pytest.mark.parametrize("profile", profiles.PROFILES)
+def test_covrag_caps_are_profile_caps(profile):
+    for n, k, tokens, verify in itertools.product((1, 4, 20, 400), (1, 2, 5), (10, 48, 128), (30, 128, 160)):
+        got = profiles.capped("covrag", profile, n_per_dataset=n, k=k, max_new_tokens=tokens, verify_tokens=verify)
+        assert tuple(got.values()) == C.profile_caps(profile, n, k, tokens, verify)
+
+
+@pytest.mark.parametrize("profile", profiles.PROFILES)
+def test_finetune_caps_are_the_numbers_notebooks_10_and_11_wrote_inline(profile):
+    pick = profiles.pick
+    for n, steps, lr, tokens in itertools.product((1, 5, 400), (-1, 3, 20), (1e-4, 5e-3), (10, 48, 200)):
+        got = profiles.capped("covrag-finetune", profile, n_train=n, n_test=n, n_per_dataset=n, k=n, max_steps=steps,
+                              batch_size=n, learning_rate=lr, max_length=tokens, max_new_tokens=tokens,
+                              verify_tokens=tokens, judge_tokens=tokens, evaluate_base=True)
+        assert got == {
+            "n_train": pick(profile, full=n, cpu=min(n, 32), smoke=6),
+            "n_test": pick(profile, full=n, cpu=min(n, 5), smoke=2),
+            "n_per_dataset": pick(profile, full=n, cpu=min(n, 5), smoke=2),
+            "k": pick(profile, full=n, smoke=min(n, 2)),
+            "max_steps": pick(profile, full=steps, cpu=8 if steps < 0 else steps, smoke=2),
+            "batch_size": pick(profile, full=n, cpu=2, smoke=2),
+            "learning_rate": pick(profile, full=lr, cpu=max(lr, 1e-3), smoke=2e-3),
+            "max_length": pick(profile, full=tokens, cpu=min(tokens, 384), smoke=192),
+            "max_new_tokens": pick(profile, full=tokens, cpu=min(tokens, 48), smoke=16),
+            "verify_tokens": pick(profile, full=tokens, cpu=min(tokens, 96), smoke=40),
+            "judge_tokens": pick(profile, full=tokens, cpu=min(tokens, 160), smoke=48),
+            "evaluate_base": pick(profile, full=True, smoke=False),
+        }
+
+
+@pytest.mark.parametrize("model, models, profile", itertools.product(("", "m"), ("", "a, b,"), profiles.PROFILES))
+def test_model_list_is_what_notebook_09_wrote_inline(model, models, profile):
+    inline = [m.strip() for m in models.split(",") if m.strip()] or (
+        list(C.PAPER_MODELS) if profile == "full" and not model else [model])
+    assert profiles.model_list(model, models, profile, C.PAPER_MODELS) == inline
+
+
+def test_adapter_or_default_finds_notebook_10s_adapter(project):
+    assert N.adapter_or_default("given", "qa-only", "smoke") == "given"
+    assert N.adapter_or_default("", "qa-only", "smoke") == ""
+    folder = project / "build" / "adapters" / "10-smoke-qa-only"
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")
+    assert N.adapter_or_default("", "qa-only", "smoke") == str(folder)
+    assert N.adapter_or_default("", "qa-only", "cpu") == ""
+
+
+# --------------------------------------------------------------------------- setup, for real, in the smoke profile
+
+
+def test_setup_of_notebook_08(project):
+    S = setup(**NB08)
+    assert (S.profile, S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens) == ("smoke", 4, 2, 24, 48)
+    assert S.names == ["NQ", "WebQ"] and S.sizes == {"NQ": 4, "WebQ": 4} and S.missing == []
+    assert [len(v) for v in S.sets.values()] == [4, 4] and S.examples == S.sets["NQ"] + S.sets["WebQ"]
+    assert S.sets == {n: v for n, v in C.load_datasets(sizes=S.sizes, seed=0).items() if n in S.names}
+    assert S.thresholds == C.PAPER_THRESHOLDS and S.chat is True and S.seed == 0
+    assert len(S.passages) > 2000 and S.corpus_name and S.retriever.search(S.examples[0].question, k=2)
+    assert "SmolLM2" in S.base.name and S.checker is S.base and S.labeller is None and S.ranker is None
+    with pytest.raises(AttributeError, match="not a parameter passed to setup"):
+        S.n_train
+
+
+def test_setup_of_notebook_09(project):
+    S = setup(**{**NB09, "sigma_mode": "any"})
+    assert S.missing == ["Mintaka", "TriviaQA"] and list(S.sets) == ["NQ", "WebQ"]
+    assert S.sizes == {"NQ": 4, "WebQ": 4, "Mintaka": 4, "TriviaQA": 4}
+    assert S.model_ids == [""] and len(S.generators) == 1 and S.thresholds == C.Thresholds(mode="any")
+    assert S.checker is None
+
+
+def test_setup_of_notebook_10(project):
+    S = setup("covrag-finetune", **NB10)
+    assert (S.n_train, S.n_test, S.k, S.max_steps, S.batch_size, S.learning_rate) == (6, 2, 2, 2, 2, 2e-3)
+    assert (S.max_length, S.max_new_tokens, S.verify_tokens, S.evaluate_base) == (192, 16, 40, False)
+    assert (S.lora_rank, S.epochs) == (16, 2.0)  # not capped: as given
+    assert S.names == ["NQ", "WebQ"] and len(S.examples) == 4 and len(S.train) == 6
+    assert not {ex.question for ex in S.train} & {ex.question for ex in S.examples}
+    assert S.labeller is None and S.thresholds is None and "SmolLM2" in S.base.name
+
+
+def test_setup_of_notebook_11(project):
+    S = setup("covrag-finetune", **NB11)
+    assert (S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens, S.judge_tokens) == (2, 2, 16, 40, 48)
+    assert len(S.examples) == 4 and (S.qa_adapter, S.covrag_adapter) == ("", "")
+    assert S.rag_model is S.cov_model is S.ranker  # no adapters trained here: all three are the embedded model
+    assert S.generators == [] and S.judge == ""
+
+
+def test_setup_refuses_bad_and_unknown_parameters_before_loading_anything(project, monkeypatch):
+    monkeypatch.setattr(C, "load_datasets", lambda *a, **k: pytest.fail("loaded the test sets"))
+    with pytest.raises(ValueError) as err:
+        setup(**{**NB08, "k": 0, "bias_above": 1.5})
+    assert "k must be >= 1" in str(err.value) and "bias_above must be between 0.0 and 1.0" in str(err.value)
+    with pytest.raises(ValueError, match="parameter datasets: unknown 'SQuAD'"):
+        setup(**{**NB08, "datasets": "NQ,SQuAD"})
+    with pytest.raises(ValueError, match="parameter test_datasets is empty"):
+        setup("covrag-finetune", **{**NB10, "test_datasets": " , "})
+    with pytest.raises(TypeError, match="n_questions"):
+        setup(**NB08, n_questions=3)
+    with pytest.raises(ValueError, match="mode must be 'all' or 'any'"):
+        setup(**{**NB09, "sigma_mode": "some"})
