@@ -90,8 +90,8 @@ profiles.check_parameters(n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop
 profile = profiles.resolve(profile, device or None)
 sizes = {
     "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=8),
-    "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=8),
-    "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=8),
+    "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=4),
+    "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=4),
 }
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
 wanted = profiles.split_list("datasets", datasets, allowed=("hotpotqa", "2wikimultihop", "fever"))

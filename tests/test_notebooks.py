@@ -226,9 +226,10 @@ def test_03_verify_and_edit_tables_smoke(smoke_root):
     assert_outputs(smoke_root, ["fig-03-ours-vs-paper"], names)
     rows = record["metrics"]["rows"]
     by = {(r["dataset"], r["method"], r["knowledge"]): r for r in rows}
+    sizes = {"hotpotqa": 8, "2wikimultihop": 4, "fever": 4}  # the smoke profile's questions per dataset
     for dataset in ("hotpotqa", "2wikimultihop", "fever"):
         for method in ("Standard", "CoT", "CoT-SC"):
-            assert by[(dataset, method, "-")]["n"] == 8
+            assert by[(dataset, method, "-")]["n"] == sizes[dataset]
     ve = [r for r in rows if r["method"] == "CoT-SC + VE" and r["n"]]
     assert {r["dataset"] for r in ve} == {"hotpotqa", "2wikimultihop", "fever"}
     assert any(r["knowledge"].startswith("Dataset") for r in ve if r["dataset"] == "hotpotqa")
@@ -253,13 +254,13 @@ def test_03_verify_and_edit_tables_smoke(smoke_root):
     standard = {c["scope"]: c for c in claims if c["claim"] == "ve-cot-beats-standard"}
     assert set(standard) == {"hotpotqa", "2wikimultihop", "fever"}
     for dataset, c in standard.items():
-        assert c["n"] == 8 and c["low"] <= c["value"] <= c["high"]
+        assert c["n"] == sizes[dataset] and c["low"] <= c["value"] <= c["high"]
         assert c["value"] == pytest.approx(by[(dataset, "CoT", "-")]["EM/acc"] - by[(dataset, "Standard", "-")]["EM/acc"])
     ve_claims = [c for c in claims if c["claim"] == "ve-beats-cot-sc" and not c.get("untestable")]
     assert len(ve_claims) == len(ve)  # one per (dataset, knowledge source) that ran
     for c in ve_claims:
         row = by[(c["scope"].split(",")[0], "CoT-SC + VE", c["knowledge"])]
-        assert c["n"] == row["n"] == 8 and c["low"] <= c["value"] <= c["high"]
+        assert c["n"] == row["n"] == sizes[c["scope"].split(",")[0]] and c["low"] <= c["value"] <= c["high"]
         assert c["value"] == pytest.approx(row["ΔEM/acc"]) == pytest.approx(row["ΔEM/acc interval"]["value"])
         base = by[(c["scope"].split(",")[0], "CoT-SC", "-")]["EM/acc"]
         assert c["value"] == pytest.approx(row["EM/acc"] - base)
