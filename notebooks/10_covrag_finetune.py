@@ -65,6 +65,7 @@ from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import claims, plotting, profiles, results
 from covlib import generation
+from covlib import retrieval
 from covlib.core import metrics, paths
 from covlib.generation import training
 
@@ -113,7 +114,7 @@ params = dict(profile=profile, model=model or "embedded", teacher=teacher or "go
 
 # %%
 test_examples, train = S.examples, S.train
-train_refs = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in train], k=k)]
+train_refs = retrieval.search_passages(retriever, [ex.question for ex in train], k)
 predictions = C.answer_batch(base, [ex.question for ex in train], train_refs, max_new_tokens, chat,
                              desc="training predictions (base model, not a fine-tuned M1)")
 all_test_questions = [ex.question for ex in test_examples]

@@ -44,6 +44,7 @@ import pandas as pd
 
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
+from covlib import retrieval
 from covlib.core import metrics
 from covlib.runs import plotting, results
 
@@ -79,7 +80,7 @@ params = dict(profile=S.profile, model=model or "embedded", qa_adapter=S.qa_adap
 # ## 1. The systems' answers (each one batched call per step, cached)
 
 # %%
-references = [[h.passage for h in hits] for hits in retriever.search_batch([ex.question for ex in examples], k=k)]
+references = retrieval.search_passages(retriever, [ex.question for ex in examples], k)
 rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
                      desc="RAG answer")
 records = C.cov_rag(cov_model, examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,

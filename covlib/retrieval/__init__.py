@@ -35,7 +35,7 @@ from covlib.core import paths
 from covlib.core.records import DataError, Passage
 from covlib.data import load_corpus
 from covlib.retrieval.base import (FORMAT_VERSION, BaseRetriever, Hit, Retriever, check_k, check_passages, check_queries,
-                                   corpus_fingerprint, ngrams, read_meta, tokenize)
+                                   corpus_fingerprint, ngrams, read_meta, search_passages, tokenize)
 from covlib.retrieval.dense import DenseRetriever
 from covlib.retrieval.disk_index import DiskBM25Retriever
 from covlib.retrieval.embedding import Encoder, canonical_name
@@ -46,7 +46,7 @@ from covlib.retrieval.sparse import BM25Retriever, TfidfRetriever
 __all__ = ["BM25Retriever", "BaseRetriever", "DenseRetriever", "DiskBM25Retriever", "Hit", "OracleRetriever",
            "RETRIEVERS", "Retriever", "TfidfRetriever", "WebSearch", "build_retriever", "check_k", "check_passages",
            "check_queries", "corpus_fingerprint", "index_path", "ngrams", "load_or_build", "load_retriever", "open_corpus",
-           "passages_to_sentences", "tokenize", "top_sentences", "top_sentences_batch"]
+           "passages_to_sentences", "search_passages", "tokenize", "top_sentences", "top_sentences_batch"]
 
 
 # ---------------------------------------------------------------------------

@@ -246,3 +246,8 @@ def progress_bar(it: Iterable, show: bool, desc: str) -> Iterable:
     except ImportError:
         return it
     return tqdm(it, desc=desc)
+
+
+def search_passages(retriever: Retriever, queries: Sequence[str], k: int) -> list[list[Passage]]:
+    """The top-k passages (not hits) for each query, best first: what a prompt's references are made of."""
+    return [[hit.passage for hit in hits] for hits in retriever.search_batch(list(queries), k=k)]

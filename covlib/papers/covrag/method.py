@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from covlib.generation import Generator
 from covlib.core.records import Example, Passage
+from covlib.retrieval import Retriever, search_passages
 from covlib.papers.covrag.prompts import closed_book_prompt, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification, parse_verification
 
@@ -144,11 +145,6 @@ QA_STOP = ("\nQuestion:", "\n\n#", "#Question-Answering")
 VERIFY_STOP = ("\n\n#", "#verification-Task#")
 
 
-def _search(retriever: Any, queries: Sequence[str], k: int) -> list[list[Passage]]:
-    hits = retriever.search_batch(list(queries), k=k)
-    return [[h.passage if hasattr(h, "passage") else h for h in row] for row in hits]
-
-
 def answer_batch(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]],
                  max_new_tokens: int = 128, chat: bool = False, desc: str = "CoV-RAG answer") -> list[str]:
     """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy)."""
@@ -176,7 +172,7 @@ def verify_batch(lm: Generator, questions: Sequence[str], answers: Sequence[str]
     return [parse_verification(o[0].text, chain=chain) for o in outs]
 
 
-def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verifier: Generator | None = None,
+def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Retriever, *, verifier: Generator | None = None,
             k: int = 5, max_rounds: int = 1, thresholds: Thresholds = PAPER_THRESHOLDS, max_new_tokens: int = 128,
             verify_tokens: int = 160, chat: bool = False, chain: bool = True) -> list[CovRagRecord]:
     """Algorithm 1 over all examples, batched: retrieve, answer, verify, and re-retrieve where σ fires.
@@ -191,7 +187,7 @@ def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verif
         raise ValueError(f"k must be >= 1, not {k}")
     verifier = verifier or lm
     records = [CovRagRecord(ex.id, ex.question, list(ex.answers)) for ex in examples]
-    refs = _search(retriever, [ex.question for ex in examples], k)
+    refs = search_passages(retriever, [ex.question for ex in examples], k)
     answers = answer_batch(lm, [ex.question for ex in examples], refs, max_new_tokens, chat)
     for rec, r, a in zip(records, refs, answers):
         rec.rounds.append(Round(rec.question, r, a))
@@ -209,7 +205,7 @@ def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Any, *, verif
         if round_no == max_rounds or not active:
             break  # max_rounds=0: σ is recorded, nothing is re-retrieved
         queries = [records[i].rounds[-1].verification.revised_query for i in active]
-        new_refs = _search(retriever, queries, k)
+        new_refs = search_passages(retriever, queries, k)
         new_answers = answer_batch(lm, [records[i].question for i in active], new_refs, max_new_tokens, chat,
                                    desc=f"CoV-RAG re-answer (round {round_no + 1})")
         for i, q, r, a in zip(active, queries, new_refs, new_answers):
