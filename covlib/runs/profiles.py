@@ -61,7 +61,7 @@ CAPS: dict[str, dict[str, dict[str, Any]]] = {
         "smoke": {"n_questions": 8, "max_new_tokens": 32, "sizes": [2, 5], "cap": ("at most", 6),
                   "k_initial": ("at most", 3)},
     },
-    "covrag": {  # notebooks 08-09 (covrag.profile_caps)
+    "covrag": {  # notebooks 08-09
         "cpu": {"n_per_dataset": ("at most", 20), "max_new_tokens": ("at most", 48), "verify_tokens": ("at most", 128)},
         "smoke": {"n_per_dataset": 4, "k": ("at most", 2), "max_new_tokens": 24, "verify_tokens": 48},
     },

@@ -8,7 +8,7 @@ from the paper is labelled in the module that makes it.
 | module | what it holds |
 |---|---|
 | `prompts` | Table 6's QA and verification prompts (verbatim), `SEP`, the score names |
-| `paper` | the paper's numbers (`PAPER_*`), its datasets (`load_datasets`), `profile_caps` |
+| `paper` | the paper's numbers (`PAPER_*`), its datasets (`load_datasets`) |
 | `repair` | tolerant JSON reading: objects found, a truncated one closed, loads with repairs |
 | `verifier` | `Verification`, `parse_verification`, `parse_report` |
 | `method` | σ (`Thresholds`, `sigma`) and Algorithm 1 (`cov_rag`, `Round`, `CovRagRecord`, the batches) |
@@ -25,7 +25,7 @@ from covlib.papers.covrag.prompts import (
 )
 from covlib.papers.covrag.paper import (
     PAPER_COUNTS, PAPER_DATASETS, PAPER_MODELS, PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE4, PAPER_TABLE5,
-    RETRIEVAL_ACCURACY_OURS, RETRIEVAL_ACCURACY_PAPER, load_datasets, profile_caps,
+    RETRIEVAL_ACCURACY_OURS, RETRIEVAL_ACCURACY_PAPER, load_datasets,
 )
 from covlib.papers.covrag.repair import close_truncated, json_objects, lenient_loads
 from covlib.papers.covrag.verifier import (
@@ -55,7 +55,7 @@ __all__ = [
     "VERIFICATION_TEMPLATE", "closed_book_prompt", "qa_prompt", "verification_prompt",
     # paper
     "PAPER_COUNTS", "PAPER_DATASETS", "PAPER_MODELS", "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_TABLE4", "PAPER_TABLE5",
-    "RETRIEVAL_ACCURACY_OURS", "RETRIEVAL_ACCURACY_PAPER", "load_datasets", "profile_caps",
+    "RETRIEVAL_ACCURACY_OURS", "RETRIEVAL_ACCURACY_PAPER", "load_datasets",
     # repair
     "close_truncated", "json_objects", "lenient_loads",
     # verifier

@@ -1,14 +1,13 @@
-"""CoV-RAG's reported numbers (Tables 2-5), its datasets and backbones, and the profile caps of the notebooks.
+"""CoV-RAG's reported numbers (Tables 2-5), its datasets and backbones.
 
 What the paper printed, for every table to set ours beside (`PAPER_*`), how we describe retrieval
-accuracy against how the paper does, the paper's four test sets (`load_datasets`) and how a run
-profile caps their sizes (`profile_caps`).
+accuracy against how the paper does, and the paper's four test sets (`load_datasets`); the notebooks'
+profile caps are data in `covlib.runs.profiles.CAPS`.
 """
 
 from __future__ import annotations
 
 from covlib.core.records import Example
-from covlib.runs import profiles
 from covlib import data
 
 
@@ -48,16 +47,6 @@ RETRIEVAL_ACCURACY_PAPER = ('paper: "Retrieval Accuracy of Single-Iteration (Sin
                             'of CoV-RAG" (Table 5); Dlt: "the difference in the accuracy of reference retrieved between '
                             'SI and MI" (§4.3)')
 PAPER_MODELS = ("THUDM/chatglm2-6b", "lmsys/vicuna-13b-v1.5", "meta-llama/Llama-2-13b-hf")  # the paper's backbones
-
-
-def profile_caps(profile: str, n_per_dataset: int, k: int, max_new_tokens: int,
-                 verify_tokens: int) -> tuple[int, int, int, int]:
-    """Questions per dataset, references, answer and verification tokens for a resolved profile: full keeps the
-    paper's settings, cpu caps them at 20 / k / 48 / 128, smoke at 4 / 2 / 24 / 48."""
-    return (profiles.pick(profile, full=n_per_dataset, cpu=min(n_per_dataset, 20), smoke=4),
-            profiles.pick(profile, full=k, smoke=min(k, 2)),
-            profiles.pick(profile, full=max_new_tokens, cpu=min(max_new_tokens, 48), smoke=24),
-            profiles.pick(profile, full=verify_tokens, cpu=min(verify_tokens, 128), smoke=48))
 
 
 def load_datasets(nq: str = "", webq: str = "", triviaqa: str = "", mintaka: str = "",
