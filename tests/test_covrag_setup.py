@@ -130,6 +130,12 @@ def test_setup_of_notebook_10(project):
     assert S.labeller is None and S.thresholds is None and "SmolLM2" in S.base.name
 
 
+def test_notebook_10_refuses_a_served_model_before_training(project):
+    """Training and probe losses need the weights in this process: a server spec is refused with what to give."""
+    with pytest.raises(TypeError, match="notebook 10 trains LoRA adapters.*MODEL=<hub id or folder>"):
+        setup("covrag-finetune", **{**NB10, "model": "openai:smollm2@http://127.0.0.1:9/v1"})
+
+
 def test_setup_of_notebook_11(project):
     S = setup("covrag-finetune", **NB11)
     assert (S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens, S.judge_tokens) == (2, 2, 16, 40, 48)

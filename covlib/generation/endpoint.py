@@ -360,21 +360,6 @@ class EndpointLM:
                                 "llama-cpp-python) do; chat-only APIs do not")
         return float(sum(float(v) for v in picked))
 
-    # ------------------------------------------------ what only in-process LMs have
-    @property
-    def model(self):
-        """Not available: the weights live in the server."""
-        raise TypeError(f"{self.name} is served: its weights are not in this process. Training and losses "
-                        "(notebook 10) need an in-process model: MODEL=<hub id or folder>")
-
-    tokenizer = model
-
-    def render(self, prompt: str, chat: bool = False) -> str:
-        """The prompt as sent (a chat prompt is templated by the server, so it cannot be shown here)."""
-        if chat:
-            raise TypeError(f"{self.name} applies its chat template on the server; covlib cannot render it")
-        return prompt
-
 
 def _server_message(reply: Any) -> str:
     """The error message a server put in its reply (OpenAI's {"error": {"message": ...}} or plain text)."""

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from covlib import data
 from covlib.core import paths
 from covlib.core.records import Example, Passage
-from covlib.generation import Generator
+from covlib.generation import LM, Generator
 from covlib.papers import covrag as C
 from covlib.retrieval import BaseRetriever, open_corpus
 from covlib.runs import plotting, profiles
@@ -119,6 +119,10 @@ def add_models(S: Setup, v: dict[str, Any]) -> None:
     else:
         S.model_ids = profiles.model_list(model, v["models"], S.profile, C.PAPER_MODELS) if "models" in v else [model]
         S.generators = [profiles.load_model(m, device, v.get("adapter", "") if m == model else "") for m in S.model_ids]
+    if "lora_rank" in v and not isinstance(S.base, LM):  # 10 renders prompts, reads the weights, trains adapters
+        raise TypeError(f"{S.base.name} is served: notebook 10 trains LoRA adapters and measures losses, which need "
+                        "the model in this process; give MODEL=<hub id or folder> (a served model can be evaluated "
+                        "with an adapter the server loads, in notebooks 08, 09 and 11)")
     if "verifier" in v:
         S.checker = profiles.load_model(v["verifier"], device) if v["verifier"] else S.base
     if v.get("teacher"):
