@@ -33,7 +33,7 @@
 # finish (a system missing, a malformed list) are counted, not guessed.
 #
 # **Deviation.** The judge is not GPT-4: offline it is the strongest local model (the embedded
-# SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `judge` to a hub
+# SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `ranker` to a hub
 # model (e.g. a 70B instruct model on a GPU) for a meaningful ranking.
 #
 # Outputs: `tables/tab-11-judge.*`, `figures/fig-11-judge.*`, `results/11_covrag_judge.json`.
@@ -53,7 +53,7 @@ profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
 model: str = ""  # base model: hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
 qa_adapter: str = ""  # the QA-only adapter (RAG row); empty: notebook 10's when present, else the base model
 covrag_adapter: str = ""  # the QA + verification adapter; empty: notebook 10's w/ CoL adapter when present
-judge: str = ""  # the ranking model (the paper: GPT-4); empty for the embedded model, labelled as such
+ranker: str = ""  # the LLM judge that ranks the answers (the paper: GPT-4); empty for the embedded model, labelled as such
 device: str = ""  # cpu or cuda; empty picks cuda when available
 datasets: str = "NQ,WebQ"  # questions to rank on
 n_per_dataset: int = 400  # questions per dataset
@@ -63,17 +63,17 @@ seed: int = 0  # question samples and the order answers are shown in
 chat: bool = False  # raw prompts for the answering models (as notebook 10 trained them)
 max_new_tokens: int = 128  # longest answer
 verify_tokens: int = 160  # longest verification
-judge_tokens: int = 200  # longest ranking
+ranker_tokens: int = 200  # longest ranking
 
 # %%
 S = setup("covrag-finetune", profile=profile, model=model, qa_adapter=qa_adapter, covrag_adapter=covrag_adapter,
-          judge=judge, device=device, datasets=datasets, n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed,
-          chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, judge_tokens=judge_tokens)
-k, max_new_tokens, verify_tokens, judge_tokens = S.k, S.max_new_tokens, S.verify_tokens, S.judge_tokens
+          ranker=ranker, device=device, datasets=datasets, n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed,
+          chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, ranker_tokens=ranker_tokens)
+k, max_new_tokens, verify_tokens, ranker_tokens = S.k, S.max_new_tokens, S.verify_tokens, S.ranker_tokens
 examples, retriever, corpus_name = S.examples, S.retriever, S.corpus_name
-rag_model, cov_model, ranker = S.rag_model, S.cov_model, S.ranker
+rag_model, cov_model, ranker_lm = S.rag_model, S.cov_model, S.ranker
 params = dict(profile=S.profile, model=model or "embedded", qa_adapter=S.qa_adapter or "none",
-              covrag_adapter=S.covrag_adapter or "none", judge=judge or "embedded (not GPT-4)", datasets=S.names,
+              covrag_adapter=S.covrag_adapter or "none", ranker=ranker or "embedded (not GPT-4)", datasets=S.names,
               n_per_dataset=S.n_per_dataset, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed)
 
 # %% [markdown]
@@ -96,13 +96,13 @@ print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) fo
 # ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
 
 # %%
-judge_label = ranker.name if judge else f"{ranker.name} (offline stand-in, not GPT-4)"
-others = C.rank_answers(ranker, "others", [ex.question for ex in examples], answers,
+judge_label = ranker_lm.name if ranker else f"{ranker_lm.name} (offline stand-in, not GPT-4)"
+others = C.rank_answers(ranker_lm, "others", [ex.question for ex in examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],
-                        seed=seed, max_new_tokens=judge_tokens)
+                        seed=seed, max_new_tokens=ranker_tokens)
 two = {name: answers[name] for name in ("RAG", "CoV, single iteration")}  # ours: same references, comparable citations
-citation = C.rank_answers(ranker, "citation", [ex.question for ex in examples], two, ["Citation Accuracy"],
-                          references=references, seed=seed, max_new_tokens=judge_tokens)
+citation = C.rank_answers(ranker_lm, "citation", [ex.question for ex in examples], two, ["Citation Accuracy"],
+                          references=references, seed=seed, max_new_tokens=ranker_tokens)
 ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
 per_question = {**C.rank_values(others, list(answers)), **C.rank_values(citation, list(two))}
 rank_intervals = {c: {system: metrics.mean_interval(values, seed=seed) for system, values in by_s.items()}

@@ -23,9 +23,9 @@ NB09 = dict(profile="smoke", model="", models="", adapter="", device="", dataset
 NB10 = dict(profile="smoke", model="", device="", teacher="", n_train=308, test_datasets="NQ,WebQ", n_test=400,
             corpus="", k=5, seed=0, chat=False, lora_rank=16, lora_alpha=32, learning_rate=2e-4, epochs=2.0,
             max_steps=-1, batch_size=8, max_length=1024, max_new_tokens=128, verify_tokens=160, evaluate_base=True)
-NB11 = dict(profile="smoke", model="", qa_adapter="", covrag_adapter="", judge="", device="", datasets="NQ,WebQ",
+NB11 = dict(profile="smoke", model="", qa_adapter="", covrag_adapter="", ranker="", device="", datasets="NQ,WebQ",
             n_per_dataset=400, corpus="", k=5, seed=0, chat=False, max_new_tokens=128, verify_tokens=160,
-            judge_tokens=200)
+            ranker_tokens=200)
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_finetune_caps_are_the_numbers_notebooks_10_and_11_wrote_inline(profile)
     for n, steps, lr, tokens in itertools.product((1, 5, 400), (-1, 3, 20), (1e-4, 5e-3), (10, 48, 200)):
         got = profiles.capped("covrag-finetune", profile, n_train=n, n_test=n, n_per_dataset=n, k=n, max_steps=steps,
                               batch_size=n, learning_rate=lr, max_length=tokens, max_new_tokens=tokens,
-                              verify_tokens=tokens, judge_tokens=tokens, evaluate_base=True)
+                              verify_tokens=tokens, ranker_tokens=tokens, evaluate_base=True)
         assert got == {
             "n_train": pick(profile, full=n, cpu=min(n, 32), smoke=6),
             "n_test": pick(profile, full=n, cpu=min(n, 5), smoke=2),
@@ -74,7 +74,7 @@ def test_finetune_caps_are_the_numbers_notebooks_10_and_11_wrote_inline(profile)
             "max_length": pick(profile, full=tokens, cpu=min(tokens, 384), smoke=192),
             "max_new_tokens": pick(profile, full=tokens, cpu=min(tokens, 48), smoke=16),
             "verify_tokens": pick(profile, full=tokens, cpu=min(tokens, 96), smoke=40),
-            "judge_tokens": pick(profile, full=tokens, cpu=min(tokens, 160), smoke=48),
+            "ranker_tokens": pick(profile, full=tokens, cpu=min(tokens, 160), smoke=48),
             "evaluate_base": pick(profile, full=True, smoke=False),
         }
 
@@ -138,7 +138,7 @@ def test_notebook_10_refuses_a_served_model_before_training(project):
 
 def test_setup_of_notebook_11(project):
     S = setup("covrag-finetune", **NB11)
-    assert (S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens, S.judge_tokens) == (2, 2, 16, 40, 48)
+    assert (S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens, S.ranker_tokens) == (2, 2, 16, 40, 48)
     assert len(S.examples) == 4 and (S.qa_adapter, S.covrag_adapter) == ("", "")
     assert S.rag_model is S.cov_model is S.ranker  # no adapters trained here: all three are the embedded model
     assert S.generators == [] and S.judge == ""

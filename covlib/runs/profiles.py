@@ -69,10 +69,10 @@ CAPS: dict[str, dict[str, dict[str, Any]]] = {
         "cpu": {"n_train": ("at most", 32), "n_test": ("at most", 5), "n_per_dataset": ("at most", 5),
                 "max_steps": ("if unset", 8), "batch_size": 2, "learning_rate": ("at least", 1e-3),
                 "max_length": ("at most", 384), "max_new_tokens": ("at most", 48), "verify_tokens": ("at most", 96),
-                "judge_tokens": ("at most", 160)},
+                "ranker_tokens": ("at most", 160)},
         "smoke": {"n_train": 6, "n_test": 2, "n_per_dataset": 2, "k": ("at most", 2), "max_steps": 2, "batch_size": 2,
                   "learning_rate": 2e-3, "max_length": 192, "max_new_tokens": 16, "verify_tokens": 40,
-                  "evaluate_base": False, "judge_tokens": 48},
+                  "evaluate_base": False, "ranker_tokens": 48},
     },
 }
 
@@ -139,7 +139,7 @@ POSITIVE = frozenset({"learning_rate", "lora_alpha", "epochs"})
 PARAMETER_RULES: dict[str, tuple[type, float | None, float | None]] = {
     **dict.fromkeys(["n_questions", "n_samples", "max_new_tokens", "n_fever", "n_fever_slow", "n_hotpotqa",
                      "n_2wikimultihop", "n_refs", "cap", "k_initial", "n_per_dataset", "k", "verify_tokens",
-                     "judge_tokens", "n_train", "n_test", "lora_rank", "batch_size", "max_length"], _COUNT),
+                     "ranker_tokens", "n_train", "n_test", "lora_rank", "batch_size", "max_length"], _COUNT),
     "n_rating": (int, 0, None),  # 0: no rating sheet
     "max_rounds": (int, 0, None),  # 0: retrieve once, never again
     "max_steps": (int, -1, None),  # -1: by epochs

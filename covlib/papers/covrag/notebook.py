@@ -27,12 +27,12 @@ PARAMETERS = {
     "adapter": "a LoRA folder for `model`",
     "models": "09: models to compare (profiles.model_list)", "verifier": "08: the verifying model ('' the answering one)",
     "teacher": "10: the labelling model ('' gold labels)", "qa_adapter": "11: the RAG row's adapter ('' notebook 10's)",
-    "covrag_adapter": "11: the CoV rows' adapter ('' notebook 10's)", "judge": "11: the ranking model",
+    "covrag_adapter": "11: the CoV rows' adapter ('' notebook 10's)", "ranker": "11: the LLM judge that ranks the answers",
     "datasets": "test sets", "test_datasets": "10: test sets", "n_per_dataset": "questions per test set",
     "n_test": "10: questions per test set", "n_train": "10: training questions", "triviaqa": "a file or hub id",
     "mintaka": "a file or hub id", "corpus": "'' the offline paragraphs, a passage file or a `make index` folder",
     "k": "references per question", "seed": "samples", "chat": "chat template", "max_rounds": "09: re-retrievals",
-    "max_new_tokens": "answer", "verify_tokens": "verification", "judge_tokens": "11: ranking",
+    "max_new_tokens": "answer", "verify_tokens": "verification", "ranker_tokens": "11: ranking",
     "reference_correctness_max": "σ", "correctness_below": "σ", "bias_above": "σ", "truthfulness_max": "σ",
     "sigma_mode": "σ: all or any", "lora_rank": "10", "lora_alpha": "10", "learning_rate": "10", "epochs": "10",
     "max_steps": "10", "batch_size": "10", "max_length": "10", "evaluate_base": "10",
@@ -127,8 +127,8 @@ def add_models(S: Setup, v: dict[str, Any]) -> None:
         S.checker = profiles.load_model(v["verifier"], device) if v["verifier"] else S.base
     if v.get("teacher"):
         S.labeller = profiles.load_model(v["teacher"], device)
-    if "judge" in v:
-        S.ranker = profiles.load_model(v["judge"], device)
+    if "ranker" in v:
+        S.ranker = profiles.load_model(v["ranker"], device)
 
 
 def chosen(S: Setup, caps: str) -> dict[str, Any]:
