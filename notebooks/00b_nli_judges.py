@@ -47,10 +47,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from covlib.core import metrics
 from covlib import nli
-from covlib.runs import plotting, profiles, results
+from covlib.core import metrics
 from covlib.nli import evaluation as nli_eval, pairs as P
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

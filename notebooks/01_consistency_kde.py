@@ -41,11 +41,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from covlib.runs import claims, plotting, profiles, results
 from covlib import data, generation
 from covlib.core import metrics
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
+from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

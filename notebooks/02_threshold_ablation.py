@@ -30,12 +30,12 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.runs import claims, plotting, profiles, results
 from covlib import data, generation
 from covlib.core import metrics
-from covlib.papers.verify_edit import cot
 from covlib.papers import verify_edit
+from covlib.papers.verify_edit import cot
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
+from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -48,11 +48,11 @@
 # %%
 import pandas as pd
 
-from covlib.runs import claims
+from covlib.core import metrics, paths, references
+from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.nli import evaluation as nli_eval
-from covlib.core import metrics, paths, references
+from covlib.runs import claims
 from covlib.runs import results
 
 # %% tags=["parameters"]

@@ -38,11 +38,11 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.runs import claims
+from covlib.core import metrics
+from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.nli import evaluation as nli_eval
-from covlib.core import metrics
+from covlib.runs import claims
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]

@@ -45,9 +45,9 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from covlib.core import metrics
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
-from covlib.core import metrics
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]

@@ -48,10 +48,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from covlib.core import metrics
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import claims, plotting, results
-from covlib.core import metrics
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -61,13 +61,13 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.papers import covrag as C
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import claims, plotting, profiles, results
 from covlib import generation
 from covlib import retrieval
 from covlib.core import metrics, paths
 from covlib.generation import training
+from covlib.papers import covrag as C
+from covlib.papers.covrag.notebook import setup
+from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -42,10 +42,10 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.papers import covrag as C
-from covlib.papers.covrag.notebook import setup
 from covlib import retrieval
 from covlib.core import metrics
+from covlib.papers import covrag as C
+from covlib.papers.covrag.notebook import setup
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]

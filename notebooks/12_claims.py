@@ -39,8 +39,8 @@ import collections
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.runs import claims, plotting, profiles, results
 from covlib.core import metrics
+from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto: recorded with the ledger (this notebook runs no model)

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from covlib import nli  # noqa: E402
 from covlib.core import paths
-from covlib.nli import evaluation as nli_eval, pairs as P  # noqa: E402
 from covlib.generation import training  # noqa: E402
+from covlib.nli import evaluation as nli_eval, pairs as P  # noqa: E402
 
 
 def main() -> None:

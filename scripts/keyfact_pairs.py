@@ -16,8 +16,8 @@ import csv
 import random
 from pathlib import Path
 
-from covlib.papers import credibility as C
 from covlib import generation
+from covlib.papers import credibility as C
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from covlib.core import paths
 from covlib import nli
+from covlib.core import paths
 from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, strip_solutions
 
 

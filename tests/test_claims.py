@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from covlib.runs import claims
 from covlib.core import metrics
+from covlib.runs import claims
 
 
 def _est(value, low, high, n=50):

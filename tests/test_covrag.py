@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from covlib.papers import covrag as C
 from covlib.core.records import Example, Passage
+from covlib.papers import covrag as C
 from covlib.retrieval import BM25Retriever
 from scripted import ScriptedGenerator
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scripted import ScriptedGenerator
 
-from covlib.papers import credibility as C
 from covlib import data, generation
 from covlib.core import references as R
 from covlib.core.records import DataError, Example, Paragraph, Passage
+from covlib.papers import credibility as C
 from covlib.retrieval import BM25Retriever
 
 # --------------------------------------------------------------------------- citations

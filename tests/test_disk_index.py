@@ -11,8 +11,8 @@ import pytest
 
 from covlib import data
 from covlib import retrieval as R
-from covlib.retrieval.disk_index import DiskBM25Retriever
 from covlib.core.records import Passage
+from covlib.retrieval.disk_index import DiskBM25Retriever
 
 
 @pytest.fixture(scope="module")

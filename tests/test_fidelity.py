@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from covlib.papers import credibility as C
 from covlib import data, nli
-from covlib.nli import registry as nli_registry
 from covlib.core import metrics as M
 from covlib.core.records import Paragraph
+from covlib.nli import registry as nli_registry
+from covlib.papers import credibility as C
 
 # --------------------------------------------------------------------------- 1. containment and punctuation
 

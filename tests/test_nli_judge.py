@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from covlib import nli
+from covlib.core.records import DataError, Example, Paragraph
 from covlib.generation import training
 from covlib.nli import fever, pairs as P
-from covlib.core.records import DataError, Example, Paragraph
 
 # Accuracy floors of the judge `make judge` builds, set from the measured values
 # (docs/judges.md) minus a margin for retraining noise: a judge that

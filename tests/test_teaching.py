@@ -18,8 +18,8 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from teaching import book, course, grading
 from covlib.core import paths
+from teaching import book, course, grading
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = {"Verify-and-Edit": ("01", "02", "03"), "credibility": ("04", "05", "06", "07"),

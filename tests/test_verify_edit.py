@@ -12,10 +12,10 @@ import pytest
 
 from covlib.papers.verify_edit import cot as P
 from scripted import ScriptedGenerator
-from covlib.papers.verify_edit import knowledge as K
-from covlib.papers import verify_edit as V
-from covlib.retrieval.embedding import Encoder
 from covlib.core.records import Example, Paragraph, Passage
+from covlib.papers import verify_edit as V
+from covlib.papers.verify_edit import knowledge as K
+from covlib.retrieval.embedding import Encoder
 
 N = 5
 SHOTS = [

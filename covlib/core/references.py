@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from covlib.core.text import split_sentences
 from covlib.core.records import Paragraph, Passage, passage_string
+from covlib.core.text import split_sentences
 
 _GROUP = re.compile(r"\[\s*(\d+(?:\s*(?:[,;]|[-–])\s*\d+)*)\s*\]")
 _RUN = r"(?:\s*\[\s*\d+(?:\s*(?:[,;]|[-–])\s*\d+)*\s*\])+"

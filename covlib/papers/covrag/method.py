@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from covlib.generation import Generator
 from covlib.core.records import Example, Passage
-from covlib.retrieval import Retriever, search_passages
+from covlib.generation import Generator
 from covlib.papers.covrag.prompts import closed_book_prompt, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification, parse_verification
+from covlib.retrieval import Retriever, search_passages
 
 
 # --------------------------------------------------------------------------- σ, the re-retrieval indicator

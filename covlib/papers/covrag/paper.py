@@ -7,8 +7,8 @@ profile caps are data in `covlib.runs.profiles.CAPS`.
 
 from __future__ import annotations
 
-from covlib.core.records import Example
 from covlib import data
+from covlib.core.records import Example
 
 
 PAPER_DATASETS = ("NQ", "WebQ", "Mintaka", "TriviaQA")

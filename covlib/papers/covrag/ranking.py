@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any, Sequence
 
-from covlib.generation import Generator
 from covlib.core.records import Passage
 from covlib.core.references import format_references
+from covlib.generation import Generator
 from covlib.papers.covrag.prompts import REFERENCE_TEMPLATE, SEP
 
 

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from covlib.generation import Generator
 from covlib.core.metrics import normalize_answer
 from covlib.core.records import Example, Passage
 from covlib.core.references import parse_citations, strip_citations
+from covlib.generation import Generator
 from covlib.papers.covrag.method import verify_batch
 from covlib.papers.covrag.metrics import is_correct, references_hold_answer
 from covlib.papers.covrag.prompts import ANSWER_SCORES, qa_prompt, verification_prompt

@@ -45,8 +45,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from covlib.papers.verify_edit.knowledge import Knowledge
 from covlib.core.metrics import accuracy_coverage_auc, bootstrap, mean_interval
+from covlib.papers.verify_edit.knowledge import Knowledge
 from covlib.papers.verify_edit.cot import (
     CONSISTENCY_KINDS,
     PromptResult,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from covlib.core.text import split_sentences
 from covlib.core.metrics import exact_match, normalize_answer, normalize_fever_label
 from covlib.core.records import Example
+from covlib.core.text import split_sentences
 
 
 DATASETS = ("hotpotqa", "2wikimultihop", "fever")

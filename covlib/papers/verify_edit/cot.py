@@ -71,9 +71,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from covlib.data import load_fewshot
 from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
+from covlib.data import load_fewshot
 from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
                                               finish_answer, gold_answers, answer_score, parse_answer, rescore, split_cot)  # noqa: F401
 

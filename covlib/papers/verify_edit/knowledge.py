@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from covlib.data import default_corpus
 from covlib.core.records import Example, Passage
+from covlib.data import default_corpus
 from covlib.retrieval import OracleRetriever, WebSearch, load_or_build, passages_to_sentences
 
 
