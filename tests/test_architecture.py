@@ -22,9 +22,7 @@ LAYERS = {folder.replace("/", ".").replace("covlib.papers.", "covlib.papers|").s
           for folder, layer, _ in library_map.LAYERS}
 MAX_LINES = 400  # "no module over ~400 lines"
 # Modules still over MAX_LINES; each one here is a known debt, and the list may only shrink.
-OVERSIZE: dict[str, int] = {
-    "covlib.papers.credibility": 981,
-}
+OVERSIZE: dict[str, int] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -82,8 +82,8 @@ def test_finetune_caps_are_the_numbers_notebooks_10_and_11_wrote_inline(profile)
 @pytest.mark.parametrize("model, models, profile", itertools.product(("", "m"), ("", "a, b,"), profiles.PROFILES))
 def test_model_list_is_what_notebook_09_wrote_inline(model, models, profile):
     inline = [m.strip() for m in models.split(",") if m.strip()] or (
-        list(C.PAPER_MODELS) if profile == "full" and not model else [model])
-    assert profiles.model_list(model, models, profile, C.PAPER_MODELS) == inline
+        list(C.PAPER_MODELS.values()) if profile == "full" and not model else [model])
+    assert profiles.model_list(model, models, profile, C.PAPER_MODELS.values()) == inline
 
 
 def test_adapter_or_default_finds_notebook_10s_adapter(project):

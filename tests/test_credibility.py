@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scripted import ScriptedGenerator
 
-from covlib import data, generation
+from covlib import data, generation, nli
 from covlib.core import references as R
 from covlib.core.records import DataError, Example, Paragraph, Passage
 from covlib.papers import credibility as C
@@ -98,8 +98,8 @@ def test_an_empty_answer_scores_zero(isolated_cache):
 
 def test_three_batched_nli_calls_whatever_the_number_of_answers(isolated_cache, monkeypatch):
     calls = []
-    real = C.nli.probabilities
-    monkeypatch.setattr(C.nli, "probabilities", lambda p, h, *a, **k: calls.append(len(p)) or real(p, h, *a, **k))
+    real = nli.probabilities
+    monkeypatch.setattr(nli, "probabilities", lambda p, h, *a, **k: calls.append(len(p)) or real(p, h, *a, **k))
     C.score_answers(["Paris [1].", "Paris is the capital of France [1][2]."] * 5, [REFS] * 10, [FACTS] * 10,
                     [["Paris"]] * 10, judge="overlap", progress=False)
     assert len(calls) == 3 and calls[0] == 20  # 10 answers x 2 key facts in one call
@@ -428,8 +428,8 @@ def test_runs_answer_once_per_model_and_score_with_three_nli_calls(isolated_cach
     runs = C.answer_runs(gens, [ex], sets, progress=False)
     assert [len(g.calls) for g in gens] == [1, 1] and len(gens[0].calls[0][1]) == 2
     calls = []
-    real = C.nli.probabilities
-    monkeypatch.setattr(C.nli, "probabilities", lambda p, h, *a, **k: calls.append(len(p)) or real(p, h, *a, **k))
+    real = nli.probabilities
+    monkeypatch.setattr(nli, "probabilities", lambda p, h, *a, **k: calls.append(len(p)) or real(p, h, *a, **k))
     rows = C.score_runs(runs, [ex], [FACTS], judge="overlap", progress=False)
     assert len(calls) == 3 and set(rows) == {("a", "complete"), ("a", "closed-book"), ("b", "complete"),
                                              ("b", "closed-book")}

@@ -117,7 +117,7 @@ def add_models(S: Setup, v: dict[str, Any]) -> None:
         S.rag_model = profiles.load_model(model, device, S.qa_adapter)
         S.cov_model = profiles.load_model(model, device, S.covrag_adapter)
     else:
-        S.model_ids = profiles.model_list(model, v["models"], S.profile, C.PAPER_MODELS) if "models" in v else [model]
+        S.model_ids = profiles.model_list(model, v["models"], S.profile, C.PAPER_MODELS.values()) if "models" in v else [model]
         S.generators = [profiles.load_model(m, device, v.get("adapter", "") if m == model else "") for m in S.model_ids]
     if "lora_rank" in v and not isinstance(S.base, LM):  # 10 renders prompts, reads the weights, trains adapters
         raise TypeError(f"{S.base.name} is served: notebook 10 trains LoRA adapters and measures losses, which need "

@@ -46,7 +46,8 @@ RETRIEVAL_ACCURACY_OURS = ("ours: share of questions with a gold alias among the
 RETRIEVAL_ACCURACY_PAPER = ('paper: "Retrieval Accuracy of Single-Iteration (Sin-Iter) and Multi-Iteration (Mul-Iter) '
                             'of CoV-RAG" (Table 5); Dlt: "the difference in the accuracy of reference retrieved between '
                             'SI and MI" (§4.3)')
-PAPER_MODELS = ("THUDM/chatglm2-6b", "lmsys/vicuna-13b-v1.5", "meta-llama/Llama-2-13b-hf")  # the paper's backbones
+PAPER_MODELS = {"ChatGLM2-6b": "THUDM/chatglm2-6b", "Vicuna-13b": "lmsys/vicuna-13b-v1.5",  # the paper's backbones
+                "Llama2-13b": "meta-llama/Llama-2-13b-hf"}  # (name in the paper: hub id), as credibility.PAPER_MODELS
 
 
 def load_datasets(nq: str = "", webq: str = "", triviaqa: str = "", mintaka: str = "",

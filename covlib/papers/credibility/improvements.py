@@ -1,0 +1,160 @@
+"""The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from covlib.core.metrics import normalize_answer
+from covlib.core.records import Example
+from covlib.generation import Generator
+from covlib.retrieval import Retriever
+
+from covlib.papers.credibility.answers import generate_answers
+from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt
+from covlib.papers.credibility.references import ReferenceSet, hits_set, partial, rng, with_gold
+
+
+# --------------------------------------------------------------------------- self-reflection (§5.1)
+
+_REFUSAL_MARKERS = (normalize_answer("cannot answer the question"), normalize_answer("can't answer the question"),
+                    normalize_answer("unable to answer the question"), normalize_answer("references are insufficient"))
+
+
+def is_refusal(answer: str) -> bool:
+    """Whether the answer declines as the reflection prompt asks ("I'm sorry, I cannot answer the question ...")."""
+    text = normalize_answer(answer or "")
+    return any(m in text for m in _REFUSAL_MARKERS)
+
+
+def reflection_sets(examples: Sequence[Example], n_refs: int = 5, seed: int = 0) -> list[ReferenceSet]:
+    """Half the questions (seeded) get complete references, half partial ones: equal groups, as §6.4 says."""
+    order = list(range(len(examples)))
+    rng(seed, "reflection-groups").shuffle(order)
+    partial_ids = set(order[: len(examples) // 2])
+    return [partial(ex, n_refs, seed) if i in partial_ids else with_gold(ex, n_refs, seed)
+            for i, ex in enumerate(examples)]
+
+
+def reflection_scores(refused: Sequence[bool], insufficient: Sequence[bool]) -> dict[str, float]:
+    """Accuracy and F1 (%) of refusing exactly when the references are partial; refusal is the positive class."""
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+
+    y, p = [bool(x) for x in insufficient], [bool(x) for x in refused]
+    if len(y) != len(p) or not y:
+        raise ValueError(f"{len(p)} decisions against {len(y)} labels")
+    return {"accuracy": 100 * accuracy_score(y, p), "f1": 100 * f1_score(y, p, zero_division=0),
+            "precision": 100 * precision_score(y, p, zero_division=0),
+            "recall": 100 * recall_score(y, p, zero_division=0), "refusal_rate": 100 * float(np.mean(p)), "n": len(y)}
+
+
+# --------------------------------------------------------------------------- self-completion (§5.2)
+
+
+def _clean_query(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line.strip().strip("\"'“”*").strip()
+
+
+def parse_queries(text: str, limit: int = 3) -> tuple[list[str], bool]:
+    """(queries, whether the marker was used): the text after each "I further need to ask the search engine:",
+    or, when the model left the marker out, its first line (a model that ignores the format still gets a search)."""
+    parts = re.split(re.escape(QUERY_MARKER), text or "", flags=re.IGNORECASE)
+    marked = len(parts) > 1
+    found = [_clean_query(p) for p in (parts[1:] if marked else parts[:1])]
+    return list(dict.fromkeys(q for q in found if re.search(r"\w", q)))[:limit], marked
+
+
+@dataclass
+class Completed:
+    """One question through the improved pipeline: the references it ended with, the queries asked, per round."""
+
+    question_id: str
+    references: ReferenceSet
+    answer: str
+    queries: list[list[str]] = field(default_factory=list)
+    reflected_answer: str = ""
+    refused: bool = False
+    rounds: int = 0  # completion rounds used: 0 answered at once, max_rounds reached the cap
+    unmarked: int = 0  # rounds whose reply lacked the query marker (its first line was searched instead)
+
+
+COMPLETION_ROUNDS = 3  # default cap on self-completion rounds (ours: §5.2 iterates until the model is satisfied, no cap given)
+
+
+def self_complete(generator: Generator, examples: Sequence[Example], retriever: Retriever, k_initial: int = 5,
+                  cap: int = 10, max_rounds: int = COMPLETION_ROUNDS, max_new_tokens: int = 160,
+                  progress: bool = True) -> list[Completed]:
+    """Self-completion (§5.2), iterated "until the LLM believes that it possesses a comprehensive set of knowledge".
+
+    The model reflects on BM25's top `k_initial` references for the question. Where it refuses,
+    a round asks it for search queries (prompt-completion), adds their passages and asks again,
+    still free to refuse; rounds repeat while it refuses, at most `max_rounds` (>= 1). The last
+    allowed round's answer is asked without the refusal clause: at the cap the model must answer.
+    `Completed.rounds` is the number of rounds a question used (0: it answered at once).
+
+    References (ours where the paper is silent; it caps every pipeline at 10): each round adds at
+    most ceil((cap - k_initial) / max_rounds) new passages from its queries (their rankings
+    interleaved), so that later rounds have room; after every round the question's own BM25
+    ranking fills the list up to `cap`, and a later round's finds take that filler's place.
+    With `max_rounds=1` one round adds up to cap - k_initial passages. One batched generate
+    call per step and round over the questions still refusing.
+    """
+    if not 1 <= k_initial <= cap or max_rounds < 1:
+        raise ValueError(f"need 1 <= k_initial <= cap and max_rounds >= 1, got k_initial={k_initial}, cap={cap}, "
+                         f"max_rounds={max_rounds}")
+    ranked = retriever.search_batch([ex.question for ex in examples], k=cap)
+    refs = [hits_set(ex, "self-completion", [h.passage for h in hs[:k_initial]]) for ex, hs in zip(examples, ranked)]
+    records = [Completed(ex.id, r, "") for ex, r in zip(examples, refs)]
+    answers = generate_answers(generator, examples, refs, reflection=True, max_new_tokens=max_new_tokens,
+                               progress=progress, desc="reflect")
+    for rec, a in zip(records, answers):
+        rec.answer = rec.reflected_answer = a
+        rec.refused = is_refusal(a)
+    todo = [i for i, rec in enumerate(records) if rec.refused]
+    budget = -(-(cap - k_initial) // max_rounds)  # new passages a round may add
+    found_by: dict[int, list[Any]] = {i: [] for i in todo}  # what the queries brought, in round order
+    for round_ in range(1, max_rounds + 1):
+        if not todo:
+            break
+        asked = generator.generate([completion_prompt(examples[i].question, records[i].references.paragraphs)
+                                    for i in todo], max_new_tokens=64, chat=True, progress=progress,
+                                   desc=f"queries (round {round_})")
+        parsed = {i: parse_queries(c[0].text) for i, c in zip(todo, asked)}
+        queries = {i: q for i, (q, _) in parsed.items()}
+        flat = [(i, q) for i in todo for q in queries[i]]
+        found = retriever.search_batch([q for _, q in flat], k=cap) if flat else []
+        by_question: dict[int, list[list[Any]]] = {}
+        for (i, _), hs in zip(flat, found):
+            by_question.setdefault(i, []).append([h.passage for h in hs])
+        for i in todo:
+            rec = records[i]
+            rec.queries.append(queries[i])
+            rec.unmarked += not parsed[i][1]
+            rec.rounds = round_
+            initial, mine = list(refs[i].paragraphs), found_by[i]
+            seen = {getattr(p, "id", None) or p.title for p in initial + mine}
+            room = min(budget, cap - len(initial) - len(mine))
+            lists = by_question.get(i, [])
+            for rank in range(cap):  # interleave the queries' rankings
+                for hits in lists:
+                    if room > 0 and rank < len(hits) and hits[rank].id not in seen:
+                        mine.append(hits[rank]); seen.add(hits[rank].id); room -= 1
+            have = initial + mine
+            for h in ranked[i]:  # the question's own ranking fills what is left
+                if len(have) >= cap:
+                    break
+                if h.passage.id not in seen:
+                    have.append(h.passage); seen.add(h.passage.id)
+            rec.references = hits_set(examples[i], "self-completion", have)
+        last = round_ == max_rounds
+        final = generate_answers(generator, [examples[i] for i in todo], [records[i].references for i in todo],
+                                 reflection=not last, max_new_tokens=max_new_tokens, progress=progress,
+                                 desc=f"answer (round {round_})")
+        for i, a in zip(todo, final):
+            records[i].answer = a
+        todo = [] if last else [i for i in todo if is_refusal(records[i].answer)]
+    return records

@@ -1,0 +1,211 @@
+"""Key facts (§3): written by hand (the default), gold supporting sentences, or the paper's two prompts; the review sheet."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+
+from covlib.core import paths
+from covlib.core.records import DataError, Example
+from covlib.core.text import split_sentences
+from covlib.data import iter_records
+from covlib.generation import Generator
+
+from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
+
+
+KEY_FACTS_VERSION = 1
+# Where a notebook's key facts come from. "hand": written for the 100 shared HotpotQA questions following §3
+# (atomic, paraphrased, one per reasoning step, reviewed twice), shipped in covlib/resources; the default.
+# "supporting": HotpotQA's gold supporting sentences, verbatim sentences of the gold references (copying the
+# references scores best on them: a labelled option). "llm": the paper's two prompts with any covlib model.
+SOURCES = ("hand", "supporting", "llm")
+DEFAULT_KEY_FACTS = "hand"
+HAND_KEY_FACTS = "key_facts_hand-v1.jsonl"  # in paths.resources_dir()
+HAND_REVIEW_SHEET = "key_facts_hand-review.csv"
+# --------------------------------------------------------------------------- key facts (§3)
+
+
+@dataclass
+class KeyFacts:
+    """A question's key facts and who wrote them (`source`: supporting / llm / ...+reviewed; `author`)."""
+
+    question_id: str
+    question: str
+    answer: str
+    key_facts: list[str]
+    source: str
+    author: str
+    reasoning: str = ""
+    version: int = KEY_FACTS_VERSION
+
+
+def supporting_key_facts(examples: Sequence[Example]) -> list[KeyFacts]:
+    """The gold supporting sentences as key facts (an option; the default is the hand-written facts, `DEFAULT_KEY_FACTS`)."""
+    out = []
+    for ex in examples:
+        by_title = {p.title: p for p in ex.paragraphs}
+        facts = []
+        for title, idx in ex.supporting_facts:
+            para = by_title.get(title)
+            if para is not None and 0 <= idx < len(para.sentences) and para.sentences[idx].strip():
+                facts.append(para.sentences[idx].strip())
+        if not facts:
+            raise DataError(ex.id, "no supporting sentence could be found among the example's paragraphs")
+        out.append(KeyFacts(ex.id, ex.question, ex.answer, list(dict.fromkeys(facts)), "supporting",
+                            "HotpotQA gold supporting sentences"))
+    return out
+
+
+_ITEM = re.compile(r"^\s*(?:[-*•]|\(?\d+[.):]|key[- ]?fact\s*\d*\s*[:.)-])\s*", re.IGNORECASE)
+
+
+_LABEL = re.compile(r"^\s*key[- ]?facts?\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
+
+
+def parse_key_facts(text: str, limit: int = 4) -> list[str]:
+    """Key facts from a model's list: numbered or bulleted lines (else sentences), deduplicated, at most `limit`."""
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    items = [_ITEM.sub("", ln).strip() for ln in lines if _ITEM.match(ln)]
+    if not items:
+        items = split_sentences(" ".join(ln.strip() for ln in lines))
+    items = [_LABEL.sub("", s.replace("**", "")).strip() for s in items]
+    items = [s for s in items if len(re.findall(r"\w+", s)) >= 3 and not s.rstrip().endswith(":")]
+    return list(dict.fromkeys(items))[:limit]
+
+
+def llm_key_facts(generator: Generator, examples: Sequence[Example], max_new_tokens: int = 256,
+                  progress: bool = True) -> list[KeyFacts]:
+    """The paper's two-step construction with any LM: reasoning steps, then 2-4 key facts (greedy, chat)."""
+    gold = [[p for p in ex.paragraphs if p.is_supporting] or ex.paragraphs for ex in examples]
+    steps = generator.generate([reasoning_prompt(ex.question, refs, ex.answer) for ex, refs in zip(examples, gold)],
+                               max_new_tokens=max_new_tokens, chat=True, progress=progress, desc="reasoning steps")
+    reasoning = [c[0].text.strip() for c in steps]
+    facts = generator.generate([key_facts_prompt(ex.question, r, ex.answer) for ex, r in zip(examples, reasoning)],
+                               max_new_tokens=max_new_tokens, chat=True, progress=progress, desc="key facts")
+    author = getattr(generator, "name", type(generator).__name__)
+    return [KeyFacts(ex.id, ex.question, ex.answer, parse_key_facts(c[0].text), "llm", author, r)
+            for ex, r, c in zip(examples, reasoning, facts)]
+
+
+def key_facts_path(source: str) -> Path:
+    """Where a key-fact source is stored: the shipped file for 'hand', else build/key_facts/<source>-v<version>.jsonl."""
+    if source == "hand":
+        return paths.resources_dir() / HAND_KEY_FACTS
+    return paths.build_dir() / "key_facts" / f"{source}-v{KEY_FACTS_VERSION}.jsonl"
+
+
+def save_key_facts(records: Sequence[KeyFacts], path: str | Path) -> Path:
+    """Write the records as JSONL (atomically); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load_key_facts(path: str | Path) -> list[KeyFacts]:
+    """Read a key-fact JSONL, checking every field and the format version."""
+    out = []
+    for row, loc in iter_records(path):
+        if not isinstance(row, dict):
+            raise DataError(loc.path, "expected a JSON object", loc.line)
+        if row.get("version") != KEY_FACTS_VERSION:
+            raise DataError(loc.path, f"key-fact format version {row.get('version')!r}, expected "
+                            f"{KEY_FACTS_VERSION}: rebuild it", loc.line, "version")
+        for name in ("question_id", "question", "answer", "source", "author"):
+            if not isinstance(row.get(name), str):
+                raise DataError(loc.path, "missing or not a string", loc.line, name)
+        facts = row.get("key_facts")
+        if not isinstance(facts, list) or not all(isinstance(f, str) and f.strip() for f in facts):
+            raise DataError(loc.path, "must be a list of non-empty strings", loc.line, "key_facts")
+        out.append(KeyFacts(**{k: row[k] for k in KeyFacts.__dataclass_fields__ if k in row}))
+    return out
+
+
+def build_key_facts(source: str, examples: Sequence[Example], generator: Generator | None = None,
+                    rebuild: bool = False, **kw: Any) -> list[KeyFacts]:
+    """Key facts from `source` for `examples`, read from build/key_facts/ when stored there for the same questions
+    (and, for 'llm', by the same generator, which only that source uses)."""
+    if source == "llm" and generator is None:
+        raise ValueError("key-fact source 'llm' needs a generator")
+    if source not in SOURCES and not source.endswith("+reviewed"):
+        raise ValueError(f"unknown key-fact source {source!r}; choose one of {SOURCES} (or a reviewed set)")
+    path = key_facts_path(source)
+    stored = {r.question_id: r for r in load_key_facts(path)} if path.exists() and not rebuild else {}
+    missing = [ex for ex in examples if ex.id not in stored
+               or (source == "llm" and stored[ex.id].author != generator.name)]
+    if missing:
+        if source == "hand":
+            raise ValueError(f"{len(missing)} question(s) have no hand-written key facts in {path} (e.g. "
+                             f"{missing[0].id!r}): they cover the 100 shared HotpotQA questions only; use "
+                             f"key_facts='llm' (then review it) for other questions")
+        if source.endswith("+reviewed"):
+            raise FileNotFoundError(f"{len(missing)} question(s) have no reviewed key facts at {path} "
+                                    f"(e.g. {missing[0].id!r}): read a review sheet first")
+        new = supporting_key_facts(missing) if source == "supporting" else llm_key_facts(generator, missing, **kw)
+        stored.update({r.question_id: r for r in new})
+        save_key_facts(list(stored.values()), path)  # kept beside the questions built before
+    return [stored[ex.id] for ex in examples]
+
+
+REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "keep", "edit")
+
+
+def export_review_sheet(records: Sequence[KeyFacts], path: str | Path) -> Path:
+    """A CSV with one row per key fact: set `keep` to n to drop it, or write a corrected fact in `edit`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(REVIEW_COLUMNS)
+        for r in records:
+            for i, fact in enumerate(r.key_facts):
+                w.writerow([f"{r.question_id}#{i}", r.question_id, r.question, r.answer, fact, "y", ""])
+    return path
+
+
+_YES, _NO = {"y", "yes", "1", "true", "keep", ""}, {"n", "no", "0", "false", "drop"}
+
+
+def read_review_sheet(path: str | Path, records: Sequence[KeyFacts], reviewer: str = "human") -> list[KeyFacts]:
+    """The accepted key facts from an edited review sheet; unknown ids, empty facts or a question left bare raise DataError."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no review sheet at {path}")
+    by_id = {r.question_id: r for r in records}
+    kept: dict[str, list[str]] = {q: [] for q in by_id}
+    seen: set[str] = set()
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("fact_id", "question_id", "key_fact", "keep", "edit") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(path, f"missing column(s) {missing}; the sheet needs {list(REVIEW_COLUMNS)}", 1)
+        for line, row in enumerate(reader, 2):
+            qid, fid = (row["question_id"] or "").strip(), (row["fact_id"] or "").strip()
+            if qid not in by_id:
+                raise DataError(path, f"unknown question id {qid!r}", line, "question_id")
+            if not fid.startswith(qid + "#") or fid in seen:
+                raise DataError(path, f"fact id {fid!r} is not a fresh id of question {qid!r}", line, "fact_id")
+            seen.add(fid)
+            keep = (row["keep"] or "").strip().lower()
+            if keep not in _YES | _NO:
+                raise DataError(path, f"keep must be y or n, not {row['keep']!r}", line, "keep")
+            fact = (row["edit"] or "").strip() or (row["key_fact"] or "").strip()
+            if keep in _YES:
+                if not fact:
+                    raise DataError(path, "a kept key fact is empty: write it in `edit` or set keep to n", line,
+                                    "key_fact")
+                kept[qid].append(fact)
+    bare = [q for q, facts in kept.items() if not facts]
+    if bare:
+        raise DataError(path, f"{len(bare)} question(s) left with no key fact (e.g. {bare[0]!r}): keep or write one")
+    return [KeyFacts(r.question_id, r.question, r.answer, list(dict.fromkeys(kept[r.question_id])),
+                     r.source.split("+")[0] + "+reviewed", f"{r.author}; reviewed by {reviewer}", r.reasoning)
+            for r in records]
