@@ -27,6 +27,15 @@ def isolated_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture
+def scratch_root(tmp_path, monkeypatch, isolated_cache):
+    """A scratch project root (COVLIB_ROOT) for what a run writes; the real data and converted models stay shared."""
+    monkeypatch.setenv("COVLIB_DATA", str(paths.data_dir()))
+    monkeypatch.setenv("COVLIB_MODELS", str(paths.models_dir()))
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "root"))
+    return tmp_path / "root"
+
+
 # Test tiers (`make test-fast` leaves these out; `make test`, what CI runs, has them all). A test is marked by the
 # fixtures it uses, so a new test that starts a server or trains a model lands in the right tier by itself.
 _TIER_FIXTURES = {"server": ("server", "bos_server"), "training": ("adapter", "tiny_judge_dir")}

@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from covlib.core import paths
 from covlib.papers import covrag as C
 from covlib.papers.covrag import notebook as N
 from covlib.papers.covrag.notebook import setup
@@ -29,14 +28,10 @@ NB11 = dict(profile="smoke", model="", qa_adapter="", covrag_adapter="", ranker=
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch, isolated_cache):
-    """A scratch project root (build/adapters/); the real data and converted models stay shared."""
-    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
-        pytest.skip(f"real data not found under {paths.data_dir()}")
-    monkeypatch.setenv("COVLIB_DATA", str(paths.data_dir()))
-    monkeypatch.setenv("COVLIB_MODELS", str(paths.models_dir()))
-    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "root"))
-    return tmp_path / "root"
+def project(scratch_root, shared_data):
+    """A scratch project root (build/adapters/) with the real data."""
+    shared_data("hotpotqa_adv", "sim_dev.json")
+    return scratch_root
 
 
 # --------------------------------------------------------------------------- caps as data, the model list

@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from covlib.core import paths
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
 from covlib.runs import profiles
@@ -15,14 +14,10 @@ SMOKE = dict(profile="smoke", key_facts="supporting", judge="overlap")
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch, isolated_cache):
-    """A scratch project root (build/ for key facts); the real data and converted models stay shared."""
-    if not paths.dataset_path("hotpotqa", "hotpot_dev_distractor_sample100.jsonl").exists():
-        pytest.skip(f"real data not found under {paths.data_dir()}")
-    monkeypatch.setenv("COVLIB_DATA", str(paths.data_dir()))
-    monkeypatch.setenv("COVLIB_MODELS", str(paths.models_dir()))
-    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "root"))
-    return tmp_path / "root"
+def project(scratch_root, shared_data):
+    """A scratch project root (build/ for key facts) with the real data."""
+    shared_data("hotpotqa", "hotpot_dev_distractor_sample100.jsonl")
+    return scratch_root
 
 
 # --------------------------------------------------------------------------- caps as data, the model list
