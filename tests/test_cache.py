@@ -1,0 +1,100 @@
+"""The call cache (covlib.core.cache): a broken, truncated, read-only or uncreatable cache says which file and what to do."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from covlib.core import paths
+from covlib.core.cache import Cache, CacheError
+
+
+def test_garbage_or_a_folder_at_the_cache_path(tmp_path):
+    garbage = tmp_path / "calls.sqlite"
+    garbage.write_bytes(b"not a database " * 100)
+    with pytest.raises(CacheError, match=r"calls.sqlite.*not a usable SQLite cache.*delete the file"):
+        Cache(garbage).get("k")
+    with pytest.raises(CacheError, match="is a folder, not a SQLite file"):
+        Cache(tmp_path).get("k")
+
+
+def test_truncated_cache_names_the_file_and_remedy(tmp_path):
+    good = Cache(tmp_path / "good.sqlite")
+    good.put_many({str(i): "value " * 200 for i in range(500)})
+    good.close()
+    blob = (tmp_path / "good.sqlite").read_bytes()
+    (tmp_path / "cut.sqlite").write_bytes(blob[: len(blob) // 3])
+    with pytest.raises(CacheError, match=r"cut.sqlite.*malformed.*delete the file"):
+        cut = Cache(tmp_path / "cut.sqlite")
+        [cut.get(str(i)) for i in range(500)]
+
+
+def test_finished_cache_reads_in_a_read_only_setting(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    cache.put_many({"a": 1, "b": [1.5, "x"]})
+    cache.close()
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
+    shared = Cache(tmp_path / "calls.sqlite", table="lm")
+    assert shared.readonly and shared.get_many(["a", "b", "c"]) == {"a": 1, "b": [1.5, "x"]} and len(shared) == 2
+    with pytest.raises(CacheError, match="read-only.*1 new results are not in it"):
+        shared.put("c", 3)
+    assert Cache(tmp_path / "other.sqlite").get("a") is None  # no file yet: nothing cached, nothing created
+    assert not (tmp_path / "other.sqlite").exists()
+
+
+def test_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
+    from covlib.generation import LM
+
+    done = lm.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False)
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
+    shared = LM(cache=Cache(lm.cache.path, table="lm"))
+    assert shared.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False) == done
+    with pytest.raises(CacheError, match="read-only.*1 new results are not in it"):
+        shared.generate(["Question: Who wrote Macbeth?\nAnswer:"], max_new_tokens=6, progress=False)
+    assert shared.forward_calls == 0  # refused before any model work
+
+
+def test_read_only_folder_for_real(tmp_path):
+    """A folder this process cannot write to. As root (this machine, CI), permissions are enforced by dropping
+    root's override capabilities with setpriv for the child process."""
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    cache = Cache(folder / "calls.sqlite")
+    cache.put("a", 1)
+    cache.close()
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: permissions cannot be enforced")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    script = f"""
+from covlib.core.cache import Cache, CacheError
+done = Cache({str(folder / "calls.sqlite")!r})
+missing = Cache({str(folder / "missing.sqlite")!r})
+print(done.readonly, done.get("a"), missing.readonly, missing.get("a"))
+try:
+    missing.put("b", 2)
+except CacheError as err:
+    print("refused:", err)
+"""
+    folder.chmod(0o555)
+    try:
+        out = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             cwd=paths.code_root())
+    finally:
+        folder.chmod(0o755)
+    assert out.returncode == 0, out.stderr
+    first, refused = out.stdout.strip().splitlines()
+    assert first == "True 1 True None" and "is read-only" in refused and "1 new results" in refused
+    assert not (folder / "missing.sqlite").exists()
+
+
+def test_cache_folder_that_cannot_be_created(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CacheError, match="cannot create its folder"):
+        Cache(tmp_path / "afile" / "sub" / "calls.sqlite").get("a")

@@ -1,0 +1,210 @@
+"""Input rules of the dataset readers (covlib.data): malformed, duplicated, empty or oddly encoded files fail with the file, line and field, never a silent wrong result; what a hub id looks like."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from covlib import data as D
+from covlib.core import paths
+from covlib.core.records import DataError, Passage
+
+
+@pytest.fixture
+def w(tmp_path):
+    """w(text, name) writes a temporary file and returns its path."""
+
+    def write(text: str | bytes, name: str = "f.txt"):
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        return path
+
+    return write
+
+
+FEVER_ROW = '{{"id":{id},"question":"{q}","label":"SUPPORTS","evidence":[]}}\n'
+
+
+def test_dpr_qa_csv_quoted_answers(w):
+    path = w('Q1\t"[\'He said ""hi""\']"\nQ2\t"[""Paris"", ""Paris, France""]"\n', "t.qa.csv")
+    for loader in (D.load_triviaqa, D.load_nq_open):
+        first, second = loader(path)
+        assert first.answers == ['He said "hi"'] and second.answers == ["Paris", "Paris, France"]
+
+
+def test_dpr_passage_with_unclosed_quote_is_an_error_at_its_line(w):
+    path = w('id\ttext\ttitle\n1\t"Unclosed\tT1\n2\tSecond\tT2\n3\tThird "q" x\tT3\n', "psgs_w100.tsv")
+    with pytest.raises(DataError, match="runs on to line 4") as err:
+        D.read_dpr_tsv(path)
+    assert err.value.line == 2 and "psgs_w100.tsv" in str(err.value)
+    # quotes inside a properly quoted field, as csv.writer writes them, stay fine
+    path = w('id\ttext\ttitle\n1\t"He said ""hi"""\tT1\n2\tplain\tT2\n', "ok.tsv")
+    assert [p.text for p in D.read_dpr_tsv(path)] == ['He said "hi"', "plain"]
+    with pytest.raises(DataError, match="line 2.*malformed quoting"):  # a stray quote no longer vanishes silently
+        D.read_dpr_tsv(w('id\ttext\ttitle\n1\t"He said" hi\tA\n', "stray.tsv"))
+    with pytest.raises(DataError, match=r"line 2.*bare carriage return"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n1\tx\ry\tA\n", "cr.tsv"))
+
+
+def test_fever_duplicate_ids_are_an_error(w):
+    path = w(FEVER_ROW.format(id=7, q="A") + FEVER_ROW.format(id='"7"', q="B"), "fever.jsonl")
+    with pytest.raises(DataError, match=r"line 2.*duplicate id '7' \(first used at line 1\)"):
+        D.load_fever(path, ids=[7])
+
+
+def test_fewshot_pool_with_a_duplicated_example_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
+    (tmp_path / "fever").mkdir()
+    rows = FEVER_ROW.format(id=1, q="first claim") + FEVER_ROW.format(id=1, q="second claim")
+    (tmp_path / "fever" / "train_subset.jsonl").write_text(rows, encoding="utf-8")
+    (tmp_path / "fever" / "manual_rat.txt").write_text("1\tThe rationale.\n", encoding="utf-8")
+    with pytest.raises(DataError, match="train_subset.jsonl.*line 2.*duplicate id '1'"):
+        D.load_fewshot("fever")
+
+
+def test_bom_is_not_part_of_the_first_question(w):
+    path = w("\ufeffWho?\t['x']\n", "t.qa.csv")
+    assert D.load_triviaqa(path)[0].question == "Who?"
+
+
+def test_empty_question_or_answer_list_is_an_error(w):
+    with pytest.raises(DataError, match="empty question"):
+        D.load_nq_open(w('{"question": "", "answer": []}\n', "nq.jsonl"))
+    with pytest.raises(DataError, match="no answer"):
+        D.load_nq_open(w('{"question": "q?", "answer": []}\n', "nq.jsonl"))
+    hotpot = {"id": "h", "question": "  ", "answer": "a", "supporting_facts": {"title": [], "sent_id": []},
+              "context": {"title": [], "sentences": []}}
+    with pytest.raises(DataError, match="field 'question' is empty"):
+        D.load_hotpotqa(w(json.dumps(hotpot) + "\n", "h.jsonl"))
+
+
+def test_every_loader_refuses_an_empty_answer(w):
+    with pytest.raises(DataError, match="no answer"):
+        D.load_2wikimultihop(w('[{"test_id": 1, "question": "q?", "answer": []}]', "2w.json"))
+    with pytest.raises(DataError, match="no answer"):
+        D.load_mintaka(w('[{"id": "m1", "question": "q?", "answerText": "", "answerEntity": []}]', "m.json"))
+    official = {"id": "m2", "question": "q?", "answer": {"answerType": "entity", "answer": None}}
+    with pytest.raises(DataError, match="no answer"):
+        D.load_mintaka(w(json.dumps([official]), "m.json"))
+    row = {"question_id": "t1", "question": "q?", "answer": {"value": "", "aliases": []}}
+    path = w(json.dumps(row) + "\n", "tqa.jsonl")
+    with pytest.raises(DataError, match="no answer"):
+        D.load_triviaqa(path)
+    assert D.load_triviaqa(path, split="test")[0].answers == []  # the test split has no public answers
+
+
+def _adv_record(i: int) -> dict:
+    return {"qas_id": f"q{i}", "question": "q?", "answer": "a", "paragraphs": [], "rationale": []}
+
+
+def test_adversarial_hotpotqa_needs_exactly_308_records(w):
+    for n in (307, 309):
+        path = w(json.dumps([_adv_record(i) for i in range(n)]), "sim_dev.json")
+        with pytest.raises(DataError, match=f"308-record sim_dev file.*got {n} records"):
+            D.load_adv_hotpotqa(path, split="test", alt_answers=None)
+        assert len(D.load_adv_hotpotqa(path, split="all", alt_answers=None)) == n
+    path = w(json.dumps([_adv_record(i) for i in range(308)]), "sim_dev.json")
+    assert len(D.load_adv_hotpotqa(path, split="test", alt_answers=None)) == 250
+
+
+@pytest.mark.parametrize("text", ["", "  \n\n ", "[]", "\ufeff"])
+def test_empty_files_are_an_error(w, text):
+    with pytest.raises(DataError, match="empty|no records"):
+        D.load_nq_open(w(text, "nq.jsonl"))
+    with pytest.raises(DataError, match="empty|no records"):
+        D.load_hotpotqa(w(text, "h.json"))
+    if text.strip("[]\ufeff \n"):
+        return
+    with pytest.raises(DataError, match="empty file"):
+        D.load_nq_open(w(text.replace("[]", ""), "nq.qa.csv"))
+
+
+def test_empty_corpora_rationales_and_selections(w, tmp_path, monkeypatch):
+    with pytest.raises(DataError, match="no passages after the header"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n", "p.tsv"))
+    with pytest.raises(DataError, match="empty file: no passages"):
+        D.read_jsonl_corpus(w("\n \n", "c.jsonl"))
+    with pytest.raises(DataError, match="empty file: no 'id<TAB>answer' lines"):
+        D.load_fewshot_answers(w("", "manual_answer.txt"))
+    fever = w(FEVER_ROW.format(id=1, q="c"), "fever.jsonl")
+    with pytest.raises(DataError, match="no ids"):
+        D.load_fever(fever, ids=[])
+    with pytest.raises(DataError, match=r"record 1: id 1 is already selected at record 0"):
+        D.load_fever(fever, ids=[1, 1])
+
+
+def test_jsonl_whose_first_line_is_a_list(w):
+    path = w('["a", "b"]\n{"question": "q?", "answer": ["x"]}\n', "nq.jsonl")
+    with pytest.raises(DataError, match="line 1.*expected a JSON object, got list"):
+        D.load_nq_open(path)
+    with pytest.raises(DataError, match="invalid JSON: Extra data"):  # a JSON list with trailing garbage stays so
+        D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}\n]\ngarbage\n', "nq.json"))
+    with pytest.raises(DataError, match="line 2: invalid JSON: Extra data"):  # also when the list fits on line 1
+        D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}]\ngarbage\n', "nq.json"))
+
+
+def test_duplicate_ids_hotpotqa_and_corpora(w):
+    row = {"id": "h1", "question": "q?", "answer": "a", "supporting_facts": {"title": [], "sent_id": []},
+           "context": {"title": [], "sentences": []}}
+    with pytest.raises(DataError, match=r"record 1: duplicate id 'h1' \(first used at record 0\)"):
+        D.load_hotpotqa(w(json.dumps([row, row]), "h.json"))
+    with pytest.raises(DataError, match=r"line 3.*duplicate passage id '1' \(first at line 2\)"):
+        D.read_dpr_tsv(w("id\ttext\ttitle\n1\ta\tA\n1\tb\tB\n", "p.tsv"))
+    with pytest.raises(DataError, match=r"line 2.*duplicate passage id '1'"):
+        D.read_jsonl_corpus(w('{"id": 1, "title": "A", "text": "a"}\n{"id": "1", "title": "B", "text": "b"}\n', "c.jsonl"))
+    assert len(list(D.iter_dpr_tsv(w("id\ttext\ttitle\n1\ta\tA\n1\tb\tB\n", "p.tsv")))) == 2  # streams do not check
+
+
+def test_bom_in_triviaqa_jsonl_stays_json(w):
+    row = {"question_id": "t1", "question": "Who?", "answer": {"value": "X", "aliases": ["Y"]}}
+    (example,) = D.load_triviaqa(w("\ufeff" + json.dumps(row) + "\n", "tqa.jsonl"))
+    assert (example.id, example.question, example.answers) == ("t1", "Who?", ["X", "Y"])
+
+
+def test_bom_in_dpr_header_and_rationale_file(w, tmp_path, monkeypatch):
+    assert D.read_dpr_tsv(w("\ufeffid\ttext\ttitle\n1\tt\tT\n", "p.tsv")) == [Passage("1", "T", "t")]
+    monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
+    (tmp_path / "fever").mkdir()
+    (tmp_path / "fever" / "train_subset.jsonl").write_text(FEVER_ROW.format(id=1, q="c"), encoding="utf-8")
+    (tmp_path / "fever" / "manual_rat.txt").write_text("\ufeff1\tThe rationale.\n", encoding="utf-8")
+    ((example, rationale),) = D.load_fewshot("fever")
+    assert (example.id, rationale) == ("1", "The rationale.")
+
+
+def test_line_separator_inside_a_json_string(w):
+    question = "first part\u2028second part\u0085third\x0cfourth"
+    (example,) = D.load_nq_open(w(json.dumps({"question": question, "answer": ["x"]}, ensure_ascii=False) + "\n", "q.jsonl"))
+    assert example.question == question
+
+
+def test_latin1_bytes_name_the_line(w):
+    bad = "caf\u00e9".encode("latin-1")
+    with pytest.raises(DataError, match="line 3.*not UTF-8"):
+        D.read_dpr_tsv(w(b"id\ttext\ttitle\n1\tok\tA\n2\t" + bad + b"\tB\n", "p.tsv"))
+    with pytest.raises(DataError, match="line 2.*not UTF-8"):
+        D.read_jsonl_corpus(w(b'{"id": 1, "title": "A", "text": "a"}\n{"id": 2, "title": "B", "text": "' + bad + b'"}\n',
+                              "c.jsonl"))
+    with pytest.raises(DataError, match="not UTF-8"):
+        D.load_nq_open(w(b'{"question": "' + bad + b'", "answer": ["x"]}\n', "q.jsonl"))
+
+
+@pytest.mark.parametrize("source, hub", [
+    ("google-research-datasets/nq_open", True), ("hotpot_qa:fullwiki", True), ("nq_open", True),
+    ("Qwen/Qwen2.5-7B", True), ("facebook/opt-1.3b", True),
+    ("nq/x.jsnl", False), ("nq/x.jsonl", False), ("x.json", False), ("./nq_open", False), ("a/b/c", False),
+    ("../shared/data", False), ("", False),
+])
+def test_what_a_hub_id_looks_like(source, hub):
+    assert paths.is_hub_id(source) is hub
+
+
+def test_mistyped_local_path_fails_at_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nq").mkdir()
+    start = time.perf_counter()
+    for source in ("nq/x.jsnl", "nq/x"):  # an extension, or an owner that is a local folder: a path
+        with pytest.raises(DataError, match="file not found"):
+            D.load_nq_open(source)
+    assert time.perf_counter() - start < 5, "no hub lookup"

@@ -1,0 +1,69 @@
+"""Notebook parameters (covlib.runs.profiles): checked by name before anything runs, in every notebook."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from covlib.core import paths
+
+
+def test_parameters_are_checked_by_name():
+    from covlib.runs import profiles
+
+    with pytest.raises(ValueError) as err:
+        profiles.check_parameters(n_questions=-5, k="abc", temperature=float("nan"), epochs=0.0, seed=3,
+                                  bias_above=1.5, max_steps=-1, n_rating=0)
+    message = str(err.value)
+    for part in ("n_questions must be >= 1, got -5", "k must be a whole number, got 'abc'",
+                 "temperature must be a finite number, got nan", "epochs must be > 0.0", "bias_above must be between"):
+        assert part in message
+    assert "seed" not in message and "max_steps" not in message and "n_rating" not in message
+    with pytest.raises(KeyError, match="PARAMETER_RULES"):
+        profiles.check_parameters(n_typo=3)
+    assert profiles.split_list("datasets", "nq, WebQ,nq", ["NQ", "WebQ", "TriviaQA"]) == ["NQ", "WebQ"]
+    for args, match in [(("datasets", "NQ,Foo", ["NQ", "WebQ"]), "unknown 'Foo'; choose from NQ, WebQ"),
+                        (("judges", " , "), "parameter judges is empty"), (("ks", 5), "comma-separated string")]:
+        with pytest.raises(ValueError, match=match):
+            profiles.split_list(*args)
+    with pytest.raises(ValueError, match="not a valid int"):
+        profiles.split_list("ks", "1,x", cast=int)
+    with pytest.raises(ValueError, match="takes one value"):
+        profiles.choice("knowledge", "bm25,tfidf", ["bm25", "tfidf"])
+
+
+def _parameters_cell(source: str) -> tuple[dict[str, str], str]:
+    """(name -> annotated type of each parameter, the source of the cell after the parameters cell)."""
+    cells = source.split("\n# %%")
+    index = next(i for i, c in enumerate(cells) if 'tags=["parameters"]' in c.split("\n", 1)[0])
+    names = dict(re.findall(r"^(\w+): (int|float|str|bool) =", cells[index], flags=re.M))
+    return names, cells[index + 1]
+
+
+@pytest.mark.parametrize("notebook", sorted(paths.code_root().glob("notebooks/[0-9]*_*.py")), ids=lambda p: p.stem)
+def test_every_numeric_notebook_parameter_is_checked(notebook):
+    names, derived = _parameters_cell(notebook.read_text(encoding="utf-8"))
+    numeric = {n for n, t in names.items() if t in ("int", "float")}
+    door = re.match(r"\s*S = setup\((.*?)\)(?:  #[^\n]*)?\n", derived, flags=re.S)
+    if door:  # a paper's set-up door (covlib/papers/<paper>/notebook.py) checks what it is given before any work
+        assert numeric - set(re.findall(r"\w+=(\w+)", door.group(1))) == set(), f"{notebook.name}: not passed to setup"
+        return
+    calls = re.findall(r"profiles\.check_parameters\((.*?)\)\n", derived, flags=re.S)
+    checked = set(re.findall(r"(\w+)=", " ".join(calls))) | set(re.findall(r'"(\w+)":', " ".join(calls)))
+    listed = set(re.findall(r'profiles\.(?:split_list|choice)\("(\w+)"', derived))
+    assert numeric - checked - listed == set(), f"{notebook.name}: unchecked numeric parameters"
+    assert derived.lstrip().startswith("profiles.check_parameters("), "check before anything else runs"
+
+
+@pytest.mark.notebook
+def test_a_bad_parameter_stops_the_notebook_at_once(tmp_path):
+    import papermill as pm
+
+    start = time.perf_counter()
+    notebook = paths.code_root() / "notebooks" / "01_consistency_kde.ipynb"
+    with pytest.raises(pm.PapermillExecutionError, match="n_questions must be >= 1, got -5"):
+        pm.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), cwd=str(notebook.parent), progress_bar=False,
+                            parameters={"profile": "smoke", "n_questions": -5, "n_samples": 0}, kernel_name="python3")
+    assert time.perf_counter() - start < 120, "stopped before loading any model"

@@ -1,0 +1,55 @@
+"""The command-line scripts (make reproduce, make judge) refuse bad arguments before any work and name a failing notebook and cell."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from covlib.core import paths
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "00,99"], "no notebook numbered 99; choose from 00, 00b"),
+    (["--model", "nq/x.jsnl"], "is not a model folder here and not a hub id"),
+    (["--device", "gpu"], "DEVICE='gpu': use cpu, cuda"),
+    (["--profile", "bogus"], "unknown profile 'bogus'"),
+])
+def test_reproduce_refuses_bad_arguments_before_any_notebook(args, message):
+    import subprocess
+    import sys
+
+    script = paths.code_root() / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and message in done.stderr and "===" not in done.stdout
+
+
+def test_build_judge_refuses_bad_arguments_before_training():
+    import subprocess
+    import sys
+
+    script = paths.code_root() / "scripts" / "build_judge.py"
+    done = subprocess.run([sys.executable, str(script), "--name", "../x", "--batch-size", "0", "--val-fraction", "1.5"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    for part in ("--name '../x': a plain folder name", "--batch-size 0: must be >= 1", "--val-fraction 1.5"):
+        assert part in done.stderr
+
+
+@pytest.mark.notebook
+def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    empty_model = tmp_path / "not-a-model"
+    empty_model.mkdir()
+    env = {**os.environ, "COVLIB_ROOT": str(tmp_path), "COVLIB_DATA": str(paths.data_dir()),
+           "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    script = paths.code_root() / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), "--only", "01", "--profile", "smoke", "--model", str(empty_model)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode != 0
+    assert "01_consistency_kde.ipynb failed in cell" in done.stderr and "Could not load model" in done.stderr
+    assert "run the same command again to resume" in done.stderr
