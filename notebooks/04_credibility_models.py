@@ -124,7 +124,7 @@ print(judge_agreement)
 est = {n: C.intervals(r, seed=seed) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
-first = C.cited_sentences(answers[names[0]][0])
+first = references.cited_sentences(answers[names[0]][0])
 for s in first[:5]:
     print(f"{s.citations} {s.text}")
 print({k: round(v, 2) if isinstance(v, float) else v for k, v in per_model[names[0]][0].items()})
@@ -161,7 +161,7 @@ p, r = citation_pr([2], [])
 assert p == 0.0 and math.isnan(r), "no gold references: recall is NaN"
 for name, rows_ in per_model.items():
     for i, row in enumerate(rows_):
-        cited = C.cited_ids(C.cited_sentences(answers[name][i]))
+        cited = references.cited_ids(references.cited_sentences(answers[name][i]))
         p, r = citation_pr(cited, ref_sets[i].gold)
         assert p == row["cit_precision"], f"{name}, answer {i}: precision {p} vs {row['cit_precision']}"
         assert r == row["cit_recall"] or (math.isnan(r) and math.isnan(row["cit_recall"])), f"{name}, answer {i}: recall"
