@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from covlib.core import paths
-from covlib.core.cache import Cache
 
 
 def _require(*parts: str):
@@ -35,14 +34,6 @@ def scratch_root(tmp_path, monkeypatch, isolated_cache):
     monkeypatch.setenv("COVLIB_MODELS", str(paths.models_dir()))
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "root"))
     return tmp_path / "root"
-
-
-@pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    """The embedded model in process, with a cache of its own for the module (a test file may define its own)."""
-    from covlib.generation import LM
-
-    return LM(cache=Cache(tmp_path_factory.mktemp("lm") / "calls.sqlite", table="lm"), batch_size=4)
 
 
 # Test tiers (`make test-fast` leaves these out; `make test`, what CI runs, has them all). A test is marked by the

@@ -10,7 +10,7 @@ from covlib.core import paths
 from covlib.core.cache import Cache, CacheError
 
 
-def test_garbage_or_a_folder_at_the_cache_path(tmp_path):
+def test_garbage_or_a_folder_at_the_cache_path_says_what_to_do(tmp_path):
     garbage = tmp_path / "calls.sqlite"
     garbage.write_bytes(b"not a database " * 100)
     with pytest.raises(CacheError, match=r"calls.sqlite.*not a usable SQLite cache.*delete the file"):
@@ -43,7 +43,14 @@ def test_finished_cache_reads_in_a_read_only_setting(tmp_path, monkeypatch):
     assert not (tmp_path / "other.sqlite").exists()
 
 
-def test_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    from covlib.generation import LM
+
+    return LM(cache=Cache(tmp_path_factory.mktemp("lm") / "calls.sqlite", table="lm"), batch_size=4)
+
+
+def test_notebook_rerun_is_served_from_a_read_only_cache(lm, monkeypatch):
     from covlib.generation import LM
 
     done = lm.generate(["Question: Who wrote Hamlet?\nAnswer:"], max_new_tokens=6, progress=False)
@@ -55,7 +62,7 @@ def test_notebook_rerun_from_a_read_only_cache(lm, monkeypatch):
     assert shared.forward_calls == 0  # refused before any model work
 
 
-def test_read_only_folder_for_real(tmp_path):
+def test_cache_in_a_read_only_folder_reads_and_refuses_writes(tmp_path):
     """A folder this process cannot write to. As root (this machine, CI), permissions are enforced by dropping
     root's override capabilities with setpriv for the child process."""
     import shutil
@@ -94,7 +101,7 @@ except CacheError as err:
     assert not (folder / "missing.sqlite").exists()
 
 
-def test_cache_folder_that_cannot_be_created(tmp_path):
+def test_cache_folder_that_cannot_be_created_is_an_error(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(CacheError, match="cannot create its folder"):
         Cache(tmp_path / "afile" / "sub" / "calls.sqlite").get("a")

@@ -27,7 +27,7 @@ def w(tmp_path):
 FEVER_ROW = '{{"id":{id},"question":"{q}","label":"SUPPORTS","evidence":[]}}\n'
 
 
-def test_dpr_qa_csv_quoted_answers(w):
+def test_dpr_qa_csv_unquotes_doubled_quotes_in_answers(w):
     path = w('Q1\t"[\'He said ""hi""\']"\nQ2\t"[""Paris"", ""Paris, France""]"\n', "t.qa.csv")
     for loader in (D.load_triviaqa, D.load_nq_open):
         first, second = loader(path)
@@ -54,7 +54,7 @@ def test_fever_duplicate_ids_are_an_error(w):
         D.load_fever(path, ids=[7])
 
 
-def test_fewshot_pool_with_a_duplicated_example_id(tmp_path, monkeypatch):
+def test_fewshot_pool_refuses_a_duplicated_example_id(tmp_path, monkeypatch):
     monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
     (tmp_path / "fever").mkdir()
     rows = FEVER_ROW.format(id=1, q="first claim") + FEVER_ROW.format(id=1, q="second claim")
@@ -121,7 +121,7 @@ def test_empty_files_are_an_error(w, text):
         D.load_nq_open(w(text.replace("[]", ""), "nq.qa.csv"))
 
 
-def test_empty_corpora_rationales_and_selections(w, tmp_path, monkeypatch):
+def test_empty_corpora_rationales_and_selections_are_errors(w, tmp_path, monkeypatch):
     with pytest.raises(DataError, match="no passages after the header"):
         D.read_dpr_tsv(w("id\ttext\ttitle\n", "p.tsv"))
     with pytest.raises(DataError, match="empty file: no passages"):
@@ -135,7 +135,7 @@ def test_empty_corpora_rationales_and_selections(w, tmp_path, monkeypatch):
         D.load_fever(fever, ids=[1, 1])
 
 
-def test_jsonl_whose_first_line_is_a_list(w):
+def test_jsonl_line_that_is_not_an_object_is_an_error_at_its_line(w):
     path = w('["a", "b"]\n{"question": "q?", "answer": ["x"]}\n', "nq.jsonl")
     with pytest.raises(DataError, match="line 1.*expected a JSON object, got list"):
         D.load_nq_open(path)
@@ -145,7 +145,7 @@ def test_jsonl_whose_first_line_is_a_list(w):
         D.load_nq_open(w('[{"question": "q?", "answer": ["x"]}]\ngarbage\n', "nq.json"))
 
 
-def test_duplicate_ids_hotpotqa_and_corpora(w):
+def test_duplicate_ids_in_hotpotqa_and_corpora_are_errors(w):
     row = {"id": "h1", "question": "q?", "answer": "a", "supporting_facts": {"title": [], "sent_id": []},
            "context": {"title": [], "sentences": []}}
     with pytest.raises(DataError, match=r"record 1: duplicate id 'h1' \(first used at record 0\)"):
@@ -163,7 +163,7 @@ def test_bom_in_triviaqa_jsonl_stays_json(w):
     assert (example.id, example.question, example.answers) == ("t1", "Who?", ["X", "Y"])
 
 
-def test_bom_in_dpr_header_and_rationale_file(w, tmp_path, monkeypatch):
+def test_bom_in_dpr_header_and_rationale_file_is_ignored(w, tmp_path, monkeypatch):
     assert D.read_dpr_tsv(w("\ufeffid\ttext\ttitle\n1\tt\tT\n", "p.tsv")) == [Passage("1", "T", "t")]
     monkeypatch.setenv("COVLIB_DATA", str(tmp_path))
     (tmp_path / "fever").mkdir()
@@ -173,7 +173,7 @@ def test_bom_in_dpr_header_and_rationale_file(w, tmp_path, monkeypatch):
     assert (example.id, rationale) == ("1", "The rationale.")
 
 
-def test_line_separator_inside_a_json_string(w):
+def test_line_separators_inside_a_json_string_stay_in_the_text(w):
     question = "first part\u2028second part\u0085third\x0cfourth"
     (example,) = D.load_nq_open(w(json.dumps({"question": question, "answer": ["x"]}, ensure_ascii=False) + "\n", "q.jsonl"))
     assert example.question == question
@@ -196,7 +196,7 @@ def test_latin1_bytes_name_the_line(w):
     ("nq/x.jsnl", False), ("nq/x.jsonl", False), ("x.json", False), ("./nq_open", False), ("a/b/c", False),
     ("../shared/data", False), ("", False),
 ])
-def test_what_a_hub_id_looks_like(source, hub):
+def test_is_hub_id_tells_hub_ids_from_local_paths(source, hub):
     assert paths.is_hub_id(source) is hub
 
 
