@@ -17,6 +17,7 @@ import random
 from pathlib import Path
 
 from covlib import generation
+from covlib.core import references
 from covlib.papers import credibility as C
 
 
@@ -39,7 +40,7 @@ def main() -> None:
         answers = C.generate_answers(generator, examples, refs, max_new_tokens=args.max_new_tokens, desc=kind)
         for ex, answer in zip(examples, answers):
             plain = C.plain_answer(answer)
-            sentences = [s.text for s in C.cited_sentences(answer)]
+            sentences = [s.text for s in references.cited_sentences(answer)]
             for k in facts[ex.id].key_facts:
                 if plain.strip():
                     recall.append((ex.id, kind, "answer", plain, k))
