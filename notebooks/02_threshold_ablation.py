@@ -67,7 +67,7 @@ plotting.set_style()
 # ## 1. CoT-SC predictions (cached: the same call as notebook 01)
 
 # %%
-generator = generation.load_lm(model or None, device=device or None)
+generator = generation.load_lm(model, device=device)
 examples = data.load_adv_hotpotqa(split="test")[:n_questions]
 cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
                               seed=seed, max_new_tokens=max_new_tokens)

@@ -174,7 +174,7 @@ def unit_of(name: str) -> str:
     return "accuracy points" if name == "fever" else "EM points"
 
 
-generator = generation.load_lm(model or None, device=device or None)
+generator = generation.load_lm(model, device=device)
 rows, details, correctness, claim_records = [], {}, {}, []
 for name in wanted:
     examples = load_examples(name, sizes[name])

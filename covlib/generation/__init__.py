@@ -39,7 +39,7 @@ def load_lm(model: str | None = None, device: str | None = None, dtype: str | No
     requests in flight). Reused per process while the files stay the same."""
     if model in ("", "embedded", "default"):
         model = None
-    adapter = adapter or None
+    adapter, device = adapter or None, device or None  # "" as a notebook parameter means the default
     if is_endpoint(model):
         if adapter:
             raise ValueError(f"{model}: a LoRA adapter is served by the server (e.g. `vllm serve ... --enable-lora "

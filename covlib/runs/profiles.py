@@ -115,7 +115,7 @@ def model_list(model: str, models: str, profile: str, paper_models: Iterable[str
 def load_model(model: str = "", device: str = "", adapter: str = "") -> Generator:
     """The generator for a notebook's model parameter ('' the embedded model) on `device` ('' picks cuda when
     available), with the LoRA adapter folder `adapter` ('' none)."""
-    return generation.load_lm(model or None, device=device or None, adapter=adapter or None)
+    return generation.load_lm(model, device=device, adapter=adapter)
 
 
 def load_models(models: Sequence[str], device: str = "") -> list[Generator]:

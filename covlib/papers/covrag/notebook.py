@@ -62,7 +62,7 @@ class Setup:
     train: list[Example] = field(default_factory=list)  # 10: the training questions
     qa_adapter: str = ""  # 11: the adapters as resolved ('' none)
     covrag_adapter: str = ""
-    rag_model: Generator | None = None  # 11: `model` with qa_adapter, with covrag_adapter, and the judge
+    rag_model: Generator | None = None  # 11: `model` with qa_adapter, with covrag_adapter, and the ranker
     cov_model: Generator | None = None
     ranker: Generator | None = None
 

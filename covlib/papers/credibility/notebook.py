@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from covlib import retrieval
+from covlib import nli, retrieval
 from covlib.core.records import Example, Passage
 from covlib.generation import Generator
 from covlib.papers import credibility as C
@@ -82,7 +82,7 @@ def record(given: dict[str, Any]) -> dict[str, Any]:
 
 def setup(profile: str = "auto", model: str = "", models: str = "", device: str = "", questions: str = "",
           n_questions: int = 500, seed: int = 0, n_refs: int = 5, key_facts: str = "hand",
-          judge: str = "minilm-fever-nli", max_new_tokens: int = 160, compare_key_facts: str | None = None,
+          judge: str = nli.DEFAULT_JUDGE, max_new_tokens: int = 160, compare_key_facts: str | None = None,
           cap: int | None = None, k_initial: int | None = None, max_rounds: int | None = None,
           corpus: str | None = None, n_rating: int | None = None, n_refs_sweep: str | None = None) -> Setup:
     """Check a credibility notebook's parameters, apply its profile and load its questions, models and key facts
