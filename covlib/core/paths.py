@@ -9,6 +9,12 @@ papermill parameters) are honoured; nothing touches the disk at import time.
 | COVLIB_DATA       | <root>/../shared/data       | the real evaluation data              |
 | COVLIB_CACHE      | <root>/.cache               | LLM/NLI call cache, indexes           |
 | COVLIB_MODELS     | <root>/.cache/models        | converted model weights               |
+
+Where a variable is not set, a `covlib.toml` in the current folder or one of its parents may set
+it: `root`, `data`, `cache`, `models`, each a path relative to that file (`make assignments` writes
+one beside the student notebooks: `root = "."`, `data = "data"`, so a new shell in the hand-out
+needs no export). Environment variables win over the file; with neither, the defaults above hold.
+`describe_data_dir()` says which of the three chose the data folder, for "file not found" errors.
 """
 
 from __future__ import annotations
@@ -17,11 +23,71 @@ import os
 import re
 from pathlib import Path
 
+CONFIG_NAME = "covlib.toml"
+CONFIG_KEYS = {"root": "COVLIB_ROOT", "data": "COVLIB_DATA", "cache": "COVLIB_CACHE", "models": "COVLIB_MODELS"}
+
+
+def config_file(start: str | Path | None = None) -> Path | None:
+    """The nearest `covlib.toml` in `start` (default: the current folder) or its parents; None when there is none."""
+    try:
+        here = Path(start).resolve() if start is not None else Path.cwd()
+    except OSError:  # the current folder was deleted
+        return None
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _parse_toml(text: str, path: Path) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the flat `key = "value"` lines `make assignments` writes
+        found = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            match = re.fullmatch(r'([A-Za-z_]+)\s*=\s*"([^"]*)"', line)
+            if not match:
+                raise ValueError(f"{path}, line {number}: expected key = \"path\", got {line!r}")
+            found[match.group(1)] = match.group(2)
+        return found
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not valid TOML ({err})") from err
+
+
+def config(start: str | Path | None = None) -> dict[str, Path]:
+    """The settings of the nearest `covlib.toml` (see `config_file`) as absolute paths, by key; {} without one."""
+    path = config_file(start)
+    if path is None:
+        return {}
+    raw = _parse_toml(path.read_text(encoding="utf-8"), path)
+    unknown = sorted(set(raw) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(CONFIG_KEYS)}")
+    out = {}
+    for key, value in raw.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{path}: {key} should be a path in quotes, got {value!r}")
+        out[key] = (path.parent / Path(value).expanduser()).resolve()
+    return out
+
+
+def _setting(key: str) -> Path | None:
+    """The environment variable for `key` when set, else the nearest covlib.toml's `key`, else None."""
+    env = os.environ.get(CONFIG_KEYS[key])
+    if env:
+        return Path(env).resolve()
+    return config().get(key)
+
 
 def root() -> Path:
-    """Repository root (COVLIB_ROOT overrides)."""
-    env = os.environ.get("COVLIB_ROOT")
-    return Path(env).resolve() if env else code_root()
+    """Where figures/, tables/, results/ go: COVLIB_ROOT, else a covlib.toml's `root`, else the repository root."""
+    return _setting("root") or code_root()
 
 
 def code_root() -> Path:
@@ -35,21 +101,34 @@ def resources_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """Folder holding the shared evaluation data (COVLIB_DATA overrides)."""
-    env = os.environ.get("COVLIB_DATA")
-    return Path(env).resolve() if env else (root().parent / "shared" / "data").resolve()
+    """Folder holding the shared evaluation data: COVLIB_DATA, else a covlib.toml's `data`, else <root>/../shared/data."""
+    return _setting("data") or (root().parent / "shared" / "data").resolve()
+
+
+def describe_data_dir() -> str:
+    """Where the data folder comes from and how to point it elsewhere, for "file not found" messages."""
+    folder = data_dir()
+    if os.environ.get("COVLIB_DATA"):
+        how = "set by the environment variable COVLIB_DATA"
+    else:
+        found = config_file()
+        how = (f"set by `data` in {found}" if found is not None and "data" in config()
+               else f"the default <root>/../shared/data: no COVLIB_DATA variable, and no {CONFIG_NAME} with a `data` "
+                    "setting in the current folder or its parents")
+    return (f"the data folder is {folder} ({how}). Point COVLIB_DATA at the folder holding the data (export "
+            f"COVLIB_DATA=/path/to/data), or start Python / Jupyter inside the hand-out folder, whose {CONFIG_NAME} "
+            f"says where its data/ folder is")
 
 
 def cache_dir() -> Path:
-    """Folder for generation caches, converted models and indexes (COVLIB_CACHE overrides)."""
-    env = os.environ.get("COVLIB_CACHE")
-    return Path(env).resolve() if env else root() / ".cache"
+    """Folder for generation caches and indexes: COVLIB_CACHE, else a covlib.toml's `cache`, else <root>/.cache."""
+    return _setting("cache") or root() / ".cache"
 
 
 def models_dir() -> Path:
-    """Folder for converted model weights (COVLIB_MODELS overrides; kept apart from the call cache)."""
-    env = os.environ.get("COVLIB_MODELS")
-    return Path(env).resolve() if env else root() / ".cache" / "models"
+    """Converted model weights (kept apart from the call cache): COVLIB_MODELS, else a covlib.toml's `models`, else
+    <root>/.cache/models."""
+    return _setting("models") or root() / ".cache" / "models"
 
 
 def index_dir() -> Path:

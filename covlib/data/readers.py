@@ -118,11 +118,20 @@ def unique_ids(rows: Iterable[tuple[Example, Loc]]) -> list[Example]:
     return examples
 
 
+def _data_hint(path: Path) -> str:
+    """For a missing file inside the data folder: where that folder came from and how to set it ("" elsewhere)."""
+    try:
+        inside = path.resolve().is_relative_to(paths.data_dir())
+    except (OSError, ValueError):
+        return ""
+    return f"; {paths.describe_data_dir()}" if inside else ""
+
+
 def existing_file(path: str | Path) -> Path:
     """`path` as a Path; a DataError when it does not exist or is not a file."""
     path = Path(path)
     if not path.exists():
-        raise DataError(path, "file not found")
+        raise DataError(path, "file not found" + _data_hint(path))
     if not path.is_file():
         raise DataError(path, "not a file")
     return path
