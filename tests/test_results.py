@@ -47,6 +47,45 @@ def test_save_figure_with_provenance(out_root):
     assert _leftovers(folder) == []
 
 
+def _stamps(fig) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_gid() == "covlib-provenance-stamp"]
+
+
+def test_save_figure_stamps_profile_size_and_model_under_everything(out_root):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    results.save_figure(fig, "fig-99-stamp", params={"profile": "smoke", "n_questions": 12, "seed": 0}, model="smollm2")
+    assert _stamps(fig) == ["profile: smoke · n_questions=12 · model=smollm2"]
+    renderer = fig._get_renderer()
+    stamp = [t for t in fig.texts if t.get_gid() == "covlib-provenance-stamp"][0].get_window_extent(renderer)
+    assert all(stamp.y1 <= label.get_window_extent(renderer).y0 for label in ax.get_xticklabels() if label.get_text())
+    results.save_figure(fig, "fig-99-stamp", params={"profile": "cpu"}, n=np.int64(20))  # saved again: one stamp, new
+    assert _stamps(fig) == ["profile: cpu · n=20"]
+    plt.close(fig)
+
+
+def test_save_figure_stamp_leaves_out_what_a_caption_says(out_root):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    plotting.caption(ax, model="smollm2", n=120)
+    results.save_figure(fig, "fig-99-captioned", params={"profile": "smoke", "sizes": {"hotpotqa": 2}}, model="smollm2", n=12)
+    assert _stamps(fig) == ["profile: smoke · n=12"]  # "n=120" in the caption is another number
+    plotting.caption(ax, n=12)
+    results.save_figure(fig, "fig-99-captioned", params={"profile": "smoke", "sizes": {"hotpotqa": 2}}, model="smollm2", n=12)
+    assert _stamps(fig) == ["profile: smoke"]
+    results.save_figure(fig, "fig-99-captioned", params={"profile": "full", "sizes": {"hotpotqa": 2, "fever": 3}})
+    assert _stamps(fig) == ["profile: full · n_hotpotqa=2 · n_fever=3"]
+    plt.close(fig)
+
+
+def test_save_figure_without_profile_or_size_adds_no_stamp(out_root):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    results.save_figure(fig, "fig-99-plain", params={"seed": 0})
+    assert _stamps(fig) == [] and fig.texts == []
+    plt.close(fig)
+
+
 def test_save_table_markdown_has_provenance(out_root):
     df = pd.DataFrame({"method": ["CoT", "Verify-and-Edit"], "EM": [np.float64(0.351), 0.402]})
     written = results.save_table(df, "tab-01-hotpotqa", judge="overlap", n=100)

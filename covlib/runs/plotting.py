@@ -99,9 +99,18 @@ def kde_by_group(
     bw_adjust: float = 1.0,
     fill: bool = True,
 ) -> Any:
-    """Density of `values` per group (e.g. consistency for correct vs incorrect), each normalised on its own."""
+    """Density of `values` per group (e.g. consistency for correct vs incorrect), each normalised on its own.
+
+    A group with one value, or with identical values, has no density: it is drawn as a dotted
+    vertical line at its value, labelled "<group> (n=1, no density)", so every legend entry has
+    something drawn.
+    """
+    import math
+
     import pandas as pd
     import seaborn as sns
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     if len(values) != len(groups):
         raise ValueError(f"kde_by_group: {len(values)} values but {len(groups)} groups")
@@ -110,11 +119,25 @@ def kde_by_group(
     if data.empty:
         ax.text(0.5, 0.5, "no values to plot", ha="center", va="center", transform=ax.transAxes)
         return ax
-    counts = data["group"].value_counts()
-    data["group"] = data["group"].map(lambda g: f"{g} (n={counts[g]})")
-    sns.kdeplot(data=data, x="value", hue="group", common_norm=False, clip=clip, bw_adjust=bw_adjust, fill=fill, ax=ax, warn_singular=False)
-    if ax.get_legend() is not None:
-        sns.move_legend(ax, "best", title=None, fontsize=8)
+    levels = list(data["group"].unique())  # seaborn's own hue order: order of appearance
+    colours = dict(zip(levels, sns.color_palette(n_colors=len(levels))))
+    by_group = {g: data.loc[data["group"] == g, "value"] for g in levels}
+    singular = {g for g, v in by_group.items() if len(v) < 2 or math.isclose(np.nan_to_num(v.var()), 0)}
+    labels = {g: f"{g} (n={len(v)}{', no density' if g in singular else ''})" for g, v in by_group.items()}
+    dense = data[~data["group"].isin(singular)].assign(group=lambda d: d["group"].map(labels))
+    if not dense.empty:
+        sns.kdeplot(data=dense, x="value", hue="group", hue_order=[labels[g] for g in levels if g not in singular],
+                    palette={labels[g]: colours[g] for g in levels if g not in singular}, common_norm=False, clip=clip,
+                    bw_adjust=bw_adjust, fill=fill, ax=ax, warn_singular=False, legend=False)
+    handles = []
+    for g in levels:
+        if g in singular:
+            handles.append(ax.axvline(float(by_group[g].iloc[0]), color=colours[g], lw=2, ls=":", label=labels[g]))
+        elif fill:
+            handles.append(Patch(facecolor=colours[g], edgecolor=colours[g], alpha=0.5, label=labels[g]))
+        else:
+            handles.append(Line2D([], [], color=colours[g], label=labels[g]))
+    ax.legend(handles=handles, loc="best", fontsize=8)
     ax.set_ylabel("density")
     return ax
 

@@ -120,14 +120,73 @@ def _provenance_line(meta: dict[str, Any]) -> str:
     return "_Provenance: " + "; ".join(parts) + "_"
 
 
+_STAMP_GID = "covlib-provenance-stamp"
+_STAMPED_META = ("model", "judge")
+
+
+def _figure_texts(fig: Any) -> str:
+    """Every text already on the figure (titles, captions, annotations; legends and tick labels aside), joined."""
+    texts = [t.get_text() for t in fig.texts if t.get_gid() != _STAMP_GID]
+    for ax in fig.axes:
+        texts += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        texts += [t.get_text() for t in ax.texts]  # plotting.caption's annotations are among them
+    return "\n".join(texts)
+
+
+def stamp_text(params: dict | None, meta: dict[str, Any], shown: str = "") -> str:
+    """The figure footer: profile, the run's size (meta n, else params n, n_* and sizes) and model/judge, where known.
+
+    A part already in `shown` (what a caption on the figure says, e.g. "n=12" or "model=smollm2")
+    is left out; "" when nothing is left.
+    """
+    params = to_jsonable(params or {})
+    parts = []
+    profile = meta.get("profile", params.get("profile"))
+    if profile is not None and f"profile={profile}" not in shown and f"profile: {profile}" not in shown:
+        parts.append(f"profile: {profile}")
+    if meta.get("n") is not None:
+        sizes = {"n": meta["n"]}
+    else:
+        per_set = params.get("sizes") if isinstance(params.get("sizes"), dict) else {}  # {test set: questions}
+        sizes = {**{k: v for k, v in params.items() if k == "n" or k.startswith("n_")},
+                 **{f"n_{k}": v for k, v in per_set.items()}}
+        sizes = {k: v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for key, value in sizes.items():
+        if not re.search(rf"(?<![\w.-]){re.escape(f'{key}={value}')}(?![\w.])", shown):  # "n=12", not "n=120"
+            parts.append(f"{key}={value}")
+    for key in _STAMPED_META:
+        value = meta.get(key, params.get(key))
+        if isinstance(value, (str, int, float)) and f"{key}={value}" not in shown:
+            parts.append(f"{key}={value}")
+    return " · ".join(parts)
+
+
+def _stamp(fig: Any, text: str) -> None:
+    """Put `text` in small grey type under everything already drawn, right-aligned (replacing an earlier stamp)."""
+    for old in [t for t in fig.texts if t.get_gid() == _STAMP_GID]:
+        old.remove()
+    if not text:
+        return
+    fig.draw_without_rendering()  # lays out captions placed relative to axis labels
+    box = fig.get_tightbbox()  # inches
+    below = box.y0 - 4 / 72  # 4 points under the lowest text
+    fig.text(box.x1 / fig.get_figwidth(), below / fig.get_figheight(), text, ha="right", va="top", fontsize=7,
+             color="0.4", gid=_STAMP_GID)
+
+
 # --------------------------------------------------------------------------- public writers
 
 
 def save_figure(fig: Any, name: str, params: dict | None = None, **meta: Any) -> list[Path]:
-    """Write figures/<name>.png (dpi 150), .pdf and a .json provenance sidecar; return the paths."""
+    """Write figures/<name>.png (dpi 150), .pdf and a .json provenance sidecar; return the paths.
+
+    The figure gets a small footer from `params` and `meta` (see `stamp_text`), e.g.
+    "profile: smoke · n_questions=12 · model=smollm2", less what its captions already say.
+    """
     _check_name(name, _FIGURE_NAME, "figure")
     folder = paths.figures_dir()
     meta = provenance(**meta)
+    _stamp(fig, stamp_text(params, meta, _figure_texts(fig)))
     written = []
     for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {"metadata": {"CreationDate": None}})):
         buffer = io.BytesIO()

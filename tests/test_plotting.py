@@ -1,0 +1,78 @@
+"""Plot helpers draw something for every legend entry; every notebook figure is titled."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from covlib.runs import plotting  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _legend(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_kde_of_a_one_point_group_draws_a_labelled_line_at_its_value():
+    ax = plotting.kde_by_group([1.0, 2.0, 3.0, 2.5, 1.5, 4.0], ["incorrect"] * 5 + ["correct"])
+    assert _legend(ax) == ["incorrect (n=5)", "correct (n=1, no density)"]
+    (line,) = [ln for ln in ax.lines if ln.get_label() == "correct (n=1, no density)"]
+    assert list(line.get_xdata()) == [4.0, 4.0] and line.get_visible()
+    assert len(ax.collections) == 1  # the other group's density, filled
+    plt.close("all")
+
+
+def test_kde_of_identical_values_has_no_density_but_a_line_each_in_its_own_colour():
+    ax = plotting.kde_by_group([3.0, 3.0, 3.0, 5.0], ["a", "a", "a", "b"], fill=False)
+    assert _legend(ax) == ["a (n=3, no density)", "b (n=1, no density)"]
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    assert lines["a (n=3, no density)"].get_xdata()[0] == 3.0 and lines["b (n=1, no density)"].get_xdata()[0] == 5.0
+    assert lines["a (n=3, no density)"].get_color() != lines["b (n=1, no density)"].get_color()
+    plt.close("all")
+
+
+def test_kde_legend_colours_match_the_curves():
+    ax = plotting.kde_by_group([0.1, 0.2, 0.3, 0.7, 0.8, 0.9], ["x"] * 3 + ["y"] * 3, fill=False)
+    assert _legend(ax) == ["x (n=3)", "y (n=3)"]
+    curves = sorted(ax.lines, key=lambda ln: ln.get_xdata().mean())
+    handles = ax.get_legend().legend_handles
+    rgb = matplotlib.colors.to_rgb
+    assert [rgb(h.get_color()) for h in handles] == [rgb(c.get_color()) for c in curves]
+    plt.close("all")
+
+
+def _figure_cells() -> list[tuple[str, str]]:
+    """(figure name, source of the cell that saves it) for every notebook's save_figure call."""
+    import jupytext
+
+    out = []
+    for twin in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py")):
+        for cell in jupytext.read(twin).cells:
+            if cell.cell_type == "code":
+                out += [(name, cell.source) for name in re.findall(r"save_figure\([^,]+,\s*[\"']([^\"']+)", cell.source)]
+    return out
+
+
+_UNTITLED_ELSEWHERE = {"fig-09-rounds", "fig-10-loss"}  # issue 21 item 7: their notebooks are edited elsewhere
+
+
+@pytest.mark.parametrize(
+    "name,source",
+    [pytest.param(n, s, id=n, marks=[pytest.mark.xfail(reason="title pending (issue 21)")] if n in _UNTITLED_ELSEWHERE else [])
+     for n, s in _figure_cells()],
+)
+def test_every_notebook_figure_has_a_title(name, source):
+    assert re.search(r"\.set_title\(|\.suptitle\(|\btitle=", source), f"{name}: give it ax.set_title or fig.suptitle"
+
+
+def test_notebook_00_figures_are_all_found():
+    assert {n for n, _ in _figure_cells() if n.startswith("fig-00-")} == {
+        "fig-00-paragraph-lengths", "fig-00-question-types", "fig-00-retrieval-recall"}
