@@ -131,20 +131,60 @@ def consistency(keys: list, mean_logprobs: list) -> tuple[int, float]:
 from covlib.runs import exercises
 
 exercises.check_own_work(consistency, "self_consistency")  # your own code, not covlib's
-m, w = consistency(["paris", "paris", "lyon", None, "paris"], [-0.5] * 5)
-assert m == 3 and math.isclose(w, 3.0), f"3 of 5 equally weighted paths say 'paris': expected (3, 3.0), got {(m, w)}"
-assert consistency([None] * 5, [-1.0] * 5) == (0, 0.0), "no path has an answer: expected (0, 0.0)"
-m, w = consistency(["a", "b", "b", "a", "c"], [-0.1, -2.0, -2.0, -0.1, -0.1])
-assert m == 2 and math.isclose(w, 5 * 2 * math.exp(-0.1) / (3 * math.exp(-0.1) + 2 * math.exp(-2.0))), \
-    f"'a' and 'b' tie on votes; 'a' has the larger weight sum: got {(m, w)}"
+got = exercises.record(
+    "ex01-consistency",
+    paris=consistency(["paris", "paris", "lyon", None, "paris"], [-0.5] * 5),
+    no_answer=consistency([None] * 5, [-1.0] * 5),
+    tie_first=consistency(["a", "b", "b", "a", "c"], [-0.1, -2.0, -2.0, -0.1, -0.1]),
+    tie_second=consistency(["b", "a", "a", "b", "c"], [-2.0, -0.1, -0.1, -2.0, -0.1]),
+    votes_first=consistency(["a", "a", "b", None, None], [-3.0, -3.0, -0.1, -0.1, -0.1]),
+    none_most=consistency([None, None, None, "a", "b"], [-0.1, -0.1, -0.1, -1.0, -2.0]),
+    no_weights=consistency(["a", "a", "b"], [None, float("nan"), -1.0]),
+    nan_weight=consistency(["a", "a", "b"], [-1.0, float("nan"), -1.0]),
+    zero_weights=consistency(["a", "b"], [None, None]),
+    example=consistency([cot.answer_key(a, "hotpotqa") for a in r.answers], r.mean_logprobs),
+)
+ref = exercises.reference("ex01-consistency", example=[r.majority, r.wang], example_id=r.id)
 ### BEGIN HIDDEN TESTS
-assert consistency(["x", "y"], [-1.0, -1.0]) == (1, 1.0), "a full tie goes to the answer that came first"
-m, w = consistency(["a", "a", "b"], [None, float("nan"), -1.0])
-assert m == 2 and w == 0.0, "paths without log-probabilities weigh 0"
-for res in cot_sc:
-    m, w = consistency([cot.answer_key(a, "hotpotqa") for a in res.answers], res.mean_logprobs)
-    assert m == res.majority and math.isclose(w, res.wang, abs_tol=1e-9), \
-        f"question {res.id}: got {(m, w)}, expected {(res.majority, res.wang)}"
+got = exercises.record("ex01-consistency", full_tie=consistency(["x", "y"], [-1.0, -1.0]),
+                       notebook=[consistency([cot.answer_key(a, "hotpotqa") for a in res.answers], res.mean_logprobs)
+                                 for res in cot_sc])
+ref = exercises.reference("ex01-consistency", notebook=[[res.majority, res.wang] for res in cot_sc],
+                          ids=[res.id for res in cot_sc])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+m, w = got["paris"]
+assert m == 3 and math.isclose(w, 3.0), f"3 of 5 equally weighted paths say 'paris': expected (3, 3.0), got {(m, w)}"
+assert got["no_answer"] == [0, 0.0], f"no path has an answer: expected (0, 0.0), got {got['no_answer']}"
+tie = 5 * 2 * math.exp(-0.1) / (3 * math.exp(-0.1) + 2 * math.exp(-2.0))
+m, w = got["tie_first"]
+assert m == 2 and math.isclose(w, tie), f"'a' and 'b' tie on votes; 'a' has the larger weight sum: got {(m, w)}"
+m, w = got["tie_second"]
+assert m == 2 and math.isclose(w, tie), \
+    f"'b' and 'a' tie on votes; 'a' has the larger weight sum, so 'a' wins though 'b' came first: expected (2, {tie:.4f}), " \
+    f"got {(m, w)} (most_common and max over the votes alone pick 'b')"
+m, w = got["votes_first"]
+expected = 5 * 2 * math.exp(-3.0) / (2 * math.exp(-3.0) + 3 * math.exp(-0.1))
+assert m == 2 and math.isclose(w, expected), \
+    f"'a' has 2 votes, 'b' 1 vote but more weight: votes decide, and the unanswered paths still weigh in the total " \
+    f"(n · weight of 'a' / weight of all 5 paths): expected (2, {expected:.4f}), got {(m, w)}"
+m, w = got["none_most"]
+expected = 5 * math.exp(-1.0) / (3 * math.exp(-0.1) + math.exp(-1.0) + math.exp(-2.0))
+assert m == 1 and math.isclose(w, expected), \
+    f"None is not an answer: 'a' and 'b' have 1 vote each, 'a' the larger weight: expected (1, {expected:.4f}), got {(m, w)}"
+m, w = got["no_weights"]
+assert m == 2 and w == 0.0, f"paths without log-probabilities (None or NaN) weigh 0: expected (2, 0.0), got {(m, w)}"
+m, w = got["nan_weight"]
+assert m == 2 and math.isclose(w, 1.5), \
+    f"the NaN path weighs 0, so 'a' has half of the weight (e^-1 of 2·e^-1): expected (2, 1.5), got {(m, w)}"
+assert got["zero_weights"] == [1, 0.0], f"every weight is 0: wang is 0.0, expected (1, 0.0), got {got['zero_weights']}"
+assert exercises.close(got["example"], ref["example"]), \
+    f"the question printed above ({ref['example_id']}): expected (r.majority, r.wang) = {ref['example']}, got {got['example']}"
+### BEGIN HIDDEN TESTS
+assert got["full_tie"] == [1, 1.0], "a full tie goes to the answer that came first"
+assert len(got["notebook"]) == len(ref["notebook"]), "one answer per question"
+for i, (mine, want) in enumerate(zip(got["notebook"], ref["notebook"])):
+    assert exercises.close(mine, want), f"question {ref['ids'][i]}: got {mine}, expected {want}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -198,16 +238,36 @@ def uncertain(scores: list[float], n: int) -> list[bool]:
 from covlib.runs import exercises
 
 exercises.check_own_work(uncertain, "default_threshold")  # your own code, not covlib's
-assert uncertain([0, 2, 2.9, 3, 5], 5) == [True, True, True, False, False], "n = 5: edit below 3"
-assert uncertain([1, 2], 4) == [True, False], "n = 4: ceil(4/2) = 2"
+got = exercises.record(
+    "ex01-threshold",
+    n5=uncertain([0, 2, 2.9, 3, 5], 5),
+    n4=uncertain([1, 2], 4),
+    n1=uncertain([0, 0.5, 1], 1),
+    huge_n=uncertain([2**53, 2**53 + 1], 2**54 + 1),
+    empty=uncertain([], 5),
+)
 ### BEGIN HIDDEN TESTS
 from covlib.papers import verify_edit
 
-for n in range(1, 12):
-    grid = [i / 4 for i in range(0, 4 * n + 1)]
-    assert uncertain(grid, n) == [s < verify_edit.default_threshold(n) for s in grid], f"n = {n}"
-assert uncertain(list(frame["wang"]), n_samples) == [s < threshold for s in frame["wang"]], "this notebook's scores"
-assert uncertain([], 5) == [], "no scores, no decisions"
+grids = [[i / 4 for i in range(0, 4 * n + 1)] for n in range(1, 12)]
+got = exercises.record("ex01-threshold", grids=[uncertain(grid, n) for n, grid in enumerate(grids, 1)],
+                       notebook=uncertain([float(s) for s in frame["wang"]], n_samples))
+ref = exercises.reference("ex01-threshold", notebook=[bool(s < threshold) for s in frame["wang"]],
+                          grids=[[s < verify_edit.default_threshold(n) for s in grid] for n, grid in enumerate(grids, 1)])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert got["n5"] == [True, True, True, False, False], f"n = 5: edit below 3 (3 itself is kept), got {got['n5']}"
+assert got["n4"] == [True, False], f"n = 4: ceil(4/2) = 2, got {got['n4']}"
+assert got["n1"] == [True, True, False], f"n = 1: ceil(1/2) = 1, got {got['n1']}"
+assert got["huge_n"] == [True, False], \
+    f"n = 2**54 + 1: ceil(n/2) = 2**53 + 1, so 2**53 is below it; n / 2 in floats rounds the + 1 away " \
+    f"(use whole-number arithmetic), got {got['huge_n']}"
+assert got["empty"] == [], "no scores, no decisions"
+### BEGIN HIDDEN TESTS
+for n, (mine, want) in enumerate(zip(got["grids"], ref["grids"]), 1):
+    assert mine == want, f"n = {n}"
+assert len(got["grids"]) == len(ref["grids"]) == 11
+assert got["notebook"] == ref["notebook"], "this notebook's scores"
 ### END HIDDEN TESTS
 
 # %% [markdown]

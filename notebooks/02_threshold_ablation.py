@@ -125,32 +125,68 @@ def select_sentences(query: str, sentences: list[str], k: int, encode) -> list[s
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex02-sentences-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import numpy as np
+
 from covlib.runs import exercises
 
 exercises.check_own_work(select_sentences, "top_sentences", "top_sentences_batch")  # your own code, not covlib's
 pool = ["Paris is the capital of France.", "Bananas are yellow.", "Paris is the capital of France.",
         "France borders Spain and Italy."]
-picked = select_sentences("What is the capital of France?", pool, 2, encode)
-assert picked == ["Paris is the capital of France.", "France borders Spain and Italy."], \
-    f"expected the Paris sentence once, then the France one; got {picked}"
-assert select_sentences("anything", [], 3, encode) == [], "no sentences, nothing selected"
-assert len(select_sentences("Paris", pool, 10, encode)) == 3, "k larger than the pool: every distinct sentence"
+TOY = {"query": [1.0, 0.0], "near": [0.8, 0.6], "tied with near": [0.8, -0.6], "middle": [0.6, 0.8], "far": [0.0, 1.0]}
+
+
+def toy_encode(texts):
+    """A toy encoder for the checks: fixed unit vectors, so the similarities to "query" are plain to see
+    ("near" 0.8, "tied with near" 0.8, "middle" 0.6, "far" 0.0)."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    return np.array([TOY[t] for t in texts]).reshape(len(texts), 2)
+
+
+toy_pool = ["far", "near", "middle", "near", "tied with near"]
+got = exercises.record(
+    "ex02-sentences",
+    paris=select_sentences("What is the capital of France?", pool, 2, encode),
+    empty=select_sentences("anything", [], 3, encode),
+    large_k=select_sentences("Paris", pool, 10, encode),
+    toy_top2=select_sentences("query", toy_pool, 2, toy_encode),
+    toy_top3=select_sentences("query", toy_pool, 3, toy_encode),
+    toy_all=select_sentences("query", toy_pool, 10, toy_encode),
+    toy_none=select_sentences("query", toy_pool, 0, toy_encode),
+)
 ### BEGIN HIDDEN TESTS
 from covlib import retrieval
 
-checked = 0
+sentence_cases = []
 for ex in examples[:6]:
     candidates = [s for p in ex.paragraphs for s in p.sentences if s.strip()]
     for query in [ex.question] + [q for e in edits.values() if e.id == ex.id for q in e.verifying_questions][:2]:
-        ranked = retrieval.top_sentences(query, candidates, k=len(candidates))
-        score = dict(ranked)
-        mine = select_sentences(query, candidates, 3, encode)
-        assert len(mine) == min(3, len(score)) and len(set(mine)) == len(mine), f"{query!r}: {mine}"
-        assert all(s in score for s in mine), f"{query!r}: a selected sentence is not among the candidates"
-        assert all(abs(score[s] - ranked[i][1]) < 1e-5 for i, s in enumerate(mine)), \
-            f"{query!r}: expected {[s for s, _ in ranked[:3]]}, got {mine}"
-        checked += 1
-assert checked >= len(examples[:6])
+        sentence_cases.append((query, candidates))
+got = exercises.record("ex02-sentences", notebook=[select_sentences(q, c, 3, encode) for q, c in sentence_cases])
+ref = exercises.reference("ex02-sentences", n_examples=len(examples[:6]), notebook=[
+    {"query": q, "score": {s: float(v) for s, v in ranked}, "top": [float(v) for _, v in ranked[:3]],
+     "expected": [s for s, _ in ranked[:3]]}
+    for q, c in sentence_cases for ranked in [retrieval.top_sentences(q, c, k=len(c))]])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert got["paris"] == ["Paris is the capital of France.", "France borders Spain and Italy."], \
+    f"expected the Paris sentence once, then the France one; got {got['paris']}"
+assert got["empty"] == [], "no sentences, nothing selected"
+assert len(got["large_k"]) == 3, "k larger than the pool: every distinct sentence"
+assert got["toy_top2"] == ["near", "tied with near"], \
+    f"toy encoder: 'near' and 'tied with near' tie at 0.8, and a tie keeps the original order; got {got['toy_top2']}"
+assert got["toy_top3"] == ["near", "tied with near", "middle"], \
+    f"toy encoder: the second 'near' is a duplicate, dropped before ranking; got {got['toy_top3']}"
+assert got["toy_all"] == ["near", "tied with near", "middle", "far"], \
+    f"toy encoder, k larger than the pool: every distinct sentence, most similar first; got {got['toy_all']}"
+assert got["toy_none"] == [], f"k = 0: nothing selected, got {got['toy_none']}"
+### BEGIN HIDDEN TESTS
+assert len(got["notebook"]) == len(ref["notebook"]) >= ref["n_examples"]
+for mine, want in zip(got["notebook"], ref["notebook"]):
+    query, score = want["query"], want["score"]
+    assert len(mine) == min(3, len(score)) and len(set(mine)) == len(mine), f"{query!r}: {mine}"
+    assert all(s in score for s in mine), f"{query!r}: a selected sentence is not among the candidates"
+    assert all(abs(score[s] - want["top"][i]) < 1e-5 for i, s in enumerate(mine)), \
+        f"{query!r}: expected {want['expected']}, got {mine}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -209,19 +245,55 @@ def predictions_at(t: float, results: list, edits: dict, kind: str = "wang") -> 
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex02-predictions-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from types import SimpleNamespace
+
 from covlib.runs import exercises
 
 exercises.check_own_work(predictions_at, "apply_threshold", "sweep_thresholds", "verify_and_edit")  # your own code, not covlib's
-assert predictions_at(0, cot_sc, edits) == [r.prediction for r in cot_sc], "threshold 0 edits nothing"
-everything = predictions_at(n_samples + 1, cot_sc, edits)
-assert all(p == (edits[r.id].answer if edits[r.id].answer is not None else r.prediction)
-           for p, r in zip(everything, cot_sc)), "threshold n + 1 edits every example"
+# four toy CoT-SC results and their edits (in another order: look them up by id); q3's re-answer failed
+toy_results = [SimpleNamespace(id="q1", prediction="paris", majority=3, wang=2.4),
+               SimpleNamespace(id="q2", prediction="lyon", majority=2, wang=3.0),
+               SimpleNamespace(id="q3", prediction="nice", majority=1, wang=1.0),
+               SimpleNamespace(id="q4", prediction="oslo", majority=5, wang=5.0)]
+toy_edits = {"q4": SimpleNamespace(answer="rome"), "q3": SimpleNamespace(answer=None),
+             "q2": SimpleNamespace(answer="madrid"), "q1": SimpleNamespace(answer="berlin")}
+got = exercises.record(
+    "ex02-predictions",
+    nothing=predictions_at(0, cot_sc, edits),
+    everything=predictions_at(n_samples + 1, cot_sc, edits),
+    toy_wang=predictions_at(3, toy_results, toy_edits),
+    toy_majority=predictions_at(3, toy_results, toy_edits, "majority"),
+    toy_all=predictions_at(6, toy_results, toy_edits, "majority"),
+    empty=predictions_at(3, [], edits),
+)
+ref = exercises.reference("ex02-predictions", nothing=[r.prediction for r in cot_sc],
+                          everything=[edits[r.id].answer if edits[r.id].answer is not None else r.prediction
+                                      for r in cot_sc])
+### BEGIN HIDDEN TESTS
+sweep_ts = [0, 0.5, 1, 2, 2.5, 3, 4, 5, 6][: n_samples + 4]
+got = exercises.record("ex02-predictions", sweep={kind: [predictions_at(t, cot_sc, edits, kind) for t in sweep_ts]
+                                                  for kind in ("wang", "majority")})
+ref = exercises.reference("ex02-predictions", thresholds=sweep_ts, sweep={
+    kind: [[v.prediction for v in verify_edit.apply_threshold(cot_sc, edits, t, consistency=kind)] for t in sweep_ts]
+    for kind in ("wang", "majority")})
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert got["nothing"] == ref["nothing"], "threshold 0 edits nothing"
+assert got["everything"] == ref["everything"], "threshold n + 1 edits every example"
+assert got["toy_wang"] == ["berlin", "lyon", "nice", "oslo"], \
+    f"toy results, wang (the default) at threshold 3: q1 (2.4) and q3 (1.0) are edited, q2 (3.0, not below 3) and " \
+    f"q4 are not; q3's re-answer failed, so it keeps its prediction; got {got['toy_wang']}"
+assert got["toy_majority"] == ["paris", "madrid", "nice", "oslo"], \
+    f"toy results, majority at threshold 3: q2 (2) and q3 (1) are edited, q1 (3) and q4 (5) are not; " \
+    f"got {got['toy_majority']}"
+assert got["toy_all"] == ["berlin", "madrid", "nice", "rome"], \
+    f"toy results at threshold 6: every one edited, each with its own edit (by id); got {got['toy_all']}"
+assert got["empty"] == [], "no results, no predictions"
 ### BEGIN HIDDEN TESTS
 for kind in ("wang", "majority"):
-    for t in [0, 0.5, 1, 2, 2.5, 3, 4, 5, 6][: n_samples + 4]:
-        expected = [v.prediction for v in verify_edit.apply_threshold(cot_sc, edits, t, consistency=kind)]
-        assert predictions_at(t, cot_sc, edits, kind) == expected, f"{kind} consistency, threshold {t}"
-assert predictions_at(3, [], edits) == [], "no results, no predictions"
+    for t, mine, expected in zip(ref["thresholds"], got["sweep"][kind], ref["sweep"][kind]):
+        assert mine == expected, f"{kind} consistency, threshold {t}"
+    assert len(got["sweep"][kind]) == len(ref["sweep"][kind])
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -148,23 +148,41 @@ def citation_pr(cited: list[int], gold: list[int]) -> tuple[float, float]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-citations-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import math
+
 from covlib.runs import exercises
 
 exercises.check_own_work(citation_pr, "citation_scores", "score_answers", "score_runs")  # your own code, not covlib's
-import math
-
-assert citation_pr([1, 3], [1, 2]) == (0.5, 0.5), "cites [1] and [3], gold [1] and [2]"
-assert citation_pr([], [1, 2]) == (0.0, 0.0), "nothing cited: precision 0, recall 0"
-assert citation_pr([1, 1, 7], [1]) == (0.5, 1.0), "[1] twice counts once; [7] does not exist and still counts"
+got = exercises.record(
+    "ex04-citations",
+    half=citation_pr([1, 3], [1, 2]),
+    nothing_cited=citation_pr([], [1, 2]),
+    repeated=citation_pr([1, 1, 7], [1]),
+    uneven=citation_pr([1, 3, 4], [1, 2]),
+    no_gold=citation_pr([2], []),
+)
 ### BEGIN HIDDEN TESTS
-p, r = citation_pr([2], [])
-assert p == 0.0 and math.isnan(r), "no gold references: recall is NaN"
-for name, rows_ in per_model.items():
-    for i, row in enumerate(rows_):
-        cited = references.cited_ids(references.cited_sentences(answers[name][i]))
-        p, r = citation_pr(cited, ref_sets[i].gold)
-        assert p == row["cit_precision"], f"{name}, answer {i}: precision {p} vs {row['cit_precision']}"
-        assert r == row["cit_recall"] or (math.isnan(r) and math.isnan(row["cit_recall"])), f"{name}, answer {i}: recall"
+citation_cases = [(name, i, references.cited_ids(references.cited_sentences(answers[name][i])), ref_sets[i].gold)
+                  for name, rows_ in per_model.items() for i in range(len(rows_))]
+got = exercises.record("ex04-citations", notebook=[citation_pr(cited, gold) for _, _, cited, gold in citation_cases])
+ref = exercises.reference("ex04-citations", labels=[f"{name}, answer {i}" for name, i, _, _ in citation_cases],
+                          notebook=[[per_model[name][i]["cit_precision"], per_model[name][i]["cit_recall"]]
+                                    for name, i, _, _ in citation_cases])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert got["half"] == [0.5, 0.5], f"cites [1] and [3], gold [1] and [2]: got {got['half']}"
+assert got["nothing_cited"] == [0.0, 0.0], f"nothing cited: precision 0, recall 0; got {got['nothing_cited']}"
+assert got["repeated"] == [0.5, 1.0], \
+    f"[1] twice counts once; [7] does not exist and still counts: expected (0.5, 1.0), got {got['repeated']}"
+assert exercises.close(got["uneven"], [1 / 3, 1 / 2]), \
+    f"cites [1], [3] and [4], gold [1] and [2]: precision 1/3 (of the cited), recall 1/2 (of the gold); got {got['uneven']}"
+p, r = got["no_gold"]
+assert p == 0.0 and math.isnan(r), f"no gold references: recall is NaN (precision 0.0); got {(p, r)}"
+### BEGIN HIDDEN TESTS
+assert len(got["notebook"]) == len(ref["notebook"])
+for label, (p, r), (want_p, want_r) in zip(ref["labels"], got["notebook"], ref["notebook"]):
+    assert p == want_p, f"{label}: precision {p} vs {want_p}"
+    assert r == want_r or (math.isnan(r) and math.isnan(want_r)), f"{label}: recall"
 ### END HIDDEN TESTS
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex04-recall-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -179,6 +197,8 @@ for name, rows_ in per_model.items():
 #   judge, progress=False)` gives rows of P(entailment, neutral, contradiction), and
 #   `nli.entailed(probs, judge)` turns them into the judge's 0/1 decisions;
 # * NaN when there are no key facts; 0.0 when the answer has no text.
+#
+# `judge` is a judge's name or a judge object (the checks also use a toy one): pass it on as it is.
 
 # %% nbgrader={"grade": false, "grade_id": "ex04-recall-answer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 from covlib import nli
@@ -198,22 +218,64 @@ def key_fact_recall(answer: str, key_facts: list[str], judge: str) -> float:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex04-recall-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import numpy as np
+
 from covlib.runs import exercises
 
 exercises.check_own_work(key_fact_recall, "score_answers", "score_runs")  # your own code, not covlib's
-assert math.isnan(key_fact_recall("Paris [1].", [], judge)), "no key facts: NaN"
-assert key_fact_recall("", ["Paris is in France."], judge) == 0.0, "an empty answer recalls nothing"
-first_row = per_model[names[0]][0]
-got = key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge)
-assert got == first_row["recall"] or (math.isnan(got) and math.isnan(first_row["recall"])), \
-    f"the first answer: {got} vs the notebook's {first_row['recall']}"
+
+
+class ToyJudge:
+    """A toy NLI judge for the checks. P(entailment) is 0.9 when the hypothesis appears word for word in the premise,
+    0.7 when it does not but its first word does, 0.1 otherwise; like the trained judge it has a calibrated threshold,
+    0.8: it decides "entailed" only above it (so 0.7 is not entailed, though it is the most probable label)."""
+
+    name = "toy-verbatim (exercise checks)"
+    config = {"version": 1}
+    threshold = 0.8
+
+    def probabilities(self, premises, hypotheses):
+        rows = [[0.9, 0.1, 0.0] if h in p else [0.7, 0.2, 0.1] if h.split()[0] in p.split() else [0.1, 0.6, 0.3]
+                for p, h in zip(premises, hypotheses)]
+        return np.array(rows, dtype=float).reshape(len(rows), 3)
+
+
+toy_answer = "Paris is the capital of France [1]. The Seine flows through it [2]."
+toy_facts = ["Paris is the capital of France.", "The Seine flows through it.", "Paris has ten bridges.",
+             "Lyon is in France."]
+got = exercises.record(
+    "ex04-recall",
+    no_facts=key_fact_recall("Paris [1].", [], judge),
+    empty_answer=key_fact_recall("", ["Paris is in France."], judge),
+    only_citations=key_fact_recall("[1][2]", ["Paris is in France."], ToyJudge()),
+    toy=key_fact_recall(toy_answer, toy_facts, ToyJudge()),
+    first=key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge),
+)
+ref = exercises.reference("ex04-recall", first=per_model[names[0]][0]["recall"])
 ### BEGIN HIDDEN TESTS
-for name, rows_ in per_model.items():
-    for i, row in enumerate(rows_):
-        got = key_fact_recall(answers[name][i], facts[i].key_facts, judge)
-        assert got == row["recall"] or (math.isnan(got) and math.isnan(row["recall"])), f"{name}, answer {i}"
-assert key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge) == \
-    key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge), "citations are not text"
+recall_cases = [(name, i) for name, rows_ in per_model.items() for i in range(len(rows_))]
+got = exercises.record(
+    "ex04-recall", notebook=[key_fact_recall(answers[name][i], facts[i].key_facts, judge) for name, i in recall_cases],
+    citations=[key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge),
+               key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge)])
+ref = exercises.reference("ex04-recall", labels=[f"{name}, answer {i}" for name, i in recall_cases],
+                          notebook=[per_model[name][i]["recall"] for name, i in recall_cases])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert math.isnan(got["no_facts"]), f"no key facts: NaN, got {got['no_facts']}"
+assert got["empty_answer"] == 0.0, "an empty answer recalls nothing"
+assert got["only_citations"] == 0.0, f"an answer of citation marks only has no text: 0.0, got {got['only_citations']}"
+assert got["toy"] == 0.5, \
+    f"toy judge: the answer without its citation marks states the first two key facts word for word (0.9, entailed); " \
+    f"'Paris has ten bridges.' gets 0.7, which the judge's own rule (nli.entailed: its threshold 0.8) does not call " \
+    f"entailed; 'Lyon is in France.' 0.1: expected 2 of 4 = 0.5, got {got['toy']}"
+assert got["first"] == ref["first"] or (math.isnan(got["first"]) and math.isnan(ref["first"])), \
+    f"the first answer: {got['first']} vs the notebook's {ref['first']}"
+### BEGIN HIDDEN TESTS
+assert len(got["notebook"]) == len(ref["notebook"])
+for label, mine, want in zip(ref["labels"], got["notebook"], ref["notebook"]):
+    assert mine == want or (math.isnan(mine) and math.isnan(want)), label
+assert got["citations"][0] == got["citations"][1], "citations are not text"
 ### END HIDDEN TESTS
 
 # %% [markdown]

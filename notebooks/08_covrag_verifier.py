@@ -154,29 +154,48 @@ exercises.check_own_work(read_verification, "parse_verification")  # your own co
 sample = ('Here is my verification:\n```json\n{"1": {"reference_correctness": 0.2}, "2": {"correctness": 0.1, '
           '"citation_accuracy": 0.5, "truthfulness": 0.9, "bias": 0.8, "conciseness": 0.6}, "3": "false", '
           '"4": "Who wrote Hamlet?"}\n```')
-got = read_verification(sample)
-assert got == {"reference_correctness": 0.2, "correctness": 0.1, "citation_accuracy": 0.5, "truthfulness": 0.9,
-               "bias": 0.8, "conciseness": 0.6, "judgment": "false", "revised_query": "Who wrote Hamlet?"}, got
-none = read_verification("I cannot verify this answer.")
-assert none["judgment"] is None and none["revised_query"] == "" and all(none[s] is None for s in SCORE_NAMES), none
+got = exercises.record(
+    "ex08-parser",
+    sample=read_verification(sample),
+    none=read_verification("I cannot verify this answer."),
+    partial=read_verification('{"2": {"correctness": 1}, "3": "true"}'),
+    two=read_verification('Format: {"3": "unclear", "4": ""} My answer: {"3": "true", "4": "x"}'),
+    not_json=read_verification('Scores go in {braces like these}: {"3": "false", "4": "Who wrote it?"}'),
+)
 ### BEGIN HIDDEN TESTS
-partial = read_verification('{"2": {"correctness": 1}, "3": "true"}')
-assert partial["correctness"] == 1.0 and partial["bias"] is None and partial["revised_query"] == "", partial
-two = read_verification('Format: {"3": "unclear", "4": ""} My answer: {"3": "true", "4": "x"}')
-assert two["judgment"] == "true" and two["revised_query"] == "x", "the last object is the verifier's answer"
-checked = 0
-for v in (r.rounds[0].verification for r in records):
-    if not v.parsed:
-        continue
-    body = C.verification_json(v)
-    for text in (body, f"```json\n{body}\n```", f"My verification: {body} That is all."):
-        ref, mine = C.parse_verification(text), read_verification(text)
-        for name in SCORE_NAMES:
-            assert mine[name] == getattr(ref, name), f"{name} of {text!r}: {mine[name]} vs {getattr(ref, name)}"
-        assert mine["judgment"] == ref.judgment and mine["revised_query"] == ref.revised_query, text
-        checked += 1
+verification_texts = [text for v in (r.rounds[0].verification for r in records) if v.parsed
+                      for body in [C.verification_json(v)]
+                      for text in (body, f"```json\n{body}\n```", f"My verification: {body} That is all.")]
 gold = C.gold_verification("Who wrote Hamlet?", "Marlowe", [], ["William Shakespeare"])
-assert read_verification(C.verification_json(gold))["judgment"] == gold.judgment
+got = exercises.record("ex08-parser", notebook=[read_verification(text) for text in verification_texts],
+                       gold=read_verification(C.verification_json(gold))["judgment"])
+ref = exercises.reference("ex08-parser", texts=verification_texts, gold=gold.judgment, notebook=[
+    {**{name: getattr(p, name) for name in SCORE_NAMES}, "judgment": p.judgment, "revised_query": p.revised_query}
+    for p in map(C.parse_verification, verification_texts)])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+score_keys = ("reference_correctness", "correctness", "citation_accuracy", "truthfulness", "bias", "conciseness")
+assert got["sample"] == {"reference_correctness": 0.2, "correctness": 0.1, "citation_accuracy": 0.5,
+                         "truthfulness": 0.9, "bias": 0.8, "conciseness": 0.6, "judgment": "false",
+                         "revised_query": "Who wrote Hamlet?"}, got["sample"]
+none = got["none"]
+assert none["judgment"] is None and none["revised_query"] == "" and all(none[s] is None for s in score_keys), none
+partial = got["partial"]
+assert partial["correctness"] == 1.0 and partial["bias"] is None and partial["revised_query"] == "", partial
+assert isinstance(partial["correctness"], float), f"scores are floats: 1 is read as 1.0, got {partial['correctness']!r}"
+assert all(partial[s] is None for s in score_keys if s != "correctness") and partial["judgment"] == "true", \
+    f"the score_keys missing from the object are None: {partial}"
+two = got["two"]
+assert two["judgment"] == "true" and two["revised_query"] == "x", f"the last object is the verifier's answer: {two}"
+assert got["not_json"]["judgment"] == "false" and got["not_json"]["revised_query"] == "Who wrote it?", \
+    f"a '{{' that starts no JSON object is skipped, and the search goes on: {got['not_json']}"
+### BEGIN HIDDEN TESTS
+assert len(got["notebook"]) == len(ref["notebook"])
+for text, mine, want in zip(ref["texts"], got["notebook"], ref["notebook"]):
+    for name in score_keys:
+        assert mine[name] == want[name], f"{name} of {text!r}: {mine[name]} vs {want[name]}"
+    assert mine["judgment"] == want["judgment"] and mine["revised_query"] == want["revised_query"], text
+assert got["gold"] == ref["gold"]
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -292,33 +311,69 @@ def fires(v, t) -> bool:
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex08-sigma-checks", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+import dataclasses
+
 from covlib.runs import exercises
 
 exercises.check_own_work(fires, "sigma", "sigma_conditions")  # your own code, not covlib's
 low = C.Verification(reference_correctness=0.1, correctness=0.1, truthfulness=0.5, bias=0.9, judgment="false",
                      revised_query="a better query", status="ok")
-assert fires(low, C.PAPER_THRESHOLDS), "every condition holds"
-assert not fires(C.Verification(status="failed"), C.PAPER_THRESHOLDS), "an unparsed output never fires"
-import dataclasses
-
-assert not fires(dataclasses.replace(low, revised_query="  "), C.PAPER_THRESHOLDS), "no revised query, nothing to retrieve"
-### BEGIN HIDDEN TESTS
 any_mode = C.Thresholds(mode="any")
 one = dataclasses.replace(low, correctness=0.9, bias=0.1, truthfulness=0.99, reference_correctness=0.9, judgment="true")
-assert not fires(one, any_mode) and fires(dataclasses.replace(one, bias=0.71), any_mode), "any: one condition is enough"
-assert not fires(dataclasses.replace(low, bias=None), C.PAPER_THRESHOLDS), "a missing score never satisfies its condition"
-assert fires(dataclasses.replace(low, reference_correctness=0.27, truthfulness=0.92), C.PAPER_THRESHOLDS), "<= at the edge"
-assert not fires(dataclasses.replace(low, correctness=0.26), C.PAPER_THRESHOLDS), "correctness must be below 0.26"
 bare = C.Verification(judgment="false", revised_query="q", status="ok", chain=False)
-assert fires(bare, C.PAPER_THRESHOLDS) and not fires(dataclasses.replace(bare, judgment="true"), any_mode), "w/o CoL"
+strict = C.Thresholds(reference_correctness_max=0.05, correctness_below=0.05, bias_above=0.95, truthfulness_max=0.05)
+got = exercises.record(
+    "ex08-sigma",
+    low=fires(low, C.PAPER_THRESHOLDS),
+    unparsed=fires(C.Verification(status="failed"), C.PAPER_THRESHOLDS),
+    unparsed_scores=fires(dataclasses.replace(low, status="failed"), C.PAPER_THRESHOLDS),
+    blank_query=fires(dataclasses.replace(low, revised_query="  "), C.PAPER_THRESHOLDS),
+    any_only_query=fires(one, any_mode),
+    any_bias=fires(dataclasses.replace(one, bias=0.71), any_mode),
+    any_judgment=fires(dataclasses.replace(one, judgment="false"), any_mode),
+    any_no_query=fires(dataclasses.replace(low, revised_query=""), any_mode),
+    missing_score=fires(dataclasses.replace(low, bias=None), C.PAPER_THRESHOLDS),
+    at_the_edge=fires(dataclasses.replace(low, reference_correctness=0.27, truthfulness=0.92), C.PAPER_THRESHOLDS),
+    correctness_edge=fires(dataclasses.replace(low, correctness=0.26), C.PAPER_THRESHOLDS),
+    bias_edge=fires(dataclasses.replace(low, bias=0.7), C.PAPER_THRESHOLDS),
+    bare=fires(bare, C.PAPER_THRESHOLDS),
+    bare_true=fires(dataclasses.replace(bare, judgment="true"), any_mode),
+    other_thresholds=fires(low, strict),
+)
+### BEGIN HIDDEN TESTS
+sigma_modes = {mode: C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
+               for mode in ("all", "any")}
+grid = [dataclasses.replace(low, reference_correctness=a, correctness=b, bias=c, truthfulness=d, judgment=j)
+        for a in (None, 0.2, 0.5) for b in (None, 0.1, 0.5) for c in (None, 0.5, 0.9) for d in (None, 0.5, 0.95)
+        for j in ("true", "false", None)]
+got = exercises.record("ex08-sigma", notebook={mode: [fires(v, t) for v in verifs] for mode, t in sigma_modes.items()},
+                       grid={mode: [fires(v, t) for v in grid] for mode, t in sigma_modes.items()})
+ref = exercises.reference("ex08-sigma", verifs=[str(v) for v in verifs],
+                          notebook={mode: [C.sigma(v, t) for v in verifs] for mode, t in sigma_modes.items()},
+                          grid={mode: [C.sigma(v, t) for v in grid] for mode, t in sigma_modes.items()})
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert got["low"], "every condition holds"
+assert not got["unparsed"], "an unparsed output never fires"
+assert not got["unparsed_scores"], "an unparsed output never fires, whatever its fields say"
+assert not got["blank_query"], "no revised query, nothing to retrieve"
+assert not got["any_only_query"] and got["any_bias"], \
+    "any: one condition is enough (bias 0.71 > 0.7), but the revised query alone is not one"
+assert got["any_judgment"], "any: judged false is one of the five other conditions"
+assert not got["any_no_query"], "any: without a revised query there is nothing to retrieve, whatever else holds"
+assert not got["missing_score"], "a missing score never satisfies its condition"
+assert got["at_the_edge"], "<= at the edge: reference_correctness 0.27 and truthfulness 0.92 satisfy theirs"
+assert not got["correctness_edge"], "correctness must be below 0.26"
+assert not got["bias_edge"], "bias must be above 0.7: 0.7 itself is not"
+assert got["bare"] and not got["bare_true"], "w/o CoL"
+assert not got["other_thresholds"], \
+    "the thresholds come from t, not from footnote 2: with reference_correctness_max 0.05, 0.1 does not satisfy it"
+### BEGIN HIDDEN TESTS
 for mode in ("all", "any"):
-    t = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
-    for v in verifs:
-        assert fires(v, t) == C.sigma(v, t), f"{mode}: {v}"
-    grid = [dataclasses.replace(low, reference_correctness=a, correctness=b, bias=c, truthfulness=d, judgment=j)
-            for a in (None, 0.2, 0.5) for b in (None, 0.1, 0.5) for c in (None, 0.5, 0.9) for d in (None, 0.5, 0.95)
-            for j in ("true", "false", None)]
-    assert [fires(v, t) for v in grid] == [C.sigma(v, t) for v in grid], f"{mode}: the grid of conditions"
+    assert len(got["notebook"][mode]) == len(ref["notebook"][mode])
+    for v, mine, want in zip(ref["verifs"], got["notebook"][mode], ref["notebook"][mode]):
+        assert mine == want, f"{mode}: {v}"
+    assert got["grid"][mode] == ref["grid"][mode], f"{mode}: the grid of conditions"
 ### END HIDDEN TESTS
 
 # %%

@@ -180,29 +180,57 @@ def weighted_avg(values: dict, counts: dict):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex09-avg-checks", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+import math
+
 from covlib.runs import exercises
 
 exercises.check_own_work(weighted_avg, "weighted_average")  # your own code, not covlib's
-import math
-
 paper = C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]
-got = weighted_avg({k: paper[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)
-assert round(got, 1) == paper["Avg"], f"CoV-RAG Llama2-13b: the paper's Avg is {paper['Avg']}, got {got}"
-assert weighted_avg({"NQ": None}, {"NQ": 400}) is None, "nothing to average: None"
-### BEGIN HIDDEN TESTS
 gpt3 = C.PAPER_TABLE2[("GPT-3", "text-davinci-003")]
-assert round(weighted_avg({k: gpt3[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS), 1) == gpt3["Avg"], "missing datasets"
-assert weighted_avg({"NQ": 0.5, "WebQ": 1.0}, {"NQ": 0, "WebQ": 2}) == 1.0, "a dataset with no questions weighs nothing"
-assert weighted_avg({}, {}) is None
-for (method, model_), vals in C.PAPER_TABLE2.items():
-    mine = weighted_avg({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)
-    assert math.isclose(mine, C.weighted_average({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)), method
-for row in rows:
-    if not row["method"].startswith("paper"):
-        acc = {n: row[n] for n in sets if n in row}
-        ref = C.weighted_average(acc, counts)
-        mine = weighted_avg(acc, counts)
-        assert (mine is None and ref is None) or math.isclose(mine, ref), f"{row['method']}: {mine} vs {ref}"
+got = exercises.record(
+    "ex09-avg",
+    cov_rag=weighted_avg({k: paper[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS),
+    gpt3=weighted_avg({k: gpt3[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS),
+    nothing=weighted_avg({"NQ": None}, {"NQ": 400}),
+    empty=weighted_avg({}, {}),
+    zero_count=weighted_avg({"NQ": 0.5, "WebQ": 1.0}, {"NQ": 0, "WebQ": 2}),
+    only_zero_count=weighted_avg({"NQ": 0.5}, {"NQ": 0}),
+    no_count=weighted_avg({"NQ": 0.5, "Mintaka": 0.9}, {"NQ": 400}),
+    fewer_values=weighted_avg({"NQ": 0.5}, {"NQ": 400, "WebQ": 400}),
+    exact=weighted_avg({"NQ": 0.5, "WebQ": 0.25}, {"NQ": 1, "WebQ": 3}),
+)
+ref = exercises.reference("ex09-avg", cov_rag=paper["Avg"], gpt3=gpt3["Avg"])
+### BEGIN HIDDEN TESTS
+table_accuracies = [{n: row[n] for n in sets if n in row} for row in rows if not row["method"].startswith("paper")]
+got = exercises.record(
+    "ex09-avg", table=[weighted_avg(acc, counts) for acc in table_accuracies],
+    paper_rows=[weighted_avg({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS) for vals in C.PAPER_TABLE2.values()])
+ref = exercises.reference(
+    "ex09-avg", table=[C.weighted_average(acc, counts) for acc in table_accuracies],
+    methods=[row["method"] for row in rows if not row["method"].startswith("paper")],
+    paper_methods=[method for method, _ in C.PAPER_TABLE2],
+    paper_rows=[C.weighted_average({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS)
+                for vals in C.PAPER_TABLE2.values()])
+### END HIDDEN TESTS
+# -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
+assert round(got["cov_rag"], 1) == ref["cov_rag"], \
+    f"CoV-RAG Llama2-13b: the paper's Avg is {ref['cov_rag']}, got {got['cov_rag']} (weighted 400/400/100/100?)"
+assert got["nothing"] is None, "nothing to average: None"
+assert round(got["gpt3"], 1) == ref["gpt3"], \
+    f"missing datasets: GPT-3 has no Mintaka or TriviaQA number, so its Avg is over NQ and WebQ alone " \
+    f"({ref['gpt3']}), got {got['gpt3']}"
+assert got["empty"] is None, f"no datasets: None, got {got['empty']}"
+assert got["zero_count"] == 1.0, "a dataset with no questions weighs nothing"
+assert got["only_zero_count"] is None, f"no questions at all: None, got {got['only_zero_count']}"
+assert got["no_count"] == 0.5, f"a dataset missing from counts has no questions: left out, got {got['no_count']}"
+assert got["fewer_values"] == 0.5, f"a dataset without a value is left out, its questions too: got {got['fewer_values']}"
+assert math.isclose(got["exact"], 0.3125), f"(1 × 0.5 + 3 × 0.25) / 4 = 0.3125, unrounded: got {got['exact']}"
+### BEGIN HIDDEN TESTS
+assert len(got["paper_rows"]) == len(ref["paper_rows"]) and len(got["table"]) == len(ref["table"])
+for method, mine, want in zip(ref["paper_methods"], got["paper_rows"], ref["paper_rows"]):
+    assert math.isclose(mine, want), method
+for method, mine, want in zip(ref["methods"], got["table"], ref["table"]):
+    assert (mine is None and want is None) or math.isclose(mine, want), f"{method}: {mine} vs {want}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
