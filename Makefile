@@ -17,7 +17,7 @@ help: ## list the targets
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
 	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
-	@echo "             SUBMISSIONS=<dir> TIME_LIMIT=600 SKIP_SOLUTIONS=1 (make grade; skip: the solutions were checked already)"
+	@echo "             SUBMISSIONS=<dir> ASSIGNMENT=01[,04] TIME_LIMIT=600 GRADES=build/grades UNSAFE=1 (make grade; UNSAFE: no sandbox)"
 
 env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
 
@@ -36,7 +36,12 @@ judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .
 reproduce: env judge ## run every notebook in order with papermill; writes figures/, tables/, results/
 	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)"
 
-test: env ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
+sandbox: ## install bubblewrap, the sandbox make grade runs each submission in (apt-get: as root, or with sudo)
+	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; \
+	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq bubblewrap; \
+	  else echo "note: bubblewrap is not installed and this needs root: sudo apt-get install bubblewrap (make grade refuses without it)"; fi; } || true
+
+test: env sandbox ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
 test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
@@ -57,9 +62,9 @@ serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp)
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
 	$(PY) -m teaching.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
 
-grade: env ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in the smoke profile [TIME_LIMIT=600 s per notebook] [SKIP_SOLUTIONS=1] -> build/grades/
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student>"; exit 2; }
-	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(filter 1 yes true,$(SKIP_SOLUTIONS)),--skip-solutions)
+grade: env sandbox ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in a sandbox [ASSIGNMENT=01] [TIME_LIMIT=600] [UNSAFE=1] -> build/grades/
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student> [ASSIGNMENT=01]"; exit 2; }
+	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(filter 1 yes true,$(UNSAFE)),--unsafe)
 
 book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
 	$(PY) -m teaching.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
@@ -79,4 +84,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache
+.PHONY: help env sandbox judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache

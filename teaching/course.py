@@ -229,6 +229,8 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--time-limit", type=float, default=600, help="seconds per notebook (default 600)")
     g.add_argument("--assignment", action="append", default=[], metavar="NN",
                    help="grade only this assignment (01, 04, ...; repeat or comma-separate for several)")
+    g.add_argument("--solutions", default=None, metavar="DIR",
+                   help="the folder of solution notebooks (default: notebooks/ of this repository)")
     g.add_argument("--unsafe", action="store_true",
                    help="run submissions WITHOUT the bubblewrap sandbox: they can read the solutions and the "
                         "teacher's files, and leave processes behind (docs/teaching.md)")
@@ -245,7 +247,8 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         print("warning: grading WITHOUT isolation (--unsafe): submissions run as you, with your files and network",
               file=sys.stderr)
     try:
-        rows = grade(args.submissions, args.out, args.time_limit, assignments=chosen, unsafe=args.unsafe)
+        rows = grade(args.submissions, args.out, args.time_limit, folder=args.solutions, assignments=chosen,
+                     unsafe=args.unsafe)
     except CourseError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

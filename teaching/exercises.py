@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from covlib.runs.exercises import CHECKS_MARKER
 
 
 ROLES = ("prompt", "answer", "checks")
@@ -98,6 +99,9 @@ def exercises(nb: Any, name: str) -> list[Exercise]:
             raise CourseError(f"{name} '{ex}-answer' has no ### BEGIN SOLUTION / ### END SOLUTION block")
         if what == "checks" and not meta.get("points"):
             raise CourseError(f"{name} '{ex}-checks' has no points")
+        if what == "checks" and sum(ln.startswith(CHECKS_MARKER) for ln in cell.source.splitlines()) != 1:
+            raise CourseError(f"{name} '{ex}-checks' needs one line starting with {CHECKS_MARKER!r}: the asserts below "
+                              "it are what the grader runs on the recorded values")
     out = []
     for ex, roles in seen.items():
         if set(roles) != set(ROLES) or [roles[r] for r in ROLES] != sorted(roles.values()):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 from typing import Any, Sequence
 
 from teaching.exercises import cell_role
@@ -64,8 +65,21 @@ def verdict_text(rows: Sequence[Any], exercise: str) -> str:
     return text + (f"\n  {row.error}" if row.error else "") + (f"\n  note: {row.note}" if row.note else "") + "\n"
 
 
-def feedback_notebook(submitted: Any, executed: Any | None, rows: Sequence[Any]) -> Any:
-    """The student's notebook with their answers' outputs from the graded run and each exercise's verdict."""
+def redact(outputs: list[dict], secrets: Sequence[str]) -> list[dict]:
+    """Outputs that quote a line of the solutions or hidden checks (a run can read its own cells' source) are withheld."""
+    from nbformat import from_dict
+
+    def quotes(out: dict) -> bool:
+        text = json.dumps(out)
+        return any(s in text or json.dumps(s)[1:-1] in text for s in secrets)
+
+    withheld = {"output_type": "stream", "name": "stderr", "text": "[output withheld: it quotes the hidden checks]\n"}
+    return [from_dict(withheld) if quotes(o) else o for o in outputs]
+
+
+def feedback_notebook(submitted: Any, executed: Any | None, rows: Sequence[Any], secrets: Sequence[str] = ()) -> Any:
+    """The student's notebook with their answers' outputs from the graded run and each exercise's verdict; outputs
+    that quote one of the `secrets` (lines of the solutions and hidden checks) are withheld."""
     from nbformat import from_dict, v4
 
     nb = copy.deepcopy(submitted)
@@ -78,7 +92,7 @@ def feedback_notebook(submitted: Any, executed: Any | None, rows: Sequence[Any])
         if not role or cell.get("cell_type") != "code" or role[0] not in {r.exercise for r in rows}:
             continue
         if role[1] == "answer" and role in ran:
-            cell["outputs"] = clean_outputs(ran[role].get("outputs"))
+            cell["outputs"] = redact(clean_outputs(ran[role].get("outputs")), secrets)
         elif role[1] == "checks":
             cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout",
                                           "text": verdict_text(rows, role[0])})]

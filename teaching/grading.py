@@ -24,7 +24,7 @@ from covlib import nli
 from covlib.core import paths
 from covlib.runs.exercises import CHECKS_MARKER
 from teaching import checker, own_work, sandbox
-from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, strip_solutions
+from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, strip_solutions
 from teaching.feedback import feedback_notebook
 from teaching.runner import cell_error
 from teaching.submissions import SUBMISSION_CAP, find_submissions, select
@@ -134,7 +134,8 @@ def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
     cells = _cells_by_role(executed)
     answer, checks = cells.get((ex, "answer")), cells.get((ex, "checks"))
     if answer is not None and cell_error(answer):
-        return f"the answer cell raised {cell_error(answer)}"
+        err = cell_error(answer)
+        return f"not run: {err.removeprefix('stopped: ')}" if err.startswith("stopped:") else f"the answer cell raised {err}"
     if checks is not None and cell_error(checks):
         err = cell_error(checks)
         return err if err.startswith(("stopped:", "not answered")) else f"checks: {err}"
@@ -202,7 +203,7 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes)
     if feedback:
         Path(feedback).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(feedback_notebook(submitted, run.notebook, rows), str(feedback))
+        nbformat.write(feedback_notebook(submitted, run.notebook, rows, secret_lines(solution)), str(feedback))
     return rows
 
 
@@ -232,7 +233,7 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool) -
         raise CourseError("the solution notebooks do not pass their own checks, so nobody can be graded:\n  "
                           + "\n  ".join(lost))
     write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(run.seconds, 1),
-                                     "reference": run.reference}))
+                                     "points": {r.exercise: r.points for r in rows}, "reference": run.reference}))
     return run.reference
 
 

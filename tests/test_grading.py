@@ -1,0 +1,437 @@
+"""The autograder on a tiny course in the real markup: honest grades for broken and misbehaving submissions, and
+the attacks of issue 21 (unearned marks, leaks, harm to others, lost grades), each run through the real grading
+command, each showing the honest grade and no damage."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import v4
+
+from teaching import course, grading, own_work, sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _need_sandbox() -> None:
+    why = sandbox.unavailable()
+    if why:
+        if os.environ.get("CI"):  # CI installs bubblewrap (make sandbox): the attacks must run there
+            pytest.fail(f"no sandbox: {why}")
+        pytest.skip(f"no sandbox: {why} ({sandbox.HOW_TO_GET_IT})")
+
+
+def _meta(ex: str, role: str, points: float | None = None) -> dict:
+    m = {"grade": role == "checks", "grade_id": f"{ex}-{role}", "locked": role != "answer", "schema_version": 3,
+         "solution": role == "answer", "task": False}
+    if points:
+        m["points"] = points
+    return {"nbgrader": m}
+
+
+DOUBLE_CHECKS = """from covlib.runs import exercises
+
+exercises.check_own_work(double, "fsum")  # your own code, not covlib's
+got = exercises.record("ex99-double", two=double(2))
+### BEGIN HIDDEN TESTS
+got = exercises.record("ex99-double", base=double(base), many=[double(v) for v in range(base)])
+ref = exercises.reference("ex99-double", many=[2 * v for v in range(base)])
+### END HIDDEN TESTS
+# -- checks: on the recorded values
+assert got["two"] == 4, f"double(2): expected 4, got {got['two']}"
+### BEGIN HIDDEN TESTS
+assert got["base"] == 20 and got["many"] == ref["many"], f"hidden_double_check: got {got['base']}"
+### END HIDDEN TESTS"""
+
+ROOT_CHECKS = """from covlib.runs import exercises
+
+got = exercises.record("ex99-root", four=root(4))
+### BEGIN HIDDEN TESTS
+got = exercises.record("ex99-root", two=root(2))
+### END HIDDEN TESTS
+# -- checks: on the recorded values
+assert got["four"] == 2, "root(4) is 2"
+### BEGIN HIDDEN TESTS
+assert math.isclose(got["two"] ** 2, 2.0), "hidden_root_check"
+### END HIDDEN TESTS"""
+
+SOLUTION_BODY = {"ex99-double": "doubled_value = x * 2\n    return doubled_value",
+                 "ex99-root": "square_root_of_x = math.sqrt(x)\n    return square_root_of_x"}
+
+
+def tiny_course(folder: Path) -> Path:
+    """A one-notebook course with two exercises in the real markup; no model, so each run takes seconds."""
+    cells = [v4.new_markdown_cell("# 99 · tiny"), v4.new_code_cell("import math"),
+             v4.new_code_cell("profile: str = 'auto'  # profile", metadata={"tags": ["parameters"]}),
+             v4.new_code_cell("assert profile == 'smoke'\nbase = 10")]
+    for ex, checks, points in (("ex99-double", DOUBLE_CHECKS, 2), ("ex99-root", ROOT_CHECKS, 3)):
+        name = ex.split("-")[1]
+        cells += [v4.new_markdown_cell(f"### Exercise · {name}", metadata=_meta(ex, "prompt")),
+                  v4.new_code_cell(f"def {name}(x):\n    ### BEGIN SOLUTION\n    {SOLUTION_BODY[ex]}\n    ### END SOLUTION",
+                                   metadata=_meta(ex, "answer")),
+                  v4.new_code_cell(checks, metadata=_meta(ex, "checks", points))]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "99_tiny.ipynb"
+    nbformat.write(v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                          "language": "python"}}), path)
+    return path
+
+
+def _cells(nb, ex: str, role: str):
+    return [c for c in nb.cells if course.cell_role(c) == (ex, role)]
+
+
+def _answer(nb, ex):
+    return _cells(nb, ex, "answer")[0]
+
+
+def submit(solution: Path, folder: Path, edit=lambda nb: None, answers: dict | None = None) -> Path:
+    """A student version of the tiny course with correct answers, then `edit`ed (or the given answer cells)."""
+    nb = course.student_version(course.read(solution), solution.name)
+    for ex, body in SOLUTION_BODY.items():
+        cell = _answer(nb, ex)
+        cell.source = cell.source.replace("    # YOUR CODE HERE\n    raise NotImplementedError()", "    " + body)
+        if answers and ex in answers:
+            cell.source = answers[ex]
+    edit(nb)
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / solution.name)
+    return folder / solution.name
+
+
+# --------------------------------------------------------------------------- honest grades for broken submissions
+
+CASES = {
+    "full marks": ({}, {"ex99-double": 2, "ex99-root": 3}, ["", ""]),
+    "hidden check fails": ({"ex99-double": "def double(x):\n    return 4 if x == 2 else 0"},
+                           {"ex99-double": 0, "ex99-root": 3}, ["AssertionError: hidden_double_check", ""]),
+    "visible check fails": ({"ex99-double": "def double(x):\n    return x + 3"},
+                            {"ex99-double": 0, "ex99-root": 3}, ["AssertionError: double(2): expected 4, got 5", ""]),
+    "kernel dies": ({"ex99-double": "import os\nos._exit(1)"}, {"ex99-double": 0, "ex99-root": 0},
+                    ["not run: the kernel died", "not run: the kernel died"]),
+    "time limit in exercise 2 keeps exercise 1": ({"ex99-root": "import time\ntime.sleep(120)"},
+                                                  {"ex99-double": 2, "ex99-root": 0},
+                                                  ["", "not run: time limit of 20 s reached"]),
+    "endless loop inside the checks": ({"ex99-root": "def root(x):\n    while True:\n        pass"},
+                                       {"ex99-double": 2, "ex99-root": 0}, ["", "stopped: time limit of 20 s reached"]),
+    "kernel dies inside the checks": ({"ex99-double": "def double(x):\n    import os\n    os._exit(1)"},
+                                      {"ex99-double": 0, "ex99-root": 0},
+                                      ["stopped: the kernel died", "not run: the kernel died"]),
+    "an answer that is not plain data": ({"ex99-root": "def root(x):\n    return {1, 2}"},
+                                         {"ex99-double": 2, "ex99-root": 0}, ["", "checks: TypeError: ex99-root: four must be plain data"]),
+    "calls the reference it should replace": ({"ex99-double": "def double(x):\n    return math.fsum([x, x])"},
+                                              {"ex99-double": 0, "ex99-root": 3}, ["uses covlib's fsum", ""]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_grader_on_a_tiny_course(case, tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    answers, points, errors = CASES[case]
+    submitted = submit(solution, tmp_path / "subs" / "dan", answers=answers)
+    reference = grading.solution_reference(solution, tmp_path / "out", 60, unsafe=False)
+    feedback = tmp_path / "feedback.ipynb"
+    rows = course.grade_notebook(solution, submitted, "dan", reference, time_limit=20, scratch=tmp_path / "scratch",
+                                 feedback=feedback)
+    assert {r.exercise: r.points for r in rows} == points
+    for r, want in zip(rows, errors):
+        assert r.error.startswith(want) if want else r.error == "", (r.exercise, r.error)
+    assert feedback.is_file()  # a timeout or a crash still sends feedback back
+    text = feedback.read_text()
+    assert f"[grader] {sum(points.values()):g} / 5 points" in text
+
+
+def test_the_own_work_check_reads_the_answers_source():
+    forbidden = own_work.forbidden_names(DOUBLE_CHECKS)
+    assert forbidden == ["fsum"]
+    ok = "def double(x):\n    return sum([x, x])"
+    assert own_work.problems(ok, [], forbidden) == ""
+    for answer in ("def double(x):\n    return math.fsum([x, x])",
+                   "from math import fsum as f\ndef double(x):\n    return f([x, x])",
+                   "def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])",
+                   "import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])",
+                   "def double(x):\n    return vars(math)['fsum']([x, x])",
+                   "def double(x):\n    return math.__dict__['fsum']([x, x])"):
+        assert own_work.problems(answer, [], forbidden), answer
+    helper = "def helper(v):\n    return math.fsum(v)"  # in another answer cell
+    assert own_work.problems("def double(x):\n    return helper([x, x])", [helper], forbidden).startswith("uses covlib's fsum")
+    assert own_work.problems("def double(x):\n    return x *", [], forbidden) == ""  # a syntax error fails on its own
+
+
+def test_the_shipped_solutions_pass_the_static_own_work_check():
+    for path in course.exercise_notebooks():
+        nb = course.read(path)
+        answers = grading.answer_sources(nb)
+        for ex, answer in answers.items():
+            forbidden = own_work.forbidden_names(_cells(nb, ex, "checks")[0].source)
+            assert own_work.problems(answer, [a for e, a in answers.items() if e != ex], forbidden) == "", (path.name, ex)
+
+
+# --------------------------------------------------------------------------- the attacks, through the real command
+
+PLANTED = "sk-planted-secret-4242"
+
+ATTACKS = {
+    # unearned marks: each hands in a wrong double (x + 3) and tries to pass anyway
+    "custom exception handler": "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n"
+                                "def double(x):\n    return x + 3",
+    "input transformer turns asserts into pass": (
+        "ip = get_ipython()\nip.input_transformers_post.append(lambda lines: [l if 'assert' not in l else "
+        "l[:len(l) - len(l.lstrip())] + 'pass\\n' for l in lines])\ndef double(x):\n    return x + 3"),
+    "always-equal object and a patched isclose": (
+        "import math\nclass Same:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+        "math.isclose = lambda *a, **k: True\ndef double(x):\n    return Same()"),
+    "own work bypassed with importlib": "import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])",
+    "own work bypassed with getattr": "def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])",
+    "patched record writes the right values": (
+        "from covlib.runs import exercises as _e\n_real = _e.record\n"
+        "_e.record = lambda ex, **v: _real(ex, **({k: 4 if k == 'two' else 20 if k == 'base' else [] for k in v}\n"
+        "                                       if ex == 'ex99-double' else v))\n"
+        "def double(x):\n    return x + 3"),
+    # leaks into the feedback
+    "prints the solution notebook and hidden checks": (
+        "def double(x):\n    return 2 * x\nfor p in [SOLUTION, SOLUTION.replace('.ipynb', '.py')]:\n    try:\n"
+        "        print(open(p).read())\n    except OSError as err:\n        print('cannot read', type(err).__name__)"),
+    "prints the environment": "import os\ndef double(x):\n    return 2 * x\nprint(dict(os.environ))",
+    "quotes the hidden record line from a later cell": (
+        "import sys, linecache\nSEEN = []\ndef double(x):\n    f = sys._getframe(1)\n"
+        "    SEEN.append(''.join(linecache.getlines(f.f_code.co_filename)))\n    return 2 * x"),
+    # harm to others
+    "rewrites the solution notebook": "def double(x):\n    return 2 * x\ntry:\n    open(SOLUTION, 'w').write('{}')\nexcept OSError as err:\n    print(err)",
+    "poisons the shared cache": (
+        "import os, sqlite3\ndef double(x):\n    return 2 * x\ntry:\n    db = sqlite3.connect(os.path.join(os.environ['COVLIB_CACHE'], 'calls.sqlite'))\n"
+        "    db.execute('CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT)')\n"
+        "    db.execute(\"INSERT OR REPLACE INTO entries VALUES ('x', 'poison')\")\n    db.commit()\nexcept Exception as err:\n    print(err)"),
+    "detached processes rewrite the grade table later": (
+        "import os, subprocess, sys\ndef double(x):\n    return 2 * x\nfor _ in range(40):\n"
+        "    subprocess.Popen([sys.executable, '-c', f'import time, pathlib\\ntime.sleep(4)\\n'\n"
+        "        f'for p in [{GRADES!r}, {OUTSIDE!r}]:\\n    try: pathlib.Path(p).write_text(\"grader-owned\")\\n'\n"
+        "        f'    except OSError: pass\\npathlib.Path(\"{MARK}\").write_text(\"alive\")'], start_new_session=True)"),
+    "writes outside its scratch folder": (
+        "def double(x):\n    return 2 * x\nfor p in [OUTSIDE, '/tmp/covlib-escape', os.path.expanduser('~/../escape')]:\n"
+        "    try:\n        open(p, 'w').write('escaped')\n    except OSError:\n        pass"),
+    "reaches the network": (
+        "import socket\ndef double(x):\n    return 2 * x\ntry:\n    socket.create_connection(('127.0.0.1', PORT), timeout=3).sendall(b'leak')\n"
+        "except OSError as err:\n    print('no network', type(err).__name__)"),
+    "prints 30 MB": "def double(x):\n    return 2 * x\nprint('y' * 30_000_000)",
+}
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    """One real grading run (the command `make grade` calls) of the tiny course: an honest student, then one student
+    per attack, then an honest student again; a planted secret in the grader's environment; a port listening on the
+    host."""
+    _need_sandbox()
+    tmp = tmp_path_factory.mktemp("attacks")
+    solution = tiny_course(tmp / "course")
+    subs, out = tmp / "subs", tmp / "out"
+    cache = tmp / "cache"
+    cache.mkdir()
+    seed = subprocess.run([sys.executable, "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+                           "db.execute('CREATE TABLE entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)'); "
+                           "db.execute(\"INSERT INTO entries VALUES ('k', 'honest')\"); db.commit()", str(cache / "calls.sqlite")])
+    assert seed.returncode == 0
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.5)
+    mark, outside = "covlib-alive-mark-7f3", tmp / "outside.txt"  # the mark is written in the run's own folder
+    prelude = (f"import os\nSOLUTION = {str(solution)!r}\nGRADES = {str(out / 'grades.csv')!r}\nOUTSIDE = {str(outside)!r}\n"
+               f"MARK = {mark!r}\nPORT = {listener.getsockname()[1]}\n")
+    submit(solution, subs / "a-honest")
+    names = {}
+    for i, (attack, code) in enumerate(ATTACKS.items()):
+        student = f"b{i:02d}-{attack.replace(' ', '-')[:40]}"
+        names[attack] = student
+        submit(solution, subs / student, answers={"ex99-double": prelude + code})
+        if attack == "quotes the hidden record line from a later cell":
+            submit(solution, subs / student, answers={"ex99-double": prelude + code,
+                                                      "ex99-root": "print(SEEN)\ndef root(x):\n    return math.sqrt(x)"})
+    submit(solution, subs / "z-honest")
+    (subs / "c-linked").mkdir()
+    (subs / "c-linked" / solution.name).symlink_to(solution)  # "handed in" as a link to the teacher's solution
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (solution, cache / "calls.sqlite")}
+    env = dict(os.environ, OPENAI_API_KEY=PLANTED, HF_TOKEN=PLANTED, COVLIB_CACHE=str(cache))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(subs), "--out", str(out),
+                           "--time-limit", "60", "--solutions", str(solution.parent)], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    table_right_after = (out / "grades.csv").read_text()
+    time.sleep(6)  # the detached processes would have written by now
+    connections = 0
+    try:
+        while True:
+            listener.accept()[0].close()
+            connections += 1
+    except (socket.timeout, OSError):
+        pass
+    listener.close()
+    with open(out / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {"solution": solution, "out": out, "subs": subs, "rows": rows, "names": names, "before": before, "cache": cache,
+            "table": table_right_after, "mark": mark, "outside": outside, "connections": connections,
+            "seconds": seconds, "stdout": done.stdout}
+
+
+def _points(rows, student: str) -> dict[str, float]:
+    return {r["exercise"]: float(r["points"]) for r in rows if r["student"] == student}
+
+
+HONEST = {"ex99-double": 2.0, "ex99-root": 3.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ["custom exception handler", "input transformer turns asserts into pass",
+                                    "always-equal object and a patched isclose", "own work bypassed with importlib",
+                                    "own work bypassed with getattr", "patched record writes the right values"])
+def test_an_attack_earns_no_unearned_marks(attacked, attack):
+    got = _points(attacked["rows"], attacked["names"][attack])
+    assert got == {"ex99-double": 0.0, "ex99-root": 3.0}, got
+
+
+@pytest.mark.slow
+def test_a_link_to_the_solution_is_not_graded(attacked):
+    rows = [r for r in attacked["rows"] if r["student"] == "c-linked"]
+    assert rows and all(float(r["points"]) == 0 and r["error"] == "not submitted" for r in rows)
+
+
+@pytest.mark.slow
+def test_no_solution_hidden_check_or_secret_reaches_the_feedback(attacked):
+    solution = course.read(attacked["solution"])
+    secrets = course.secret_lines(solution)
+    assert any("hidden_double_check" in s for s in secrets) and any("doubled_value" in s for s in secrets)
+    feedback = sorted((attacked["out"] / "feedback").rglob("*.ipynb"))
+    assert len(feedback) == len(ATTACKS) + 2
+    for path in feedback:
+        text = path.read_text()
+        assert PLANTED not in text and "HIDDEN TESTS" not in text, path
+        own = (attacked["subs"] / path.parent.name / path.name).read_text()
+        for line in secrets:
+            if line not in own:  # the students handed in some of the solution's own lines
+                assert line not in text and json.dumps(line)[1:-1] not in text, (path, line)
+        assert path.stat().st_size < 2 * 2**20, path  # 30 MB of printing is cut
+    printed = (attacked["out"] / "feedback" / attacked["names"]["prints the solution notebook and hidden checks"]
+               / "99_tiny.ipynb").read_text()
+    assert "cannot read FileNotFoundError" in printed  # the solutions are not even there
+    network = (attacked["out"] / "feedback" / attacked["names"]["reaches the network"] / "99_tiny.ipynb").read_text()
+    assert "no network" in network and attacked["connections"] == 0
+
+
+@pytest.mark.slow
+def test_no_attack_harms_the_teacher_or_another_student(attacked):
+    rows, before = attacked["rows"], attacked["before"]
+    for path, digest in before.items():  # the solution notebook and the shared cache are unchanged
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+    assert not list(attacked["out"].rglob(attacked["mark"])), "a process outlived its run"
+    assert not attacked["outside"].exists()
+    assert not Path("/tmp/covlib-escape").exists()
+    assert (attacked["out"] / "grades.csv").read_text() == attacked["table"]
+    assert _points(rows, "a-honest") == HONEST and _points(rows, "z-honest") == HONEST
+    for attack in ("prints the solution notebook and hidden checks", "prints the environment",
+                   "quotes the hidden record line from a later cell", "rewrites the solution notebook",
+                   "poisons the shared cache", "detached processes rewrite the grade table later",
+                   "writes outside its scratch folder", "reaches the network", "prints 30 MB"):
+        assert _points(rows, attacked["names"][attack]) == HONEST, attack
+    leftovers = subprocess.run(["pgrep", "-f", attacked["mark"]], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""
+
+
+@pytest.mark.slow
+def test_a_killed_grader_keeps_every_finished_grade_and_a_rerun_skips_them(tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    submit(solution, tmp_path / "subs" / "a-first")
+    submit(solution, tmp_path / "subs" / "b-slow", answers={"ex99-root": "import time\ntime.sleep(300)"})
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "subs"), "--out", str(out),
+           "--time-limit", "200", "--solutions", str(solution.parent)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    stored = out / "students" / "a-first" / "99_tiny.json"
+    deadline = time.monotonic() + 120
+    while not stored.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # b-slow is running now
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open(out / "grades.csv", newline="") as f:
+        assert _points(list(csv.DictReader(f)), "a-first") == HONEST
+    mtime = stored.stat().st_mtime_ns
+    (tmp_path / "subs" / "b-slow" / solution.name).unlink()
+    submit(solution, tmp_path / "subs" / "b-slow")
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert stored.stat().st_mtime_ns == mtime  # unchanged submission: not graded again
+    with open(out / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert _points(rows, "a-first") == HONEST and _points(rows, "b-slow") == HONEST
+
+
+# --------------------------------------------------------------------------- one assignment at a time, refusals
+
+
+def test_grading_refuses_without_a_sandbox_unless_told(tmp_path, monkeypatch):
+    solution = tiny_course(tmp_path / "course")
+    submit(solution, tmp_path / "subs" / "dan")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap on the PATH
+    with pytest.raises(course.CourseError, match="bubblewrap .* is not installed.*apt-get install bubblewrap.*UNSAFE=1"):
+        course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False)
+    monkeypatch.undo()
+    rows = course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False,
+                        unsafe=True)
+    assert {r.exercise: r.points for r in rows} == HONEST
+
+
+def test_an_unknown_assignment_is_refused_with_the_list(tmp_path):
+    solution = tiny_course(tmp_path / "course")
+    with pytest.raises(course.CourseError, match="no assignment 07: the assignments are 99_tiny"):
+        grading.select(course.exercise_notebooks(solution.parent), ["07"])
+    assert grading.select(course.exercise_notebooks(solution.parent), ["99"]) == [solution]
+
+
+def test_a_stray_copy_of_a_solution_notebook_is_refused(tmp_path):
+    solution = tiny_course(tmp_path)
+    shutil.copy(solution, tmp_path / "99_tiny-Copy1.ipynb")
+    with pytest.raises(course.CourseError, match="exercise 'ex99-double' is in both"):
+        course.exercise_notebooks(tmp_path)
+
+
+def test_the_solution_must_pass_its_own_checks(tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    nb = course.read(solution)
+    _answer(nb, "ex99-root").source = _answer(nb, "ex99-root").source.replace("math.sqrt(x)", "x / 2")
+    nbformat.write(nb, solution)
+    with pytest.raises(course.CourseError, match="the solution notebooks do not pass their own checks"):
+        grading.solution_reference(solution, tmp_path / "out", 60, unsafe=False)
+
+
+def test_grade_table_escapes_and_totals(tmp_path):
+    import re
+
+    rows = [course.Grade("dan", "99_tiny.ipynb", "ex99-double", 2.0, 2.0),
+            course.Grade("dan", "99_tiny.ipynb", "ex99-root", 0.0, 3.0, "AssertionError: a | b\nsecond line"),
+            course.Grade("eve", "99_tiny.ipynb", "ex99-double", 0.0, 2.0, "not submitted")]
+    csv_path, md_path = course.write_table(rows, tmp_path)
+    with open(csv_path, newline="") as f:
+        back = list(csv.DictReader(f))
+    assert [r["error"] for r in back] == ["", "AssertionError: a | b\nsecond line", "not submitted"]
+    md = md_path.read_text()
+    assert "a \\| b second line" in md and re.search(r"\| dan\s+\|\s+2 \|\s+5 \|", md)
+    assert re.search(r"\| eve\s+\|\s+0 \|\s+2 \|", md)
