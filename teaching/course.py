@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from covlib.data.readers import SHARED_FILES
 from covlib.runs.exercises import calls, check_own_work
 from teaching.exercises import (EXERCISE_ID, MARKERS, ROLES, STUB, CourseError, Exercise, all_exercises, cell_role,
                                 exercise_notebooks, exercises, format_points, leaked, nbgrader_metadata, notebooks_dir, read,
@@ -151,8 +152,6 @@ def copy_data(out: Path, source: Path | None = None) -> list[Path]:
     """Copy the data files the exercise notebooks read (`HANDOUT_DATA`) and the data folder's README (sources and
     licences) from `source` (default: `paths.data_dir()`) to `out`; returns the files written."""
     import shutil
-
-    from covlib.data.readers import SHARED_FILES
 
     source = Path(source) if source else paths.data_dir()
     wanted = [Path(*SHARED_FILES[name]) for name in HANDOUT_DATA]

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -293,13 +294,15 @@ def _grade_stored(path: Path, submission: Path | None, student: str, reference: 
             return [Grade(**r) for r in saved["rows"]]
     except (OSError, ValueError, TypeError, KeyError):
         pass
+    started = time.monotonic()
     try:
         rows = grade_notebook(path, submission, student, reference, time_limit, scratch=out / "scratch" / student / path.stem,
                               feedback=out / "feedback" / student / path.name, unsafe=unsafe)
     except Exception as err:  # one submission must never stop the others
         rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
                 for e in exercises(read(path), path.name)]
-    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "rows": [asdict(r) for r in rows]}))
+    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(time.monotonic() - started, 1),
+                                     "rows": [asdict(r) for r in rows]}))
     return rows
 
 

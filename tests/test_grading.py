@@ -398,9 +398,26 @@ def test_grading_refuses_without_a_sandbox_unless_told(tmp_path, monkeypatch):
     assert {r.exercise: r.points for r in rows} == HONEST
 
 
+@pytest.mark.slow
+def test_one_assignment_is_graded_and_totalled_alone(tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    other = solution.with_name("98_other.ipynb")
+    other.write_text(solution.read_text().replace("ex99-", "ex98-"))
+    submit(solution, tmp_path / "subs" / "dan")
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "subs"), "--out",
+                           str(tmp_path / "out"), "--time-limit", "60", "--solutions", str(solution.parent),
+                           "--assignment", "99"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dan: 5 / 5" in done.stdout and "grades-99.csv" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "out" / "reference").iterdir()) == ["99_tiny.json"]  # only its solution ran
+    with open(tmp_path / "out" / "grades-99.csv", newline="") as f:
+        assert {r["notebook"] for r in csv.DictReader(f)} == {"99_tiny.ipynb"}
+
+
 def test_an_unknown_assignment_is_refused_with_the_list(tmp_path):
     solution = tiny_course(tmp_path / "course")
-    with pytest.raises(course.CourseError, match="no assignment 07: the assignments are 99_tiny"):
+    with pytest.raises(course.CourseError, match="no assignment 07: the assignments are 99_tiny"):  # noqa
         grading.select(course.exercise_notebooks(solution.parent), ["07"])
     assert grading.select(course.exercise_notebooks(solution.parent), ["99"]) == [solution]
 
