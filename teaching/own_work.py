@@ -12,7 +12,7 @@ import ast
 from typing import Iterable
 
 DYNAMIC_NAMES = frozenset({"getattr", "__import__", "eval", "exec", "compile", "globals", "vars", "locals", "importlib",
-                           "builtins", "__builtins__", "attrgetter", "methodcaller", "get_ipython", "breakpoint"})
+                           "builtins", "__builtins__", "attrgetter", "methodcaller"})
 DYNAMIC_ATTRIBUTES = frozenset({"modules", "__dict__", "__getattribute__", "__globals__", "__builtins__", "f_globals",
                                 "f_locals", "__code__", "__closure__", "__subclasses__", "__import__"})
 DYNAMIC_MODULES = frozenset({"importlib", "inspect", "builtins", "ctypes", "gc", "pkgutil", "runpy", "operator"})

@@ -302,8 +302,12 @@ HONEST = {"ex99-double": 2.0, "ex99-root": 3.0}
                                     "always-equal object and a patched isclose", "own work bypassed with importlib",
                                     "own work bypassed with getattr", "patched record writes the right values"])
 def test_an_attack_earns_no_unearned_marks(attacked, attack):
-    got = _points(attacked["rows"], attacked["names"][attack])
-    assert got == {"ex99-double": 0.0, "ex99-root": 3.0}, got
+    rows = [r for r in attacked["rows"] if r["student"] == attacked["names"][attack]]
+    assert {r["exercise"]: float(r["points"]) for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}, rows
+    want = {"own work bypassed with importlib": "uses importlib", "own work bypassed with getattr": "uses getattr",
+            "always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
+            "patched record writes the right values": "AssertionError: hidden_double_check"}
+    assert rows[0]["error"].startswith(want.get(attack, "AssertionError: double(2): expected 4, got 5")), rows[0]
 
 
 @pytest.mark.slow
