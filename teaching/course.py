@@ -94,7 +94,7 @@ STUDENT_README = """# covlib exercises
 
 This folder holds everything: the notebooks, the covlib library (`{wheel}`: the library only),
 the data they read (`data/`, {data_size}) and `covlib.toml`, which tells covlib that outputs go to
-this folder and the data is in `data/`. You need Python 3.10 or newer and about 1 GB of disk. In a
+this folder and the data is in `data/`. You need Python 3.10 or newer and about 3 GB of disk. In a
 terminal, **in this folder**, paste these three lines (Windows: `.venv\\Scripts\\activate` on the first):
 
 ```bash
@@ -105,7 +105,7 @@ python -m covlib.generation && jupyter lab
 
 The first line makes a virtual environment; the second installs the CPU build of torch (plain
 `pip install torch=={torch}` would fetch the multi-GB CUDA build on Linux), covlib and the embedded
-offline models; the third prepares the embedded model once (a minute) and opens JupyterLab here.
+offline models; the third prepares the embedded model once (under a minute) and opens JupyterLab here.
 Later, in a new terminal: `cd` to this folder, then `. .venv/bin/activate && jupyter lab`. Nothing
 needs exporting: covlib finds `covlib.toml` in the folder it starts in or a parent folder
 (the variables COVLIB_ROOT and COVLIB_DATA, when set, win over it). Keep the notebooks here.
@@ -114,8 +114,8 @@ needs exporting: covlib finds `covlib.toml` in the folder it starts in or a pare
 
 Fill in the cells marked `# YOUR CODE HERE` and run the check cell under each. The notebooks start in
 the smoke profile (a dozen examples), which is what the grader runs. The first run of a notebook
-makes its model calls and takes several minutes on a laptop (see your course guide); a re-run is
-served from the call cache in `.cache/` and takes well under a minute. Write each step yourself: a
+makes its model calls: 1 to 4 minutes on a 2-core CPU, more on a slow or busy laptop. A re-run is
+served from the call cache in `.cache/` and takes 10 to 20 seconds. Write each step yourself: a
 check fails if your answer calls covlib's own version of it. Hand the notebooks back under their
 own names. Only your answer cells are graded: keep any helper code inside them.
 
