@@ -2,14 +2,23 @@
 
 `build` renders each executed notebook with nbconvert into one self-contained HTML page (images
 inline, no script or font fetched from the network), appends the figures and tables the notebook
-wrote, and writes an index page listing each paper, its notebooks and what each reproduces, plus
-the course guide and the pages of `docs/` (one HTML page each, linked from the index). Open `index.html` from disk; no server is needed.
+wrote and, where its results record the paper's numbers, ours beside the paper's, and writes an
+index page listing each paper, its notebooks and what each reproduces, plus the course guide and
+the pages of `docs/` (one HTML page each, linked from the index). Open `index.html` from disk; no
+server is needed. Outputs and tables are model output, so they are sanitised (nbconvert's
+`sanitize_html` with a bleach policy: no script, event handler or javascript: link stays live);
+absolute paths of the machine that ran the notebooks are replaced by neutral names. The teacher's
+copy (solutions shown, `build/book/`) says so in a banner on every page; the students' copy
+(`hide_solutions`) goes to `build/book-students/`.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import html
+import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -50,7 +59,9 @@ _STYLE = """
 body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 .covlib-book h1 { font-size: 1.8rem; } .covlib-book h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; }
 .covlib-book li { margin: .3rem 0; } .covlib-book .missing { color: #888; }
-.covlib-book code { background: #f4f4f4; padding: 0 .2rem; } .covlib-book table { border-collapse: collapse; }
+.covlib-book code { background: #f4f4f4; padding: 0 .2rem; }
+.covlib-book pre, section.covlib-outputs pre { overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 100%; }
+.covlib-book pre { background: #f4f4f4; padding: .5rem; } .covlib-book table { border-collapse: collapse; }
 .covlib-book table.ledger td, .covlib-book table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; }
 .covlib-book td, .covlib-book th { border: 1px solid #ccc; padding: .2rem .5rem; }
 nav.covlib-nav { position: sticky; top: 0; z-index: 10; background: #f7f7f7; border-bottom: 1px solid #ddd;
@@ -60,7 +71,14 @@ section.covlib-outputs { max-width: 70rem; margin: 2rem auto; padding: 0 1rem; f
 section.covlib-outputs img { max-width: 100%; border: 1px solid #eee; }
 section.covlib-outputs table { border-collapse: collapse; font-size: 13px; }
 section.covlib-outputs td, section.covlib-outputs th { border: 1px solid #ccc; padding: .15rem .4rem; }
+.covlib-outputs .missing, .covlib-unreadable { color: #a33; }
+div.covlib-teacher { background: #fff3cd; border-bottom: 2px solid #e0a800; color: #5c4400; padding: .4rem 1rem;
+  font: bold 14px system-ui, sans-serif; text-align: center; }
 """
+TEACHER_BANNER = ("Teacher's copy: contains solutions — hand out build/book-students/ "
+                  "(<code>make book STUDENTS=1</code>) instead")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_PROGRESS = re.compile(r"\d+%\|")  # tqdm's text: "desc:  40%|####      | 4/10 [...]"
 _REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
 _SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.I | re.S)
 _WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -72,38 +90,237 @@ def catalogue() -> list[str]:
     return [nb for _, _, notebooks in PAPERS for nb, _ in notebooks]
 
 
+def _widget_text(state: dict, model_id: str) -> str | None:
+    """The final text of a widget view from the notebook's saved widget state: tqdm's HBox(description HTML, bar,
+    counts HTML) reads "desc: 100%|272/272 [00:01<00:00]". None when the state was not saved."""
+    model = state.get(model_id)
+    if not isinstance(model, dict):
+        return None
+    values = []
+    for child in model.get("state", {}).get("children", []) or [model_id]:
+        sub = state.get(str(child).replace("IPY_MODEL_", ""), {}).get("state", {})
+        value = sub.get("value")
+        if isinstance(value, str) and sub.get("_model_name", "").startswith(("HTML", "Label")):
+            values.append(re.sub(r"<[^>]*>", "", html.unescape(value)).replace("\u2007", " ").strip())
+    text = "|".join(v for v in values if v)
+    return text or None
+
+
 def _offline(nb: Any) -> Any:
-    """Drop what would need the network to show (widget views; their text stays) and stderr (progress bars, warnings)."""
-    nb.metadata.pop("widgets", None)
+    """Drop what would need the network to show and stderr (progress bars, warnings). A widget view shows its final
+    text from the saved widget state, else its text fallback; one whose fallback is a progress bar frozen at its
+    first frame ("0%|") and has no saved state is left out."""
+    widgets = nb.metadata.pop("widgets", None) or {}
+    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {}) if isinstance(widgets, dict) else {}
     for cell in nb.cells:
-        if "outputs" in cell:
-            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-        for out in cell.get("outputs", []):
+        if "outputs" not in cell:
+            continue
+        kept = []
+        for out in cell.outputs:
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                continue
             data = out.get("data")
             if data and _WIDGET in data:
-                del data[_WIDGET]
-                data.setdefault("text/plain", "")
+                view = data.pop(_WIDGET)
+                final = _widget_text(state, str(view.get("model_id", ""))) if isinstance(view, dict) else None
+                plain = data.get("text/plain", "")
+                plain = "".join(plain) if isinstance(plain, list) else str(plain)
+                if final:
+                    data["text/plain"] = final
+                elif _PROGRESS.search(plain) or not plain.strip():
+                    continue
+            kept.append(out)
+        cell.outputs = kept
     return nb
 
 
+def _is_png(data: bytes) -> bool:
+    return data.startswith(PNG_MAGIC) and len(data) > len(PNG_MAGIC) + 12
+
+
+def _check_images(nb: Any) -> Any:
+    """An image/png output that does not decode to a PNG shows a note instead of a broken image."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data") or {}
+            if "image/png" not in data:
+                continue
+            raw = data["image/png"]
+            try:
+                ok = _is_png(base64.b64decode("".join(raw) if isinstance(raw, list) else str(raw), validate=False))
+            except (binascii.Error, ValueError):
+                ok = False
+            if not ok:
+                del data["image/png"]
+                data["text/plain"] = "[image skipped: this output is not a PNG image (damaged or half-written)]"
+    return nb
+
+
+# --------------------------------------------------------------------------- sanitising (outputs are model output)
+_TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd", "del", "details",
+    "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd",
+    "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table",
+    "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
+})
+_DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
+_DROP_WITH_CONTENT = re.compile(r"<(script|style|iframe|object|embed|template|noscript)\b.*?(</\1\s*>|\Z)", re.I | re.S)
+
+
+def _allowed_attribute(tag: str, name: str, value: str) -> bool:
+    if name in ("class", "id", "title", "lang", "dir", "style"):
+        return True
+    if tag == "a":
+        return name == "href" and not value.strip().lower().startswith("data:") or name == "name"
+    if tag == "img":
+        return name in ("alt", "width", "height") or name == "src" and bool(_DATA_IMAGE.match(value.strip()))
+    if tag in ("td", "th"):
+        return name in ("colspan", "rowspan", "align", "scope")
+    if tag in ("col", "colgroup"):
+        return name == "span"
+    if tag == "ol":
+        return name in ("start", "type")
+    return tag == "details" and name == "open"
+
+
+def sanitize(fragment: str) -> str:
+    """An HTML fragment with nothing live left: no script, style or frame element, no event-handler attribute (onerror=,
+    onclick=, ...), no javascript: or data: link; images only as inline data:image/... URIs (bleach, nbconvert's own
+    sanitiser). Tables, headings, lists, code and the classes nbconvert's styling needs stay."""
+    import bleach
+    from bleach.css_sanitizer import CSSSanitizer
+
+    text = _DROP_WITH_CONTENT.sub("", fragment.decode() if isinstance(fragment, bytes) else str(fragment))
+    return bleach.clean(text, tags=_TAGS, attributes=_allowed_attribute, protocols={"http", "https", "mailto", "data"},
+                        strip=True, strip_comments=True, css_sanitizer=CSSSanitizer())
+
+
 def _markdown(text: str) -> str:
+    """Markdown as HTML, sanitised (a table's cells or a docs page can carry raw HTML)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    return markdown2html_mistune(text)
+    return sanitize(markdown2html_mistune(text))
 
 
-def _outputs(stem: str, figures: Path, tables: Path) -> str:
-    """The figures (inline PNG) and tables (Markdown) a notebook wrote, as an HTML section."""
+def _outputs(stem: str, figures: Path, tables: Path, results: Path | None = None) -> str:
+    """Ours beside the paper (from the results JSON), the figures (inline PNG) and tables (Markdown) a notebook wrote,
+    as an HTML section. A figure that is not a PNG image is skipped with a note."""
     number = stem.split("_", 1)[0]
-    parts = []
+    parts = [paper_section(stem, results)] if results is not None else []
     for png in sorted(figures.glob(f"fig-{number}-*.png")):
-        data = base64.b64encode(png.read_bytes()).decode()
+        raw = png.read_bytes()
+        if not _is_png(raw):
+            parts.append(f"<h3>{html.escape(png.stem)}</h3><p class=\"missing\">Skipped: <code>{html.escape(png.name)}</code> "
+                         f"is not a PNG image (damaged or half-written); <code>make reproduce ONLY={html.escape(number)}</code> "
+                         "writes it again.</p>")
+            continue
+        data = base64.b64encode(raw).decode()
         parts.append(f"<h3>{html.escape(png.stem)}</h3><img alt=\"{html.escape(png.stem)}\" src=\"data:image/png;base64,{data}\">")
     for md in sorted(tables.glob(f"tab-{number}-*.md")):
-        parts.append(f"<h3>{html.escape(md.stem)}</h3>" + _markdown(md.read_text(encoding="utf-8")))
+        parts.append(f"<h3>{html.escape(md.stem)}</h3>" + _markdown(md.read_text(encoding="utf-8", errors="replace")))
+    parts = [p for p in parts if p]
     if not parts:
         return ""
     return "<section class=\"covlib-outputs\"><h2>Figures and tables this notebook wrote</h2>" + "".join(parts) + "</section>"
+
+
+def _flat(tree: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    if isinstance(tree, dict):
+        out: dict[tuple[str, ...], Any] = {}
+        for key, value in tree.items():
+            out.update(_flat(value, (*prefix, str(key))))
+        return out
+    return {prefix: tree}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _fmt(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.1f}" if abs(value) >= 1 else f"{value:.3f}"
+
+
+def paper_section(stem: str, results: Path) -> str:
+    """Ours beside the paper: each number the notebook's results JSON records under metrics["paper"] whose key the
+    run's own metrics also have (with our 95% interval where recorded), and the paper's source. "" when there is
+    none (the notebooks whose tables carry the paper's columns themselves)."""
+    path = results / f"{stem}.json"
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8")).get("metrics", {})
+    except (OSError, ValueError, AttributeError):
+        return ""
+    paper = metrics.get("paper") if isinstance(metrics, dict) else None
+    if not isinstance(paper, dict):
+        return ""
+    ours = _flat({k: v for k, v in metrics.items() if k != "paper"})
+    rows = []
+    for key, theirs in _flat(paper).items():
+        mine = ours.get(key)
+        if not (_number(theirs) and _number(mine)):
+            continue
+        low, high = (ours.get((*key[:-1], f"{key[-1]}_interval", end)) for end in ("low", "high"))
+        shown = _fmt(mine) + (f" [{_fmt(low)}, {_fmt(high)}]" if _number(low) and _number(high) else "")
+        rows.append(f"<tr><td><code>{html.escape('.'.join(key))}</code></td><td>{html.escape(shown)}</td>"
+                    f"<td>{html.escape(_fmt(theirs))}</td></tr>")
+    if not rows:
+        return ""
+    source = paper.get("source")
+    caption = f"<p>Paper: {html.escape(str(source))}. Ours: this run (<code>results/{html.escape(stem)}.json</code>).</p>" \
+        if isinstance(source, str) else ""
+    return ("<h3>Ours beside the paper</h3>" + caption + "<table class=\"covlib-vs-paper\"><thead><tr><th>metric</th>"
+            "<th>ours [95% CI]</th><th>paper</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _path_names() -> list[tuple[str, str]]:
+    """(absolute path, neutral name) for the folders of the machine that ran the notebooks, longest first."""
+    names: dict[str, str] = {}
+
+    def add(folder: Any, name: str) -> None:
+        try:
+            candidates = {str(Path(folder)), str(Path(folder).resolve())}
+        except (OSError, RuntimeError, ValueError, TypeError):
+            return
+        for text in candidates:
+            text = text.rstrip("/")
+            if len(text) > 1 and text not in names:
+                names[text] = name
+
+    for getter, name in ((paths.data_dir, "$COVLIB_DATA"), (paths.models_dir, "$COVLIB_MODELS"),
+                         (paths.cache_dir, "$COVLIB_CACHE"), (paths.root, "."), (paths.code_root, ".")):
+        try:
+            add(getter(), name)
+        except (OSError, ValueError):  # a broken covlib.toml: those folders are not known
+            pass
+    add(Path.home(), "~")
+    for var, name in (("COVLIB_DATA", "$COVLIB_DATA"), ("COVLIB_ROOT", "."), ("HOME", "~")):
+        if os.environ.get(var):
+            add(os.environ[var], name)
+    return sorted(names.items(), key=lambda item: -len(item[0]))
+
+
+def neutral_paths(page: str) -> str:
+    """`page` with the absolute paths of this machine replaced: the repository root by relative paths, the data,
+    cache and models folders by $COVLIB_DATA / $COVLIB_CACHE / $COVLIB_MODELS, the home folder by ~. Inline data:
+    URIs are left alone (their base64 can spell anything)."""
+    names = _path_names()
+    if not names:
+        return page
+    lookup = dict(names)
+    pattern = re.compile(r"(data:[\w/+.-]+;base64,[A-Za-z0-9+/=\s]*)|("
+                         + "|".join(re.escape(p) for p, _ in names) + r")(?![\w.-])(/?)")
+
+    def swap(match: re.Match) -> str:
+        if match.group(1):
+            return match.group(1)
+        name, slash = lookup[match.group(2)], match.group(3)
+        return ("" if slash else ".") if name == "." else name + slash
+
+    return pattern.sub(swap, page)
+
+
+def _banner(hide_solutions: bool) -> str:
+    return "" if hide_solutions else f'<div class="covlib-teacher" role="note">{TEACHER_BANNER}</div>'
 
 
 def _nav(prev: str | None, nxt: str | None) -> str:
@@ -115,27 +332,57 @@ def _nav(prev: str | None, nxt: str | None) -> str:
     return f'<nav class="covlib-nav">{"".join(links)}</nav>'
 
 
-def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = "", hide_solutions: bool = False) -> str:
-    """One executed notebook as a self-contained HTML page (nbconvert's lab template, nothing remote).
+class UnreadableNotebook(ValueError):
+    """An executed notebook that cannot be read (half-written, truncated JSON, not a notebook)."""
 
-    `hide_solutions`: the exercises' solutions show as the student stub and the hidden checks are left out.
-    """
+
+def read_notebook(path: str | Path) -> Any:
+    """The notebook at `path`; UnreadableNotebook saying why when it is not a readable notebook."""
     import nbformat
+
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except (ValueError, OSError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UnreadableNotebook(f"{Path(path).name} cannot be read ({reason[:200]})") from err
+
+
+def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = "", hide_solutions: bool = False,
+                    results: Path | None = None) -> str:
+    """One executed notebook as a self-contained HTML page (nbconvert's lab template, nothing remote, outputs
+    sanitised, the machine's absolute paths neutral); UnreadableNotebook when it cannot be read.
+
+    `hide_solutions`: the exercises' solutions show as the student stub and the hidden checks are left out; without
+    it the page carries the teacher's-copy banner. `results`: the results folder (ours beside the paper).
+    """
     from nbconvert import HTMLExporter
 
-    nb = _offline(nbformat.read(str(path), as_version=4))
+    nb = _check_images(_offline(read_notebook(path)))
     if hide_solutions:
         for cell in nb.cells:
             cell.source = strip_solutions(cell.source)
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "error":
                     out["traceback"] = []  # a traceback quotes the source it ran, hidden checks included
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    # nbconvert's own sanitising (what nbviewer sets): text/html and text/markdown outputs and Markdown cells go
+    # through its clean_html filter, application/javascript is not emitted. Its filter keeps too little (no th,
+    # img or heading), so it is given ours.
+    exporter = HTMLExporter(template_name="lab", sanitize_html=True, filters={"clean_html": sanitize})
+    body, _ = exporter.from_notebook_node(nb)
     body = _REMOTE_SCRIPT.sub("", body)
     body = _SCRIPT.sub(lambda m: "" if re.search(r"(import|src)\W+https?://", m.group(0)) else m.group(0), body)
     body = body.replace("</head>", f"<style>{_STYLE}</style></head>", 1)
-    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + nav, body, count=1)
-    return body.replace("</body>", _outputs(Path(path).stem, figures, tables) + "</body>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _banner(hide_solutions) + nav, body, count=1)
+    return body.replace("</body>", _outputs(Path(path).stem, figures, tables, results) + "</body>", 1)
+
+
+def unreadable_page(stem: str, reason: str, nav: str = "", hide_solutions: bool = False) -> str:
+    """The page of an executed notebook that cannot be read: why, and the command that runs it again."""
+    number = stem.split("_", 1)[0]
+    return _page(stem, _banner(hide_solutions) + nav + f"<h1><code>{html.escape(stem)}</code></h1>"
+                 f"<p class=\"covlib-unreadable\">Skipped: {html.escape(reason)}. The executed notebook is half-written "
+                 f"or damaged; <code>make reproduce ONLY={html.escape(number)}</code>, then <code>make book</code>, "
+                 "renders it again.</p>")
 
 
 def _page(title: str, content: str) -> str:
@@ -179,17 +426,24 @@ def _title(page: Path) -> str:
     return first[2:].strip() or page.stem
 
 
-def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[Path] = ()) -> str:
+def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[Path] = (),
+               unreadable: dict[str, str] | None = None, hide_solutions: bool = True) -> str:
     """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
-    yet says how to run it)."""
-    parts = ["<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
+    yet says how to run it; one that cannot be read says so). Without `hide_solutions`, the teacher's-copy banner."""
+    unreadable = unreadable or {}
+    parts = [_banner(hide_solutions), "<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
              "<p>The executed notebooks of this reproduction, with their figures and tables. "
              "Teachers: see the <a href=\"course-guide.html\">course guide</a>.</p>",
              ledger_section(tables if tables is not None else paths.tables_dir())]
     for paper, where, notebooks in PAPERS:
         parts.append(f"<h2>{html.escape(paper)}</h2><p><em>{html.escape(where)}</em></p><ul>")
         for stem, what in notebooks:
-            if stem in built:
+            if stem in unreadable:
+                number = stem.split("_", 1)[0]
+                parts.append(f"<li class=\"covlib-unreadable\"><a href=\"{stem}.html\"><code>{stem}</code></a>: "
+                             f"{html.escape(what)} (skipped: {html.escape(unreadable[stem])}; "
+                             f"<code>make reproduce ONLY={number}</code>, then <code>make book</code>)</li>")
+            elif stem in built:
                 parts.append(f"<li><a href=\"{stem}.html\"><code>{stem}</code></a>: {html.escape(what)}</li>")
             else:
                 number = stem.split("_", 1)[0]
@@ -200,32 +454,52 @@ def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[
     return _page("covlib: the reading copy", "".join(parts))
 
 
+def default_out(hide_solutions: bool = False) -> Path:
+    """Where the book goes: build/book/ (the teacher's copy, solutions shown) or build/book-students/."""
+    return paths.build_dir() / ("book-students" if hide_solutions else "book")
+
+
 def build(executed: str | Path | None = None, out: str | Path | None = None, figures: str | Path | None = None,
           tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False,
-          docs: str | Path | None = None) -> list[Path]:
-    """Render every executed notebook found in `executed`, the index, the course guide and docs/ into `out`."""
+          docs: str | Path | None = None, results: str | Path | None = None, notes: list[str] | None = None) -> list[Path]:
+    """Render every executed notebook found in `executed`, the index, the course guide and docs/ into `out`
+    (default: `default_out(hide_solutions)`). A notebook that cannot be read gets a page saying so and a note on the
+    index, and the rest of the book is built; `notes` (when given) collects what was skipped."""
     executed = Path(executed) if executed else paths.code_root() / "notebooks" / "executed"
-    out = Path(out) if out else paths.build_dir() / "book"
+    out = Path(out) if out else default_out(hide_solutions)
+    results = Path(results) if results else paths.results_dir()
+    notes = notes if notes is not None else []
     figures = Path(figures) if figures else paths.figures_dir()
     tables = Path(tables) if tables else paths.tables_dir()
     guide = Path(guide) if guide else paths.code_root() / "notebooks" / "COURSE.md"
     out.mkdir(parents=True, exist_ok=True)
     order = catalogue()
     built = [stem for stem in order if (executed / f"{stem}.ipynb").is_file()]
-    written = []
+    written, unreadable = [], {}
+    banner = _banner(hide_solutions)
     for i, stem in enumerate(built):
         nav = _nav(built[i - 1] if i else None, built[i + 1] if i + 1 < len(built) else None)
         page = out / f"{stem}.html"
-        page.write_text(render_notebook(executed / f"{stem}.ipynb", figures, tables, nav, hide_solutions), encoding="utf-8")
+        try:
+            text = render_notebook(executed / f"{stem}.ipynb", figures, tables, nav, hide_solutions, results)
+        except UnreadableNotebook as err:
+            unreadable[stem] = str(err)
+            notes.append(f"{stem}: skipped, {err}")
+            text = unreadable_page(stem, str(err), nav, hide_solutions)
+        if "is not a PNG image" in text:
+            notes.append(f"{stem}: a figure or image output is not a PNG image; skipped with a note on its page")
+        page.write_text(neutral_paths(text), encoding="utf-8")
         written.append(page)
     text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
-    (out / "course-guide.html").write_text(_page("Course guide", _nav(None, None) + _markdown(text)), encoding="utf-8")
+    (out / "course-guide.html").write_text(neutral_paths(_page("Course guide", banner + _nav(None, None) + _markdown(text))),
+                                           encoding="utf-8")
     pages = docs_pages(Path(docs) if docs else paths.code_root() / "docs")
     for page in pages:
         target = out / f"docs-{page.stem}.html"
         body = _DOC_LINK.sub(r'href="docs-\1.html\2"', _markdown(page.read_text(encoding="utf-8")))
-        target.write_text(_page(_title(page), _nav(None, None) + body), encoding="utf-8")
-    (out / "index.html").write_text(index_page(built, tables, pages), encoding="utf-8")
+        target.write_text(neutral_paths(_page(_title(page), banner + _nav(None, None) + body)), encoding="utf-8")
+    index = index_page(built, tables, pages, unreadable, hide_solutions)
+    (out / "index.html").write_text(neutral_paths(index), encoding="utf-8")
     return [out / "index.html", out / "course-guide.html", *written, *(out / f"docs-{p.stem}.html" for p in pages)]
 
 
@@ -235,15 +509,23 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m teaching.book", description=__doc__.splitlines()[0])
     parser.add_argument("--executed", default=str(paths.code_root() / "notebooks" / "executed"),
                         help="folder of executed notebooks (make reproduce writes notebooks/executed)")
-    parser.add_argument("--out", default=str(paths.build_dir() / "book"))
+    parser.add_argument("--out", default=None,
+                        help="output folder (default: build/book/, the teacher's copy; build/book-students/ with --hide-solutions)")
     parser.add_argument("--figures", default=None, help="figures folder (default: figures/)")
     parser.add_argument("--tables", default=None, help="tables folder (default: tables/)")
     parser.add_argument("--hide-solutions", action="store_true",
                         help="show the exercises' solutions as the student stub and leave out hidden checks (a copy for students)")
     args = parser.parse_args(argv)
-    written = build(args.executed, args.out, args.figures, args.tables, hide_solutions=args.hide_solutions)
-    pages = sum(1 for p in written if p.stem in catalogue())
-    print(f"book: {pages} of {len(catalogue())} notebooks rendered; open {Path(args.out) / 'index.html'}")
+    out = Path(args.out) if args.out else default_out(args.hide_solutions)
+    notes: list[str] = []
+    written = build(args.executed, out, args.figures, args.tables, hide_solutions=args.hide_solutions, notes=notes)
+    skipped = sum(1 for n in notes if ": skipped," in n)
+    pages = sum(1 for p in written if p.stem in catalogue()) - skipped
+    copy = "the students' copy (solutions hidden)" if args.hide_solutions else \
+        "the teacher's copy (solutions shown; hand out the one `make book STUDENTS=1` writes)"
+    print(f"book: {pages} of {len(catalogue())} notebooks rendered, {copy}; open {out / 'index.html'}")
+    for note in notes:
+        print(f"  note: {note}")
     if pages < len(catalogue()):
         print("notebooks not executed yet are listed on the index page with the command that runs them")
     return 0

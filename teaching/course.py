@@ -17,10 +17,9 @@ the smoke profile under a time limit, and reads the points from the check cells'
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from covlib.core import paths
 from covlib.data.readers import SHARED_FILES
@@ -28,8 +27,8 @@ from covlib.runs.exercises import calls, check_own_work
 from teaching.exercises import (EXERCISE_ID, MARKERS, ROLES, STUB, CourseError, Exercise, all_exercises, cell_role,
                                 exercise_notebooks, exercises, format_points, leaked, nbgrader_metadata, notebooks_dir, read,
                                 secret_lines, solution_regions, source_lines, strip_solutions)
-from teaching.grading import (Grade, grade, grade_notebook, inject, merge, smoke_parameters, split_checks, table_name,
-                              write_table)
+from teaching.grading import Grade, grade, grade_notebook, merge, split_checks, table_name, write_table
+from teaching.handout import inject, smoke_parameters, student_parameters, student_version
 from teaching.runner import STOPPED, cell_error, execute
 from teaching.submissions import find_submissions
 
@@ -42,47 +41,6 @@ __all__ = ["EXERCISE_ID", "MARKERS", "ROLES", "STOPPED", "STUB", "CourseError", 
 
 
 # --------------------------------------------------------------------------- student versions
-
-STUDENT_HEADER = """**Assignment: {title}**
-
-Write your code in the cells that say `# YOUR CODE HERE` (replace the `raise NotImplementedError()`),
-then run the check cell below each one: its asserts are the visible checks. The grader runs this
-notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
-from this file, so keep helper code inside them, and do not rename the notebook. The cell after the
-parameters sets the smoke profile (a dozen examples: what the grader runs); delete it for a full run.
-Exercises: {listing}."""
-
-
-def student_version(nb: Any, name: str) -> Any:
-    """The student notebook: nbgrader clears the solutions and hidden tests, locks cells, sets checksums."""
-    from nbconvert.exporters.exporter import ResourcesDict
-    from nbformat import v4
-    from nbgrader import preprocessors as pre
-
-    found = exercises(nb, name)
-    nb = copy.deepcopy(nb)
-    resources = ResourcesDict()
-    for step in (pre.LockCells, pre.ClearSolutions, pre.ClearOutput, pre.ClearHiddenTests, pre.ClearMarkScheme,
-                 pre.ComputeChecksums, pre.CheckCellMetadata):
-        nb, resources = step().preprocess(nb, resources)
-    nb.metadata.pop("jupytext", None)  # never paired with (and so never synced into) a solution's .py twin
-    nb = inject(nb, student_parameters(nb), tag="course-parameters",
-                comment="# For the course: the smoke profile (a dozen examples, what the grader runs). Delete this cell "
-                        "for the full run.")
-    title = nb.cells[0].source.strip().splitlines()[0].lstrip("# ") if nb.cells else name
-    listing = "; ".join(f"{e.title} ({format_points(e.points)})" for e in found)
-    nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing)))
-    return nb
-
-
-def student_parameters(nb: Any) -> dict[str, Any]:
-    """What a student notebook sets after its `parameters` cell: the smoke profile, the overlap judge where there is one
-    (no `make judge` needed; the checks hold for any judge)."""
-    out = smoke_parameters(nb)
-    if "judge" in out:
-        out["judge"] = "overlap"
-    return out
-
 
 STUDENT_README = """# covlib exercises
 

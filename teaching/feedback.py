@@ -1,8 +1,9 @@
-"""The notebook sent back to a student: their own cells, their answers' outputs and each exercise's verdict.
+"""The notebook sent back to a student: the hand-out with their answer cells, those cells' outputs and each verdict.
 
-It is built from the student's submitted notebook (their cells as they wrote them), the outputs their answer cells
-produced in the graded run (plain text and PNG only, capped), and the checks' verdicts and messages. Nothing of the
-solution notebook, of the hidden checks or of the grader's environment is put in it.
+It is built from the notebook as it was handed out (no solution, no hidden check), the student's answer cells (the
+only cells graded), the outputs those cells produced in the graded run (plain text and PNG only, capped), and the
+checks' verdicts and messages. Nothing of the solution notebook, of the hidden checks or of the grader's environment
+is put in it.
 """
 
 from __future__ import annotations
@@ -77,30 +78,31 @@ def redact(outputs: list[dict], secrets: Sequence[str]) -> list[dict]:
     return [from_dict(withheld) if quotes(o) else o for o in outputs]
 
 
-def feedback_notebook(submitted: Any, executed: Any | None, rows: Sequence[Any], secrets: Sequence[str] = ()) -> Any:
-    """The student's notebook with their answers' outputs from the graded run and each exercise's verdict; outputs
-    that quote one of the `secrets` (lines of the solutions and hidden checks) are withheld."""
+def feedback_notebook(handout: Any, answers: dict[str, str], executed: Any | None, rows: Sequence[Any],
+                      secrets: Sequence[str] = ()) -> Any:
+    """The notebook as handed out, with the student's answer cells (and their outputs from the graded run) in place
+    and each exercise's verdict under its check cell; outputs that quote one of the `secrets` (lines of the solutions
+    and hidden checks) are withheld."""
     from nbformat import from_dict, v4
 
-    nb = copy.deepcopy(submitted)
+    nb = copy.deepcopy(handout)
     ran = {cell_role(c): c for c in (executed.cells if executed is not None else []) if isinstance(c, dict) and cell_role(c)}
-    shown = set()
     for cell in nb.cells:
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
         role = cell_role(cell)
         if not role or cell.get("cell_type") != "code" or role[0] not in {r.exercise for r in rows}:
             continue
-        if role[1] == "answer" and role in ran:
-            cell["outputs"] = redact(clean_outputs(ran[role].get("outputs")), secrets)
+        if role[1] == "answer":
+            cell["source"] = answers.get(role[0], cell["source"])
+            if role in ran:
+                cell["outputs"] = redact(clean_outputs(ran[role].get("outputs")), secrets)
         elif role[1] == "checks":
             cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout",
                                           "text": verdict_text(rows, role[0])})]
-            shown.add(role[0])
     got, of = sum(r.points for r in rows), sum(r.max_points for r in rows)
-    summary = [f"[grader] {got:g} / {of:g} points"] + [verdict_text(rows, r.exercise).rstrip() for r in rows
-                                                       if r.exercise not in shown]
     cell = v4.new_code_cell("# the grade of this notebook")
-    cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": "\n".join(summary) + "\n"})]
+    cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": "\n".join(
+        [f"[grader] {got:g} / {of:g} points"] + [verdict_text(rows, r.exercise).rstrip() for r in rows]) + "\n"})]
     nb.cells.insert(0, cell)
     return nb

@@ -15,18 +15,17 @@ import copy
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from covlib import nli
 from covlib.core import paths
 from covlib.runs.exercises import CHECKS_MARKER
 from teaching import checker, own_work, sandbox
 from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, strip_solutions
 from teaching.feedback import feedback_notebook
+from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
 from teaching.submissions import SUBMISSION_CAP, find_submissions, select
 
@@ -96,29 +95,6 @@ def merge(solution: Any, submitted: Any | None, for_student: bool = True) -> tup
             record = split_checks(cell.source)[0]
             cell.source = without_reference(record) if for_student else record
     return nb, notes
-
-
-def smoke_parameters(nb: Any) -> dict[str, Any]:
-    """What the grader sets after the `parameters` cell: the smoke profile, and an offline judge where there is one."""
-    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
-    out: dict[str, Any] = {"profile": "smoke"}
-    if cell is not None and re.search(r"^judge\s*:", cell.source, re.M):
-        out["judge"] = nli.offline_judge()
-    return out
-
-
-def inject(nb: Any, parameters: dict[str, Any], tag: str = "injected-parameters", comment: str = "") -> Any:
-    """Insert a cell setting `parameters` right after the `parameters` cell (as papermill does)."""
-    from nbformat import v4
-
-    nb = copy.deepcopy(nb)
-    where = next((i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])), None)
-    if where is None:
-        raise CourseError("no cell tagged 'parameters'")
-    cell = v4.new_code_cell("\n".join(([comment] if comment else []) + [f"{k} = {v!r}" for k, v in parameters.items()]))
-    cell.metadata["tags"] = [tag]
-    nb.cells.insert(where + 1, cell)
-    return nb
 
 
 def _cells_by_role(nb: Any | None) -> dict[tuple[str, str], Any]:
@@ -204,7 +180,8 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes)
     if feedback:
         Path(feedback).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(feedback_notebook(submitted, run.notebook, rows, secret_lines(solution)), str(feedback))
+        handout = student_version(solution, solution_path.name)  # what was handed out: no solution, no hidden check
+        nbformat.write(feedback_notebook(handout, answers, run.notebook, rows, secret_lines(solution)), str(feedback))
     return rows
 
 

@@ -1,8 +1,9 @@
 """Run a notebook isolated with bubblewrap: no network, no secrets, one writable folder, the process tree killed whole.
 
-Inside the sandbox the only writable place is the run's scratch folder. The Python installation, the virtual
-environment, the `covlib` and `teaching` packages, the data, the models and the call cache are mounted read-only; the
-solution notebooks, the rest of the repository, the grade table and other students' folders are not mounted at all.
+Inside the sandbox the only writable place is the run's scratch folder, which holds the run's own copy of the call
+cache. The Python installation, the virtual environment, the `covlib` and `teaching` packages, the data, the models and
+the retrieval indexes are mounted read-only; the solution notebooks, the rest of the repository, the shared call cache,
+the grade table and other students' folders are not mounted at all.
 The environment is cleared (no API key or token gets in), the network is a private empty one, and the sandbox has its
 own process namespace, so every process a submission starts dies when its run ends or is killed at the time limit.
 """
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -78,17 +80,32 @@ def _python_dirs() -> list[Path]:
     return sorted(d for d in dirs if d != Path("/usr") and not str(d).startswith("/usr/"))
 
 
+def private_cache(scratch: Path) -> Path:
+    """A submission's own copy of the call cache (a consistent SQLite snapshot): it reads every call the solution
+    run made, and what it adds or spoils is thrown away with the run, never seen by the teacher or another student."""
+    private = scratch / "cache"
+    private.mkdir(parents=True, exist_ok=True)
+    shared = paths.cache_dir() / "calls.sqlite"
+    if shared.is_file():
+        source = sqlite3.connect(f"{shared.resolve().as_uri()}?mode=ro", uri=True)
+        copy = sqlite3.connect(private / "calls.sqlite")
+        try:
+            source.backup(copy)
+        finally:
+            source.close()
+            copy.close()
+    return private
+
+
 def environment(scratch: Path, writable_cache: bool) -> dict[str, str]:
     """The whole environment of a run: where things are, offline switches, and nothing of the teacher's."""
     venv_bin = str(Path(sys.executable).parent)
-    env = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch / "home"), "LANG": "C.UTF-8",
-           "USER": "student", "PYTHONPATH": str(paths.code_root()), "PYTHONDONTWRITEBYTECODE": "1",
-           "COVLIB_ROOT": str(scratch), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
-           "COVLIB_CACHE": str(paths.cache_dir()), "COVLIB_ANSWERS": str(scratch / "answers.jsonl"),
-           "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    if not writable_cache:
-        env["COVLIB_CACHE_READONLY"] = "1"
-    return env
+    cache = paths.cache_dir() if writable_cache else scratch / "cache"
+    return {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch / "home"), "LANG": "C.UTF-8",
+            "USER": "student", "PYTHONPATH": str(paths.code_root()), "PYTHONDONTWRITEBYTECODE": "1",
+            "COVLIB_ROOT": str(scratch), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
+            "COVLIB_CACHE": str(cache), "COVLIB_ANSWERS": str(scratch / "answers.jsonl"),
+            "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool) -> list[str]:
@@ -99,11 +116,13 @@ def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool) -> l
     code = paths.code_root()
     for d in (code / "covlib", code / "teaching"):
         args += ["--ro-bind", str(d), str(d)]
-    cache = paths.cache_dir()
-    for d, writable in ((paths.data_dir(), False), (cache, writable_cache), (paths.models_dir(), False)):
+    mounts = [(paths.data_dir(), False)] + ([(paths.cache_dir(), True)] if writable_cache else [])
+    for d, writable in mounts + [(paths.models_dir(), False)]:
         if d.exists():
             args += ["--bind" if writable else "--ro-bind", str(d), str(d)]
     args += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    if not writable_cache and paths.index_dir().is_dir():  # the solution run's indexes, read-only in the private cache
+        args += ["--ro-bind", str(paths.index_dir()), str(scratch / "cache" / "indexes")]
     for k, v in env.items():
         args += ["--setenv", k, v]
     return args
@@ -118,6 +137,10 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     if scratch.exists():
         shutil.rmtree(scratch)
     (scratch / "home").mkdir(parents=True)
+    if not writable_cache:
+        private_cache(scratch)
+        if unsafe and paths.index_dir().is_dir():
+            (scratch / "cache" / "indexes").symlink_to(paths.index_dir())
     env = environment(scratch, writable_cache)
     out = scratch / "executed.ipynb"
     runner = [sys.executable, "-m", "teaching.runner", str(out), f"{time_limit:g}"]

@@ -155,6 +155,22 @@ def test_grader_on_a_tiny_course(case, tmp_path):
     assert f"[grader] {sum(points.values()):g} / 5 points" in text
 
 
+def test_recorded_values_are_plain_json_and_numpy_values_become_python_ones(tmp_path, monkeypatch):
+    import numpy as np
+
+    from covlib.runs import exercises
+
+    monkeypatch.setenv(exercises.ANSWERS_ENV, str(tmp_path / "answers.jsonl"))
+    got = exercises.record("ex99-np", flag=np.bool_(True), row=np.arange(3), pair=(1, np.float32(0.5)))
+    assert got == {"flag": True, "row": [0, 1, 2], "pair": [1, 0.5]}
+    with pytest.raises(TypeError, match="ex99-np: bad must be plain data"):
+        exercises.record("ex99-np", bad={1, 2})
+    answers, reference = sandbox.read_answers(tmp_path / "answers.jsonl")
+    assert answers == {"ex99-np": got} and reference == {}
+    (tmp_path / "answers.jsonl").write_text('not json\n{"exercise": 1}\n' + "[" * 100_000 + "\n")
+    assert sandbox.read_answers(tmp_path / "answers.jsonl") == ({}, {})  # garbage is skipped, never raised
+
+
 def test_the_own_work_check_reads_the_answers_source():
     forbidden = own_work.forbidden_names(DOUBLE_CHECKS)
     assert forbidden == ["fsum"]

@@ -143,11 +143,14 @@ def test_the_leak_check_catches_a_planted_solution():
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
-def test_student_notebook_runs_to_its_first_exercise_and_fails_cleanly_there(path, tmp_path):
+def test_student_notebook_runs_to_its_first_exercise_and_fails_cleanly_there(path, tmp_path, monkeypatch):
     _need_data()
     solution = _read(path)
     student = course.student_version(solution, path.name)  # as handed out: smoke profile, the overlap judge
-    stopped = course.execute(student, tmp_path, 1200, stop_on_error=True, env=course.grading_environment(tmp_path))
+    for name, value in (("COVLIB_DATA", paths.data_dir()), ("COVLIB_CACHE", paths.cache_dir()),
+                        ("COVLIB_MODELS", paths.models_dir()), ("COVLIB_ROOT", tmp_path), ("MPLBACKEND", "Agg")):
+        monkeypatch.setenv(name, str(value))  # outputs in tmp_path, the rest shared
+    stopped = course.execute(student, tmp_path, 1200, stop_on_error=True)
     first = course.exercises(solution, path.name)[0].id
     (checks,) = _cells(student, first, "checks")
     at = student.cells.index(checks)

@@ -24,7 +24,7 @@ _RECORDED: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def record(exercise: str, **values: Any) -> dict[str, Any]:
-    """Record your answers' values for `exercise` (JSON data: tuples become lists) and return all recorded so far."""
+    """Record your answers' values for `exercise` (JSON data: tuples become lists, NumPy values plain Python ones) and return all recorded so far."""
     return _store(exercise, "answers", values)
 
 
@@ -36,7 +36,7 @@ def reference(exercise: str, **values: Any) -> dict[str, Any]:
 def _store(exercise: str, kind: str, values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         try:
-            values[key] = json.loads(json.dumps(value))
+            values[key] = json.loads(json.dumps(value, default=_plain))
         except (TypeError, ValueError) as err:
             raise TypeError(f"{exercise}: {key} must be plain data (numbers, strings, booleans, None, lists, dicts), "
                             f"got {type(value).__name__} ({err})") from None
@@ -47,6 +47,13 @@ def _store(exercise: str, kind: str, values: dict[str, Any]) -> dict[str, Any]:
     merged = _RECORDED.setdefault((exercise, kind), {})
     merged.update(values)
     return dict(merged)
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars and arrays (and anything else with `tolist`) as plain Python values."""
+    if callable(getattr(value, "tolist", None)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not plain data")
 
 
 def close(a: Any, b: Any, tol: float = 1e-9) -> bool:
