@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Sequence
 
@@ -11,13 +12,21 @@ from teaching.exercises import CourseError
 SUBMISSION_CAP = 50 * 2**20  # bytes: a larger submitted notebook is not read
 
 
+def _regular(path: Path) -> bool:
+    """A plain file: not a link, a pipe (reading one would wait forever) or a device."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _notebooks(student: Path) -> list[Path]:
-    """The student's notebooks, shallowest first; links (to files or folders) are skipped, so a submission can never
-    be a link to the teacher's solution or to another student's file."""
+    """The student's notebooks, shallowest first; links (to files or folders), pipes and devices are skipped, so a
+    submission can never be a link to the teacher's solution or to another student's file, nor hang the grader."""
     found = []
     for top, dirs, files in os.walk(student, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints" and not (Path(top) / d).is_symlink())
-        found += [Path(top) / f for f in files if f.endswith(".ipynb") and not (Path(top) / f).is_symlink()]
+        found += [Path(top) / f for f in files if f.endswith(".ipynb") and _regular(Path(top) / f)]
     return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 

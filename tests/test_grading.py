@@ -435,6 +435,20 @@ def test_one_assignment_is_graded_and_totalled_alone(tmp_path):
         assert {r["notebook"] for r in csv.DictReader(f)} == {"99_tiny.ipynb"}
 
 
+def test_links_pipes_and_linked_folders_are_never_submissions(tmp_path):
+    solution = tiny_course(tmp_path / "course")
+    subs = tmp_path / "subs"
+    (subs / "pipe").mkdir(parents=True)
+    os.mkfifo(subs / "pipe" / solution.name)  # reading it would wait forever
+    (subs / "link").mkdir()
+    (subs / "link" / solution.name).symlink_to(solution)
+    (subs / "folder-link").mkdir()
+    (subs / "folder-link" / "week1").symlink_to(solution.parent, target_is_directory=True)
+    (subs / "linked-student").symlink_to(solution.parent, target_is_directory=True)
+    found = grading.find_submissions(subs, [solution.name])
+    assert found == {"folder-link": {}, "link": {}, "pipe": {}}
+
+
 def test_an_unknown_assignment_is_refused_with_the_list(tmp_path):
     solution = tiny_course(tmp_path / "course")
     with pytest.raises(course.CourseError, match="no assignment 07: the assignments are 99_tiny"):  # noqa
