@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import nbformat
+
 from covlib.core import paths
 from covlib.runs.exercises import CHECKS_MARKER
 from teaching import checker, own_work, sandbox
@@ -158,12 +160,11 @@ def run_notebook(solution: Any, submitted: Any | None, scratch: Path, time_limit
 
 def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str, reference: dict,
                    time_limit: float = 600, scratch: str | Path | None = None, feedback: str | Path | None = None,
-                   unsafe: bool = False) -> list[Grade]:
-    """Grade one submitted notebook against its solution notebook and the solution run's `reference` values."""
-    import nbformat
-
+                   unsafe: bool = False, solution_bytes: bytes | None = None) -> list[Grade]:
+    """Grade one submitted notebook against its solution notebook (as read once, `solution_bytes`, when given) and
+    the solution run's `reference` values."""
     solution_path = Path(solution_path)
-    solution = read(solution_path)
+    solution = nbformat.reads(solution_bytes.decode(), as_version=4) if solution_bytes else read(solution_path)
     found = exercises(solution, solution_path.name)
     if submission is None:
         return [Grade(student, solution_path.name, e.id, 0.0, e.points, "not submitted") for e in found]
@@ -223,9 +224,9 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _fingerprint(submission: Path | None, solution: Path, reference: dict, time_limit: float, unsafe: bool) -> str:
+def _fingerprint(submission: Path | None, solution: bytes, reference: dict, time_limit: float, unsafe: bool) -> str:
     digest = hashlib.sha256(f"{GRADER_VERSION}|{time_limit:g}|{unsafe}|".encode())
-    digest.update(solution.read_bytes())
+    digest.update(solution)
     digest.update(json.dumps(reference, sort_keys=True).encode())
     if submission is not None:
         try:
@@ -246,13 +247,15 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
     solutions = select(exercise_notebooks(folder), assignments)
     out = Path(out) if out else paths.build_dir() / "grades"
     found = find_submissions(submissions, [p.name for p in solutions])
+    texts = {p.name: p.read_bytes() for p in solutions}  # read once: nothing a run does to the files changes them here
     references = {p.name: solution_reference(p, out, 3 * time_limit, unsafe)
                   for p in _bar(solutions, progress, "solutions")}
     rows: list[Grade] = []
     for student in _bar(list(found), progress, "students"):
         for path in solutions:
             submission, note = found[student].get(path.name, (None, ""))
-            graded = _grade_stored(path, submission, student, references[path.name], out, time_limit, unsafe)
+            graded = _grade_stored(path, texts[path.name], submission, student, references[path.name], out,
+                                   time_limit, unsafe)
             for row in graded:
                 row.note = note
             rows += graded
@@ -260,11 +263,11 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
     return rows
 
 
-def _grade_stored(path: Path, submission: Path | None, student: str, reference: dict, out: Path, time_limit: float,
-                  unsafe: bool) -> list[Grade]:
+def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str, reference: dict, out: Path,
+                  time_limit: float, unsafe: bool) -> list[Grade]:
     """One student's notebook: the stored grade when nothing changed since, else graded now and stored."""
     stored = out / "students" / student / f"{path.stem}.json"
-    fingerprint = _fingerprint(submission, path, reference, time_limit, unsafe)
+    fingerprint = _fingerprint(submission, text, reference, time_limit, unsafe)
     try:
         saved = json.loads(stored.read_text())
         if saved.get("fingerprint") == fingerprint:
@@ -274,10 +277,10 @@ def _grade_stored(path: Path, submission: Path | None, student: str, reference: 
     started = time.monotonic()
     try:
         rows = grade_notebook(path, submission, student, reference, time_limit, scratch=out / "scratch" / student / path.stem,
-                              feedback=out / "feedback" / student / path.name, unsafe=unsafe)
+                              feedback=out / "feedback" / student / path.name, unsafe=unsafe, solution_bytes=text)
     except Exception as err:  # one submission must never stop the others
         rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
-                for e in exercises(read(path), path.name)]
+                for e in exercises(nbformat.reads(text.decode(), as_version=4), path.name)]
     write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(time.monotonic() - started, 1),
                                      "rows": [asdict(r) for r in rows]}))
     return rows
