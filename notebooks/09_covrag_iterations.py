@@ -304,6 +304,7 @@ frame = pd.DataFrame([{"model": short(name), "round": str(r), "answers": c}
                       for name, h in hist.items() for r, c in h.items()])
 plotting.bar_with_reference(frame, x="round", y="answers", hue="model", ax=ax)
 ax.set_xlabel("round at which the answer settled (0 = σ did not fire)")
+ax.set_title("CoV-RAG: the round at which each answer settled (cf. Table 5)", fontsize=9)
 plotting.caption(ax, max_rounds=max_rounds, sigma=sigma_mode)
 results.save_figure(fig, "fig-09-rounds", params=params)
 

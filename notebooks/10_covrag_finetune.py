@@ -156,6 +156,7 @@ for name, card in cards.items():
     ax.plot(steps, losses, marker="o", markersize=3, label=name)
 ax.set_xlabel("step")
 ax.set_ylabel("training loss (target tokens)")
+ax.set_title("LoRA fine-tuning of the verifier: training loss per step (§2.2)", fontsize=9)
 ax.legend(fontsize=8)
 plotting.caption(ax, model=base.name, labels=with_chain.labels, n=len(train))
 results.save_figure(fig, "fig-10-loss", params=params, model=base.name)

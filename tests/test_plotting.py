@@ -61,13 +61,9 @@ def _figure_cells() -> list[tuple[str, str]]:
     return out
 
 
-_UNTITLED_ELSEWHERE = {"fig-09-rounds", "fig-10-loss"}  # issue 21 item 7: their notebooks are edited elsewhere
-
-
 @pytest.mark.parametrize(
     "name,source",
-    [pytest.param(n, s, id=n, marks=[pytest.mark.xfail(reason="title pending (issue 21)")] if n in _UNTITLED_ELSEWHERE else [])
-     for n, s in _figure_cells()],
+    [pytest.param(n, s, id=n) for n, s in _figure_cells()],
 )
 def test_every_notebook_figure_has_a_title(name, source):
     assert re.search(r"\.set_title\(|\.suptitle\(|\btitle=", source), f"{name}: give it ax.set_title or fig.suptitle"
