@@ -282,6 +282,7 @@ def attacked(tmp_path_factory):
     (subs / "c-linked").mkdir()
     (subs / "c-linked" / solution.name).symlink_to(solution)  # "handed in" as a link to the teacher's solution
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (solution, cache / "calls.sqlite")}
+    Path("/tmp/covlib-escape").unlink(missing_ok=True)  # the outside-write attack's target on the host
     env = dict(os.environ, OPENAI_API_KEY=PLANTED, HF_TOKEN=PLANTED, COVLIB_CACHE=str(cache))
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(subs), "--out", str(out),
