@@ -18,6 +18,8 @@ help: ## list the targets
 	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
 	@echo "             SUBMISSIONS=<dir> ASSIGNMENT=01[,04] TIME_LIMIT=600 GRADES=build/grades UNSAFE=1 (make grade; UNSAFE: no sandbox)"
+	@echo "             ASSIGNMENTS=build/assignments (make assignments: where the hand-out goes)"
+	@echo "             STUDENTS=1 BOOK=<dir> (make book: the students' copy, solutions hidden, in build/book-students/; BOOK overrides the folder)"
 
 env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
 
@@ -66,8 +68,8 @@ grade: env sandbox ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in a sa
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student> [ASSIGNMENT=01]"; exit 2; }
 	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(filter 1 yes true,$(UNSAFE)),--unsafe)
 
-book: env ## render the executed notebooks (notebooks/executed/), figures and tables into an offline static site build/book/ [STUDENTS=1: solutions hidden]
-	$(PY) -m teaching.book --out "$(or $(BOOK),build/book)" $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
+book: env ## render the executed notebooks into an offline static site: build/book/ (teacher's copy), STUDENTS=1: build/book-students/
+	$(PY) -m teaching.book $(if $(BOOK),--out "$(BOOK)") $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)
 
 docs: env ## regenerate docs/library.md (the library map) from the modules' docstrings
 	$(PY) scripts/library_map.py

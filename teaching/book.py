@@ -15,16 +15,15 @@ copy (solutions shown, `build/book/`) says so in a banner on every page; the stu
 from __future__ import annotations
 
 import base64
-import binascii
 import html
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
 from teaching.exercises import strip_solutions
+from teaching.safe_html import check_images, is_png, neutral_paths, offline, sanitize
 
 # (paper, where it appeared, [(notebook, what it reproduces)])
 PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
@@ -77,122 +76,14 @@ div.covlib-teacher { background: #fff3cd; border-bottom: 2px solid #e0a800; colo
 """
 TEACHER_BANNER = ("Teacher's copy: contains solutions — hand out build/book-students/ "
                   "(<code>make book STUDENTS=1</code>) instead")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_PROGRESS = re.compile(r"\d+%\|")  # tqdm's text: "desc:  40%|####      | 4/10 [...]"
 _REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
 _SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.I | re.S)
-_WIDGET = "application/vnd.jupyter.widget-view+json"
 _DOC_LINK = re.compile(r'href="(?:docs/)?([\w-]+)\.md(#[\w-]*)?"')  # a link between docs pages, to its rendered copy
 
 
 def catalogue() -> list[str]:
     """Every notebook the book lists, in reading order."""
     return [nb for _, _, notebooks in PAPERS for nb, _ in notebooks]
-
-
-def _widget_text(state: dict, model_id: str) -> str | None:
-    """The final text of a widget view from the notebook's saved widget state: tqdm's HBox(description HTML, bar,
-    counts HTML) reads "desc: 100%|272/272 [00:01<00:00]". None when the state was not saved."""
-    model = state.get(model_id)
-    if not isinstance(model, dict):
-        return None
-    values = []
-    for child in model.get("state", {}).get("children", []) or [model_id]:
-        sub = state.get(str(child).replace("IPY_MODEL_", ""), {}).get("state", {})
-        value = sub.get("value")
-        if isinstance(value, str) and sub.get("_model_name", "").startswith(("HTML", "Label")):
-            values.append(re.sub(r"<[^>]*>", "", html.unescape(value)).replace("\u2007", " ").strip())
-    text = "|".join(v for v in values if v)
-    return text or None
-
-
-def _offline(nb: Any) -> Any:
-    """Drop what would need the network to show and stderr (progress bars, warnings). A widget view shows its final
-    text from the saved widget state, else its text fallback; one whose fallback is a progress bar frozen at its
-    first frame ("0%|") and has no saved state is left out."""
-    widgets = nb.metadata.pop("widgets", None) or {}
-    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {}) if isinstance(widgets, dict) else {}
-    for cell in nb.cells:
-        if "outputs" not in cell:
-            continue
-        kept = []
-        for out in cell.outputs:
-            if out.get("output_type") == "stream" and out.get("name") == "stderr":
-                continue
-            data = out.get("data")
-            if data and _WIDGET in data:
-                view = data.pop(_WIDGET)
-                final = _widget_text(state, str(view.get("model_id", ""))) if isinstance(view, dict) else None
-                plain = data.get("text/plain", "")
-                plain = "".join(plain) if isinstance(plain, list) else str(plain)
-                if final:
-                    data["text/plain"] = final
-                elif _PROGRESS.search(plain) or not plain.strip():
-                    continue
-            kept.append(out)
-        cell.outputs = kept
-    return nb
-
-
-def _is_png(data: bytes) -> bool:
-    return data.startswith(PNG_MAGIC) and len(data) > len(PNG_MAGIC) + 12
-
-
-def _check_images(nb: Any) -> Any:
-    """An image/png output that does not decode to a PNG shows a note instead of a broken image."""
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data") or {}
-            if "image/png" not in data:
-                continue
-            raw = data["image/png"]
-            try:
-                ok = _is_png(base64.b64decode("".join(raw) if isinstance(raw, list) else str(raw), validate=False))
-            except (binascii.Error, ValueError):
-                ok = False
-            if not ok:
-                del data["image/png"]
-                data["text/plain"] = "[image skipped: this output is not a PNG image (damaged or half-written)]"
-    return nb
-
-
-# --------------------------------------------------------------------------- sanitising (outputs are model output)
-_TAGS = frozenset({
-    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd", "del", "details",
-    "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd",
-    "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table",
-    "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
-})
-_DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
-_DROP_WITH_CONTENT = re.compile(r"<(script|style|iframe|object|embed|template|noscript)\b.*?(</\1\s*>|\Z)", re.I | re.S)
-
-
-def _allowed_attribute(tag: str, name: str, value: str) -> bool:
-    if name in ("class", "id", "title", "lang", "dir", "style"):
-        return True
-    if tag == "a":
-        return name == "href" and not value.strip().lower().startswith("data:") or name == "name"
-    if tag == "img":
-        return name in ("alt", "width", "height") or name == "src" and bool(_DATA_IMAGE.match(value.strip()))
-    if tag in ("td", "th"):
-        return name in ("colspan", "rowspan", "align", "scope")
-    if tag in ("col", "colgroup"):
-        return name == "span"
-    if tag == "ol":
-        return name in ("start", "type")
-    return tag == "details" and name == "open"
-
-
-def sanitize(fragment: str) -> str:
-    """An HTML fragment with nothing live left: no script, style or frame element, no event-handler attribute (onerror=,
-    onclick=, ...), no javascript: or data: link; images only as inline data:image/... URIs (bleach, nbconvert's own
-    sanitiser). Tables, headings, lists, code and the classes nbconvert's styling needs stay."""
-    import bleach
-    from bleach.css_sanitizer import CSSSanitizer
-
-    text = _DROP_WITH_CONTENT.sub("", fragment.decode() if isinstance(fragment, bytes) else str(fragment))
-    return bleach.clean(text, tags=_TAGS, attributes=_allowed_attribute, protocols={"http", "https", "mailto", "data"},
-                        strip=True, strip_comments=True, css_sanitizer=CSSSanitizer())
 
 
 def _markdown(text: str) -> str:
@@ -209,7 +100,7 @@ def _outputs(stem: str, figures: Path, tables: Path, results: Path | None = None
     parts = [paper_section(stem, results)] if results is not None else []
     for png in sorted(figures.glob(f"fig-{number}-*.png")):
         raw = png.read_bytes()
-        if not _is_png(raw):
+        if not is_png(raw):
             parts.append(f"<h3>{html.escape(png.stem)}</h3><p class=\"missing\">Skipped: <code>{html.escape(png.name)}</code> "
                          f"is not a PNG image (damaged or half-written); <code>make reproduce ONLY={html.escape(number)}</code> "
                          "writes it again.</p>")
@@ -272,53 +163,6 @@ def paper_section(stem: str, results: Path) -> str:
             "<th>ours [95% CI]</th><th>paper</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
-def _path_names() -> list[tuple[str, str]]:
-    """(absolute path, neutral name) for the folders of the machine that ran the notebooks, longest first."""
-    names: dict[str, str] = {}
-
-    def add(folder: Any, name: str) -> None:
-        try:
-            candidates = {str(Path(folder)), str(Path(folder).resolve())}
-        except (OSError, RuntimeError, ValueError, TypeError):
-            return
-        for text in candidates:
-            text = text.rstrip("/")
-            if len(text) > 1 and text not in names:
-                names[text] = name
-
-    for getter, name in ((paths.data_dir, "$COVLIB_DATA"), (paths.models_dir, "$COVLIB_MODELS"),
-                         (paths.cache_dir, "$COVLIB_CACHE"), (paths.root, "."), (paths.code_root, ".")):
-        try:
-            add(getter(), name)
-        except (OSError, ValueError):  # a broken covlib.toml: those folders are not known
-            pass
-    add(Path.home(), "~")
-    for var, name in (("COVLIB_DATA", "$COVLIB_DATA"), ("COVLIB_ROOT", "."), ("HOME", "~")):
-        if os.environ.get(var):
-            add(os.environ[var], name)
-    return sorted(names.items(), key=lambda item: -len(item[0]))
-
-
-def neutral_paths(page: str) -> str:
-    """`page` with the absolute paths of this machine replaced: the repository root by relative paths, the data,
-    cache and models folders by $COVLIB_DATA / $COVLIB_CACHE / $COVLIB_MODELS, the home folder by ~. Inline data:
-    URIs are left alone (their base64 can spell anything)."""
-    names = _path_names()
-    if not names:
-        return page
-    lookup = dict(names)
-    pattern = re.compile(r"(data:[\w/+.-]+;base64,[A-Za-z0-9+/=\s]*)|("
-                         + "|".join(re.escape(p) for p, _ in names) + r")(?![\w.-])(/?)")
-
-    def swap(match: re.Match) -> str:
-        if match.group(1):
-            return match.group(1)
-        name, slash = lookup[match.group(2)], match.group(3)
-        return ("" if slash else ".") if name == "." else name + slash
-
-    return pattern.sub(swap, page)
-
-
 def _banner(hide_solutions: bool) -> str:
     return "" if hide_solutions else f'<div class="covlib-teacher" role="note">{TEACHER_BANNER}</div>'
 
@@ -357,7 +201,7 @@ def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = ""
     """
     from nbconvert import HTMLExporter
 
-    nb = _check_images(_offline(read_notebook(path)))
+    nb = check_images(offline(read_notebook(path)))
     if hide_solutions:
         for cell in nb.cells:
             cell.source = strip_solutions(cell.source)

@@ -14,6 +14,7 @@ import json
 from typing import Any, Sequence
 
 from teaching.exercises import cell_role
+from teaching.safe_html import is_png
 
 TEXT_CAP = 20_000  # characters of an answer cell's output kept in the feedback
 PNG_CAP = 2 * 2**20  # bytes of one PNG kept in the feedback
@@ -28,10 +29,9 @@ def _png(value: Any) -> str | None:
     if not isinstance(value, str) or len(value) > PNG_CAP * 4 // 3 + 4:
         return None
     try:
-        raw = base64.b64decode(value, validate=False)
+        return value if is_png(base64.b64decode(value, validate=False)) else None
     except ValueError:
         return None
-    return value if raw.startswith(b"\x89PNG\r\n\x1a\n") else None
 
 
 def clean_outputs(outputs: Any) -> list[dict]:

@@ -9,6 +9,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -284,9 +285,17 @@ def test_own_work_check_sees_nested_calls():
 @pytest.mark.notebook
 def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
     out, _, _ = graded
-    scratch = out / "scratch" / "alice"
+    executed, figures, tables = tmp_path / "executed", tmp_path / "figures", tmp_path / "tables"
+    for folder in (executed, figures, tables):
+        folder.mkdir()
+    for path in SOLUTIONS:  # the solutions' graded runs: their executed notebooks, figures and tables
+        run = out / "scratch" / "(solutions)" / path.stem
+        shutil.copy(run / "executed.ipynb", executed / path.name)
+        for kind, folder in (("figures", figures), ("tables", tables)):
+            for f in (run / kind).glob("*"):
+                shutil.copy(f, folder / f.name)
     site = tmp_path / "book"
-    written = book.build(out / "feedback" / "alice", site, scratch / "figures", scratch / "tables")
+    written = book.build(executed, site, figures, tables)
     index = (site / "index.html").read_text()
     for paper, _, notebooks in book.PAPERS:
         assert paper in index

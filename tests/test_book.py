@@ -1,0 +1,171 @@
+"""The book (issue 21, item 4 and 6): the teacher's and the students' copies apart, model output made harmless,
+damaged notebooks and images skipped with a note, no frozen progress bar, no path of the teacher's machine, ours
+beside the paper."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import v4
+
+from covlib.core import paths
+from teaching import book
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HOSTILE = ('<script>alert("x1")</script><img src="x" onerror="alert(\'x2\')">'
+           '<a href="javascript:alert(\'x3\')">click</a><div onclick="alert(\'x4\')">d</div>'
+           '<iframe src="https://example.org"></iframe><style>body{display:none}</style>')
+PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00"
+       b"\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+
+
+def _live(page: str) -> list[str]:
+    """What would still run in a browser: script elements, event handlers, javascript: links, frames."""
+    return (re.findall(r"<script(?![^>]*type=\"text/x-mathjax)[^>]*>\s*[^<\s]", page)
+            + re.findall(r"<[^>]+\son\w+\s*=", page) + re.findall(r"href=\"\s*javascript:", page, re.I)
+            + re.findall(r"<iframe", page, re.I))
+
+
+def _executed(folder: Path, stem: str, outputs: list, widgets: dict | None = None) -> Path:
+    cell = v4.new_code_cell("print('hello')", execution_count=1)
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell(f"# {stem}\n\n" + HOSTILE), cell])
+    if widgets is not None:
+        nb.metadata["widgets"] = widgets
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / f"{stem}.ipynb")
+    return folder / f"{stem}.ipynb"
+
+
+def test_the_teachers_and_the_students_copies_go_to_separate_folders_and_say_which(tmp_path):
+    assert book.default_out(False) != book.default_out(True)
+    assert book.default_out(True).name == "book-students"
+    _executed(tmp_path / "executed", "01_consistency_kde", [])
+    teacher = book.build(tmp_path / "executed", tmp_path / "teacher", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    students = book.build(tmp_path / "executed", tmp_path / "students", tmp_path / "f", tmp_path / "t",
+                          hide_solutions=True, docs=tmp_path / "d")
+    for page in teacher:
+        assert "Teacher's copy: contains solutions" in page.read_text(), page.name
+    for page in students:
+        assert "Teacher's copy" not in page.read_text(), page.name
+    done = subprocess.run(["make", "-n", "-o", ".venv/.installed", "book", "STUDENTS=1"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert "--hide-solutions" in done.stdout and "--out" not in done.stdout  # the students' default folder
+    assert "BOOK=" in subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+def test_model_output_rendered_as_html_is_made_harmless(tmp_path):
+    outputs = [{"output_type": "display_data", "metadata": {}, "data": {"text/html": HOSTILE, "text/plain": "x"}},
+               {"output_type": "display_data", "metadata": {}, "data": {"application/javascript": "alert('x5')",
+                                                                          "text/plain": "js"}},
+               {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "**md** " + HOSTILE}},
+               {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                "data": {"text/html": "<table><tr><th>kept</th></tr><tr><td>cell</td></tr></table>"}}]
+    _executed(tmp_path / "executed", "01_consistency_kde", outputs)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "tab-01-x.md").write_text("| a | b |\n|---|---|\n| " + HOSTILE.replace("|", "") + " | 1 |\n")
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    assert _live(page) == [], _live(page)
+    assert "alert('x5')" not in page and "x1" not in page.replace("&quot;x1&quot;", "")
+    assert "<th>kept</th>" in page and "<strong>md</strong>" in page  # what is harmless stays
+
+
+def test_a_half_written_notebook_is_skipped_with_a_note_and_the_rest_is_built(tmp_path):
+    _executed(tmp_path / "executed", "01_consistency_kde", [])
+    good = _executed(tmp_path / "executed", "02_threshold_ablation", [])
+    text = good.read_text()
+    (tmp_path / "executed" / "01_consistency_kde.ipynb").write_text(text[: len(text) // 2])  # killed mid-write
+    notes: list[str] = []
+    written = book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+                         notes=notes)
+    assert (tmp_path / "site" / "02_threshold_ablation.html") in written
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "skipped" in index and "make reproduce ONLY=01" in index
+    assert "cannot be read" in (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    assert any(n.startswith("01_consistency_kde: skipped") for n in notes)
+
+
+def test_a_garbage_png_is_skipped_with_a_note(tmp_path):
+    garbage = base64.b64encode(b"this is not a png at all").decode()
+    good = base64.b64encode(PNG).decode()
+    _executed(tmp_path / "executed", "01_consistency_kde",
+              [{"output_type": "display_data", "metadata": {}, "data": {"image/png": garbage, "text/plain": "fig"}},
+               {"output_type": "display_data", "metadata": {}, "data": {"image/png": good, "text/plain": "fig"}}])
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "fig-01-broken.png").write_bytes(b"\x89PNG half")
+    (tmp_path / "f" / "fig-01-fine.png").write_bytes(PNG)
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    assert garbage not in page and "image skipped: this output is not a PNG image" in page
+    assert good in page  # a real image still shows
+    assert "fig-01-broken.png</code> is not a PNG image" in page
+    assert base64.b64encode(PNG).decode() in page.split("fig-01-fine")[-1]
+
+
+def test_a_progress_bar_is_not_shown_frozen_at_zero(tmp_path):
+    bar = {"output_type": "display_data", "metadata": {},
+           "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
+                                                                   "version_minor": 0},
+                    "text/plain": "scoring:   0%|          | 0/272 [00:00<?, ?it/s]"}}
+    done = {"output_type": "display_data", "metadata": {},
+            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "m1", "version_major": 2,
+                                                                   "version_minor": 0},
+                     "text/plain": "embedding:   0%|          | 0/10"}}
+    state = {"m1": {"model_name": "HBoxModel", "state": {"_model_name": "HBoxModel", "children": ["IPY_MODEL_m2",
+                                                                                                    "IPY_MODEL_m3"]}},
+             "m2": {"state": {"_model_name": "HTMLModel", "value": "embedding: 100%"}},
+             "m3": {"state": {"_model_name": "HTMLModel", "value": " 10/10 [00:01&lt;00:00]"}}}
+    widgets = {"application/vnd.jupyter.widget-state+json": {"state": state, "version_major": 2, "version_minor": 0}}
+    _executed(tmp_path / "executed", "01_consistency_kde", [bar, done], widgets)
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    assert "0/272" not in page and not re.search(r"(?<!\d)0%\|", page)
+    assert "embedding: 100%" in page and "10/10" in page  # the final state, where it was saved
+
+
+def test_no_absolute_path_of_the_teachers_machine_is_on_a_page(tmp_path, monkeypatch):
+    data = paths.data_dir()
+    printed = f"reading {data}/hotpotqa_adv/sim_dev.json from {paths.code_root()}/notebooks and {Path.home()}/x\n"
+    _executed(tmp_path / "executed", "01_consistency_kde",
+              [{"output_type": "stream", "name": "stdout", "text": printed}])
+    for hide in (False, True):
+        site = tmp_path / f"site-{hide}"
+        book.build(tmp_path / "executed", site, tmp_path / "f", tmp_path / "t", hide_solutions=hide, docs=tmp_path / "d")
+        page = (site / "01_consistency_kde.html").read_text()
+        assert str(data) not in page and str(paths.code_root()) not in page, hide
+        assert "$COVLIB_DATA/hotpotqa_adv/sim_dev.json" in page
+
+
+def test_the_course_guides_command_block_wraps(tmp_path):
+    book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    guide = (tmp_path / "site" / "course-guide.html").read_text()
+    assert re.search(r"\.covlib-book pre[^{]*\{[^}]*white-space: pre-wrap", guide)
+    assert "<code>make grade</code>" in guide
+
+
+def test_ours_is_shown_beside_the_papers_number(tmp_path):
+    _executed(tmp_path / "executed", "01_consistency_kde", [])
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "01_consistency_kde.json").write_text(json.dumps({"metrics": {
+        "cot_sc_em": 12.5, "cot_sc_em_interval": {"low": 4.0, "high": 25.0},
+        "paper": {"cot_sc_em": 31.2, "source": "Verify-and-Edit Table 1 (text-davinci-003)"}}}))
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+               results=tmp_path / "r")
+    page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    row = re.search(r"<tr><td><code>cot_sc_em</code></td><td>([^<]*)</td><td>([^<]*)</td></tr>", page)
+    assert row and row.groups() == ("12.5 [4.0, 25.0]", "31.2"), page[-2000:]
+    assert "Verify-and-Edit Table 1" in page
+
+
+@pytest.mark.parametrize("stem", ["01_consistency_kde"])
+def test_notebook_01_records_the_papers_number_the_book_shows(stem):
+    source = (ROOT / "notebooks" / f"{stem}.py").read_text()
+    assert re.search(r'"paper": \{"cot_sc_em": 31\.2', source)
