@@ -407,6 +407,7 @@ def test_a_killed_grader_keeps_every_finished_grade_and_a_rerun_skips_them(tmp_p
 # --------------------------------------------------------------------------- one assignment at a time, refusals
 
 
+@pytest.mark.slow
 def test_grading_refuses_without_a_sandbox_unless_told(tmp_path, monkeypatch):
     solution = tiny_course(tmp_path / "course")
     submit(solution, tmp_path / "subs" / "dan")
