@@ -52,7 +52,7 @@ from covlib.core import metrics, paths, references
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.runs import claims
+from covlib.runs import claims, profiles
 from covlib.runs import results
 
 # %% tags=["parameters"]
@@ -72,6 +72,7 @@ n_rating: int = 50  # questions in the human rating sheet (paper: 50)
 ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
 
 # %%
+profiles.check_input_file("ratings", ratings)  # before any generation, not in the last cell
 S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
           seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare_key_facts, judge=judge,
           max_new_tokens=max_new_tokens, n_rating=n_rating)

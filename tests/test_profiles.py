@@ -46,6 +46,7 @@ def _parameters_cell(source: str) -> tuple[dict[str, str], str]:
 def test_every_numeric_notebook_parameter_is_checked(notebook):
     names, derived = _parameters_cell(notebook.read_text(encoding="utf-8"))
     numeric = {n for n, t in names.items() if t in ("int", "float")}
+    derived = re.sub(r"^profiles\.check_input_file\([^\n]*\n", "", derived.lstrip(), flags=re.M)  # file checks first
     door = re.match(r"\s*S = setup\((.*?)\)(?:  #[^\n]*)?\n", derived, flags=re.S)
     if door:  # a paper's set-up door (covlib/papers/<paper>/notebook.py) checks what it is given before any work
         assert numeric - set(re.findall(r"\w+=(\w+)", door.group(1))) == set(), f"{notebook.name}: not passed to setup"
@@ -67,3 +68,52 @@ def test_a_bad_parameter_stops_the_notebook_at_once(tmp_path):
         pm.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), cwd=str(notebook.parent), progress_bar=False,
                             parameters={"profile": "smoke", "n_questions": -5, "n_samples": 0}, kernel_name="python3")
     assert time.perf_counter() - start < 120, "stopped before loading any model"
+
+
+def test_a_device_this_machine_lacks_is_refused_by_name_before_any_work():
+    import torch
+
+    from covlib.runs import profiles
+
+    profiles.check_device("")  # the default
+    profiles.check_device("cpu")
+    with pytest.raises(ValueError, match="unknown device 'gpu': choose cpu, cuda, cuda:N or mps"):
+        profiles.resolve("smoke", "gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda', but no CUDA GPU is visible here"):
+            profiles.resolve("auto", "cuda")
+    else:
+        with pytest.raises(ValueError, match="CUDA GPU"):
+            profiles.check_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_a_missing_input_file_is_refused_before_the_run(tmp_path):
+    from covlib.runs import profiles
+
+    profiles.check_input_file("ratings", "")
+    (tmp_path / "r.csv").write_text("question_id,model\n")
+    profiles.check_input_file("ratings", str(tmp_path / "r.csv"))
+    with pytest.raises(FileNotFoundError, match=r"ratings='/missing.csv': no such file \(checked before the run starts\)"):
+        profiles.check_input_file("ratings", "/missing.csv")
+    source = (paths.code_root() / "notebooks" / "04_credibility_models.py").read_text()
+    assert source.index('profiles.check_input_file("ratings", ratings)') < source.index("S = setup(")
+
+
+def test_a_judge_typo_is_refused_before_any_generation(monkeypatch):
+    from covlib import nli
+    from covlib.papers import credibility as C
+    from covlib.papers.credibility import notebook
+
+    assert nli.check_judge("overlap") == "overlap" and nli.check_judge("llm:foo") == "llm"
+    assert nli.check_judge("owner/model") == "hub"
+    with pytest.raises(ValueError, match="unknown judge 'overlapp'"):
+        nli.check_judge("overlapp")
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the questions were loaded before the judge was checked")
+
+    monkeypatch.setattr(C, "load_questions", reached)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="unknown judge 'overlapp'"):
+        notebook.setup(profile="smoke", judge="overlapp")
+    assert time.monotonic() - started < 5

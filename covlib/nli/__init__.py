@@ -49,16 +49,16 @@ from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, Judge, two_label
 from covlib.nli.evaluation import decision_accuracy, evaluate, f1_difference, judge_note, nli_confusion, nli_scores
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
 from covlib.nli.overlap import NEGATIONS, STOPWORDS, WORD_NUMBERS, OverlapJudge
-from covlib.nli.registry import (DEFAULT_JUDGE, FALLBACK_JUDGE, TRAINED_JUDGE, get_judge, load_judge, load_trained_judge,
-                                 offline_judge, trained_judge_dir)
+from covlib.nli.registry import (DEFAULT_JUDGE, FALLBACK_JUDGE, TRAINED_JUDGE, check_judge, get_judge, load_judge,
+                                 load_trained_judge, offline_judge, trained_judge_dir)
 from covlib.nli.scoring import CACHE_TABLE, CHUNK, entailed, entailment, entailment_labels, probabilities
 
 __all__ = [
     # base
     "EMPTY_PAIR", "JUDGE_CHOICES", "LABELS", "Judge", "two_label",
     # registry
-    "DEFAULT_JUDGE", "FALLBACK_JUDGE", "TRAINED_JUDGE", "get_judge", "load_judge", "load_trained_judge", "offline_judge",
-    "trained_judge_dir",
+    "DEFAULT_JUDGE", "FALLBACK_JUDGE", "TRAINED_JUDGE", "check_judge", "get_judge", "load_judge", "load_trained_judge",
+    "offline_judge", "trained_judge_dir",
     # scoring
     "CACHE_TABLE", "CHUNK", "entailed", "entailment", "entailment_labels", "probabilities",
     # judges and the heuristic

@@ -57,32 +57,49 @@ def _card_threshold(folder: Path) -> float | None:
     return None if value is None else float(value)
 
 
-def load_judge(spec: str, device: str | None = None) -> Judge:
-    """The judge a spec names ('minilm-fever-nli', 'overlap', 'llm[:<model>]', 'true', an HF model id/dir), on `device`."""
+NAMED = {"trained": (TRAINED_JUDGE, "trained"), "overlap": ("overlap", "approx", "approx-overlap"),
+         "true": ("true", "t5-true", "true-t5")}  # the spellings of the judges known by name
+
+
+def check_judge(spec: str) -> str:
+    """The kind of judge a spec names ('trained', 'overlap', 'llm', 'true', 'folder', 'hub'), loading nothing: a
+    notebook checks its `judge` parameter with it before any generation. Raises for a spec that names no judge."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"empty judge spec {spec!r}; choose {JUDGE_CHOICES}")
     spec = spec.strip()
     low = spec.lower()
-    if low in (TRAINED_JUDGE, "trained"):
-        return load_trained_judge(device=device)
-    if spec and "/" not in spec and (trained_judge_dir(spec) / "card.json").is_file():
-        return load_trained_judge(spec, device=device)  # any judge build_judge.py wrote in the models folder, by name
-    if low in ("overlap", "approx", "approx-overlap"):
-        return OverlapJudge()
+    kind = next((k for k, names in NAMED.items() if low in names), None)
+    if kind:
+        return kind
+    if "/" not in spec and (trained_judge_dir(spec) / "card.json").is_file():
+        return "trained"  # any judge build_judge.py wrote in the models folder, by name
     if low == "llm" or low.startswith("llm:"):
-        model = spec.split(":", 1)[1] if ":" in spec else None
-        return LLMJudge(load_lm(model or None, device=device))
-    if low in ("true", "t5-true", "true-t5"):
-        return TrueT5Judge(device=device)
+        return "llm"
     if Path(spec).expanduser().is_dir():
-        return HFNLIJudge(str(Path(spec).expanduser()), device=device)
+        return "folder"
     if "/" in spec and paths.is_hub_id(spec):
-        return HFNLIJudge(spec, device=device)
+        return "hub"
     if Path(spec).expanduser().exists():
         raise ValueError(f"judge spec {spec!r} is a file; a local judge is a model folder. Choose {JUDGE_CHOICES}")
     if "/" in spec or "\\" in spec or spec.startswith((".", "~")):
         raise FileNotFoundError(f"judge folder {spec!r} does not exist (and it is not a hub id `owner/name`)")
     raise ValueError(f"unknown judge {spec!r}; choose {JUDGE_CHOICES}")
+
+
+def load_judge(spec: str, device: str | None = None) -> Judge:
+    """The judge a spec names ('minilm-fever-nli', 'overlap', 'llm[:<model>]', 'true', an HF model id/dir), on `device`."""
+    kind = check_judge(spec)
+    spec = spec.strip()
+    if kind == "trained":
+        return load_trained_judge(TRAINED_JUDGE if spec.lower() in NAMED["trained"] else spec, device=device)
+    if kind == "overlap":
+        return OverlapJudge()
+    if kind == "llm":
+        model = spec.split(":", 1)[1] if ":" in spec else None
+        return LLMJudge(load_lm(model or None, device=device))
+    if kind == "true":
+        return TrueT5Judge(device=device)
+    return HFNLIJudge(str(Path(spec).expanduser()) if kind == "folder" else spec, device=device)
 
 
 def get_judge(judge: Judge | str | None = None, device: str | None = None) -> Judge:

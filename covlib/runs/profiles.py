@@ -21,6 +21,8 @@ default: the embedded model, no adapter, cuda when available).
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from covlib import generation
@@ -30,8 +32,38 @@ T = TypeVar("T")
 PROFILES = ("full", "cpu", "smoke")
 
 
+def check_device(device: str | None) -> None:
+    """Refuse, before any work, a device this machine does not have: '' (the default), 'cpu', 'cuda', 'cuda:N', 'mps'."""
+    if not device:
+        return
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device.strip().lower()):
+        raise ValueError(f"unknown device {device!r}: choose cpu, cuda, cuda:N or mps (empty: the default)")
+    wanted = device.strip().lower()
+    if wanted == "cpu":
+        return
+    import torch
+
+    if wanted == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device={device!r}, but this machine has no MPS (Apple GPU) backend: use device='' or 'cpu'")
+        return
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}, but no CUDA GPU is visible here (torch.cuda.is_available() is False): "
+                         "use device='' (the default: cuda where there is one, else cpu) or 'cpu'")
+    index = int(wanted.split(":")[1]) if ":" in wanted else 0
+    if index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r}, but only {torch.cuda.device_count()} CUDA GPU(s) are visible")
+
+
+def check_input_file(name: str, path: str | None) -> None:
+    """Refuse, before any work, a file parameter that names no file ('' or None: not given)."""
+    if path and not Path(path).expanduser().is_file():
+        raise FileNotFoundError(f"{name}={path!r}: no such file (checked before the run starts)")
+
+
 def resolve(profile: str | None, device: str | None = None) -> str:
-    """The concrete profile name for 'auto'/'' given the device (cuda -> full, else cpu)."""
+    """The concrete profile name for 'auto'/'' given the device (cuda -> full, else cpu); the device is checked."""
+    check_device(device)
     profile = (profile or "auto").strip().lower()
     if profile == "auto":
         if device:

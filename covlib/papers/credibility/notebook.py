@@ -87,6 +87,7 @@ def setup(profile: str = "auto", model: str = "", models: str = "", device: str 
           corpus: str | None = None, n_rating: int | None = None, n_refs_sweep: str | None = None) -> Setup:
     """Check a credibility notebook's parameters, apply its profile and load its questions, models and key facts
     (notebook 05 passes its comma-separated `n_refs` as `n_refs_sweep`)."""
+    nli.check_judge(judge)  # a typo fails here, not after every answer has been generated
     numbers = dict(n_questions=n_questions, seed=seed, n_refs=None if n_refs_sweep is not None else n_refs, cap=cap,
                    k_initial=k_initial, max_rounds=max_rounds, max_new_tokens=max_new_tokens, n_rating=n_rating)
     profiles.check_parameters(**{k: v for k, v in numbers.items() if v is not None})
