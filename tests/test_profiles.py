@@ -117,3 +117,32 @@ def test_a_judge_typo_is_refused_before_any_generation(monkeypatch):
     with pytest.raises(ValueError, match="unknown judge 'overlapp'"):
         notebook.setup(profile="smoke", judge="overlapp")
     assert time.monotonic() - started < 5
+
+
+def test_unknown_papermill_parameters_are_found_in_the_cells_run():
+    from covlib.runs import profiles
+
+    params = "profile: str = 'auto'  # profile\nn_questions: int = 500  # questions\n"
+    assert profiles.unknown_injected(["import x", params, "# Parameters\nn_question = 3\nprofile = 'smoke'\n"]) == \
+        ["n_question"]
+    assert profiles.unknown_injected(["import x", params, "# Parameters\nn_questions = 3\n"]) == []
+    assert profiles.unknown_injected(["import x", params]) == []  # not a papermill run: nothing injected
+
+
+@pytest.mark.slow
+def test_a_typo_in_a_papermill_parameter_stops_the_notebook_at_once(tmp_path):
+    import nbformat
+    import papermill as pm
+    from nbformat import v4
+
+    cells = [v4.new_code_cell("from covlib.runs import profiles"),
+             v4.new_code_cell("n_questions: int = 500  # questions", metadata={"tags": ["parameters"]}),
+             v4.new_code_cell("profiles.check_parameters(n_questions=n_questions)\nran = True")]
+    nbformat.write(v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                          "display_name": "Python 3"}}),
+                   tmp_path / "nb.ipynb")
+    with pytest.raises(pm.PapermillExecutionError, match="unknown notebook parameter.*n_question"):
+        pm.execute_notebook(str(tmp_path / "nb.ipynb"), str(tmp_path / "out.ipynb"), parameters={"n_question": 3},
+                            progress_bar=False, cwd=str(tmp_path))
+    pm.execute_notebook(str(tmp_path / "nb.ipynb"), str(tmp_path / "ok.ipynb"), parameters={"n_questions": 3},
+                        progress_bar=False, cwd=str(tmp_path))

@@ -20,6 +20,7 @@ default: the embedded model, no adapter, cuda when available).
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from pathlib import Path
@@ -197,8 +198,47 @@ def _problem(name: str, value: Any) -> str | None:
     return None
 
 
+def _assigned(source: str, annotated: bool) -> set[str]:
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return set()
+    if annotated:
+        return {n.target.id for n in body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def unknown_injected(history: Sequence[str]) -> list[str]:
+    """The names papermill injected (its `# Parameters` cell) that the notebook's parameters cell (typed assignments)
+    does not declare, from the cells run so far, in order."""
+    last = max((i for i, src in enumerate(history) if src.lstrip().startswith("# Parameters\n")), default=None)
+    if last is None:
+        return []
+    declared = next((_assigned(src, True) for src in reversed(history[:last]) if _assigned(src, True)), None)
+    if not declared:
+        return []
+    return sorted(_assigned(history[last], False) - declared)
+
+
+def check_injected() -> None:
+    """Refuse parameters papermill was given that the notebook does not declare (`-p n_question 3`: papermill only
+    logs "Passed unknown parameter" and runs the defaults). Outside a papermill run, nothing to check."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    history = list(shell.user_ns.get("In", [])) if shell is not None else []
+    unknown = unknown_injected([h for h in history if isinstance(h, str)])
+    if unknown:
+        raise ValueError(f"unknown notebook parameter(s) {', '.join(unknown)}: this notebook declares no such name "
+                         "(a typo? see its parameters cell); nothing was run")
+
+
 def check_parameters(**values: Any) -> None:
-    """Raise one ValueError listing every parameter whose value breaks its rule in PARAMETER_RULES."""
+    """Raise one ValueError listing every parameter whose value breaks its rule in PARAMETER_RULES (and, in a papermill
+    run, for any parameter the notebook does not declare)."""
+    check_injected()
     unknown = [name for name in values if name not in PARAMETER_RULES]
     if unknown:
         raise KeyError(f"no rule for parameter(s) {unknown}: add them to profiles.PARAMETER_RULES")
