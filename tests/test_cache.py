@@ -105,3 +105,96 @@ def test_cache_folder_that_cannot_be_created_is_an_error(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(CacheError, match="cannot create its folder"):
         Cache(tmp_path / "afile" / "sub" / "calls.sqlite").get("a")
+
+
+def test_full_disk_says_the_cache_is_intact_and_to_free_space(tmp_path):
+    """SQLite's own SQLITE_FULL ("database or disk is full"), raised for real by capping the file's page count."""
+    cache = Cache(tmp_path / "calls.sqlite")
+    cache.put_many({"done": [1.0, 2.0]})
+    cache._db().execute("PRAGMA max_page_count = 1")  # the file may not grow: the next sizeable write is SQLITE_FULL
+    with pytest.raises(CacheError) as err:
+        cache.put_many({str(i): "value " * 500 for i in range(50)})
+    message = str(err.value)
+    assert str(tmp_path / "calls.sqlite") in message and "disk is full" in message
+    assert "intact" in message and "kept" in message and "Free space" in message
+    assert "not a usable" not in message and "delete the file" not in message
+    assert Cache(tmp_path / "calls.sqlite").get_many(["done", "0"]) == {"done": [1.0, 2.0]}  # finished work kept
+    cache._db().execute("PRAGMA max_page_count = 1000000")  # space freed: the same cache object writes again
+    cache.put("new", 1)
+    cache.close()
+    assert Cache(tmp_path / "calls.sqlite").get_many(["done", "new"]) == {"done": [1.0, 2.0], "new": 1}
+
+
+def test_full_disk_reported_at_the_connection_says_the_same(tmp_path, monkeypatch):
+    """Whatever the statement, an OperationalError "database or disk is full" gets the full-disk message."""
+    import sqlite3
+
+    class FullConnection:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def executemany(self, *args):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: FullConnection(connect(*a, **kw)))
+    with pytest.raises(CacheError, match=r"calls.sqlite: writing failed \(database or disk is full\); the disk is full"
+                                         r".*intact.*kept.*Free space"):
+        Cache(tmp_path / "calls.sqlite").put("a", 1)
+
+
+def _overwrite(cache: Cache, key: str, value) -> None:
+    import json
+
+    db = cache._db()
+    db.execute(f"UPDATE {cache.table} SET value = ? WHERE key = ?", (json.dumps(value), key))
+    db.commit()
+
+
+
+def test_wrong_shaped_lm_entries_name_the_file_table_and_remedy(lm):
+    from covlib.generation import LM
+
+    keys = lambda: {k for (k,) in lm.cache._db().execute("SELECT key FROM lm")}  # noqa: E731
+    before = keys()
+    prompt = "Question: What colour is the sky?\nAnswer:"
+    lm.generate([prompt], max_new_tokens=4, progress=False)
+    (gen_key,) = keys() - before
+    before = keys()
+    lm.score([prompt], [" Blue"], progress=False)
+    (score_key,) = keys() - before
+    good = lm.cache.get(gen_key)
+    where = rf"{lm.cache.path}, table 'lm': entry (?s:.*)make clean-cache(?s:.*)delete this entry(?s:.*)COVLIB_CACHE"
+    try:
+        for wrong in ({**good, "tokens": {"0": "x"}}, [good["text"]], {**good, "logprob": 1.0}, "text"):
+            _overwrite(lm.cache, gen_key, wrong)
+            with pytest.raises(CacheError, match=where):
+                LM(cache=Cache(lm.cache.path, table="lm")).generate([prompt], max_new_tokens=4, progress=False)
+        for wrong in ([-1.5], {"value": -1.5}, None):
+            _overwrite(lm.cache, score_key, wrong)
+            with pytest.raises(CacheError, match=where):
+                LM(cache=Cache(lm.cache.path, table="lm")).score([prompt], [" Blue"], progress=False)
+    finally:
+        lm.cache._db().execute("DELETE FROM lm WHERE key IN (?, ?)", (gen_key, score_key))
+        lm.cache._db().commit()
+
+
+def test_wrong_shaped_nli_entries_name_the_file_table_and_remedy(isolated_cache):
+    from covlib import nli
+    from covlib.nli.scoring import CACHE_TABLE
+
+    premises, hypotheses = ["The sky is blue.", "Grass is green."], ["The sky has a colour.", "Grass is red."]
+    good = nli.probabilities(premises, hypotheses, judge="overlap", progress=False)
+    cache = Cache(table=CACHE_TABLE)
+    assert cache.path.parent == isolated_cache
+    key = next(k for (k,) in cache._db().execute(f"SELECT key FROM {CACHE_TABLE}"))
+    where = rf"{cache.path}, table 'nli': entry {key} has the wrong shape(?s:.*)make clean-cache"
+    for wrong in ({"entailment": 0.2, "neutral": 0.5, "contradiction": 0.3}, [0.2, 0.8], [[0.2], 0.5, 0.3], "0.2"):
+        _overwrite(cache, key, wrong)  # a dict for a list, a ragged or short row: TypeError or numpy's error before
+        with pytest.raises(CacheError, match=where):
+            nli.probabilities(premises, hypotheses, judge="overlap", progress=False)
+    cache.clear()
+    assert (nli.probabilities(premises, hypotheses, judge="overlap", progress=False) == good).all()  # recomputed

@@ -4,7 +4,9 @@ Each finished batch is committed at once, so a run killed mid-way keeps all
 that it generated and the next run resumes from there. Keys are hashes of
 everything that changes the output (model, prompt, decoding, sample index).
 
-A cache that cannot be used raises `CacheError` naming the file and what to do. A finished cache
+A cache that cannot be used raises `CacheError` naming the file and what to do; a full disk says so and keeps
+the cache (every committed entry stays), and an entry of the wrong shape (written by another version) names
+the table and entry. A finished cache
 in a folder this process cannot write to (a shared, read-only copy) is opened read-only: reading
 works, storing a new result raises. `COVLIB_CACHE_READONLY=1` asks for read-only explicitly.
 """
@@ -18,7 +20,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from covlib.core import paths
 
@@ -65,6 +67,43 @@ class CacheError(RuntimeError):
 
 _REMEDY = "delete the file (its entries are recomputed on the next run) or point COVLIB_CACHE at another folder"
 
+Shape = Callable[[Any], "str | None"]  # a cached value -> None when it has the expected shape, else what is wrong
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def number_shape(value: Any) -> str | None:
+    """A number (a log-probability)."""
+    return None if _real(value) else "not a number"
+
+
+def probabilities_shape(value: Any) -> str | None:
+    """Three numbers: P(entailment, neutral, contradiction)."""
+    if isinstance(value, list) and len(value) == 3 and all(_real(x) for x in value):
+        return None
+    return "not a list of 3 numbers"
+
+
+_COMPLETION_FIELDS = {"text": str, "tokens": list, "token_logprobs": list, "finish_reason": str}
+
+
+def completion_shape(value: Any) -> str | None:
+    """A Completion's fields: text (str), tokens (list of str), token_logprobs (list of numbers), finish_reason."""
+    if not isinstance(value, dict) or "text" not in value:
+        return "not a completion record (a mapping with a text)"
+    for name, kind in _COMPLETION_FIELDS.items():
+        if name in value and not isinstance(value[name], kind):
+            return f"its {name} is not a {kind.__name__}"
+    if set(value) - set(_COMPLETION_FIELDS):
+        return f"unknown fields {sorted(set(value) - set(_COMPLETION_FIELDS))}"
+    if not all(isinstance(t, str) for t in value.get("tokens", [])):
+        return "its tokens are not all strings"
+    if not all(_real(x) for x in value.get("token_logprobs", [])):
+        return "its token_logprobs are not all numbers"
+    return None
+
 
 class Cache:
     """A JSON-valued SQLite table; `None` path means the project's default cache file."""
@@ -95,7 +134,16 @@ class Cache:
             yield
         except sqlite3.DatabaseError as err:
             text = str(err)
-            if "readonly" in text or "read-only" in text:
+            if self._conn is not None and self._conn.in_transaction:
+                try:  # a failed write's transaction is undone: what was committed before stays as it was
+                    self._conn.rollback()
+                except sqlite3.Error:
+                    pass
+            if getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "database or disk is full" in text:
+                remedy = ("the disk is full. The cache is intact: every entry finished so far is kept and the next "
+                          f"run resumes from it. Free space on the disk holding {self.path.parent} (do not delete "
+                          "the cache), or point COVLIB_CACHE at a folder on a disk with room, and rerun")
+            elif "readonly" in text or "read-only" in text:
                 remedy = "the cache is read-only here: make the folder writable or point COVLIB_CACHE at a writable one"
             elif "locked" in text:
                 remedy = "another process held a write lock for over 60 s; retry when it has finished"
@@ -150,8 +198,9 @@ class Cache:
         query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
         return db if db.execute(query, (self.table,)).fetchall() else None
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
-        """Values for those keys that are present."""
+    def get_many(self, keys: Iterable[str], shape: Shape | None = None) -> dict[str, Any]:
+        """Values for those keys that are present. With `shape` (e.g. `completion_shape`), a value of another
+        shape (an entry written by another version) raises CacheError naming the file, table and entry."""
         keys = list(dict.fromkeys(keys))
         found: dict[str, Any] = {}
         with self._lock, self._guard("reading"):
@@ -163,7 +212,20 @@ class Cache:
                 marks = ",".join("?" * len(chunk))
                 rows = db.execute(f"SELECT key, value FROM {self.table} WHERE key IN ({marks})", chunk)
                 found.update((k, json.loads(v)) for k, v in rows)
+        if shape is not None:
+            for key, value in found.items():
+                wrong = shape(value)
+                if wrong is not None:
+                    self._wrong_shape(key, value, wrong)
         return found
+
+    def _wrong_shape(self, key: str, value: Any, wrong: str) -> None:
+        raise CacheError(
+            f"cache {self.path}, table {self.table!r}: entry {key} has the wrong shape ({wrong}: "
+            f"{json.dumps(value)[:80]}); it was probably written by another version of covlib. Run "
+            "`make clean-cache` (clears the project's .cache: every cached call is recomputed), or delete this entry "
+            f"(sqlite3 {self.path} \"DELETE FROM {self.table} WHERE key='{key}'\"), or point COVLIB_CACHE at "
+            "another folder")
 
     def get(self, key: str, default: Any = None) -> Any:
         """One value, or `default`."""

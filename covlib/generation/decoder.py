@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
-from covlib.core.cache import Cache, fingerprint_dir, make_key
+from covlib.core.cache import Cache, completion_shape, fingerprint_dir, make_key, number_shape
 from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache, sample_seed
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.spec import load_failure, model_source
@@ -147,12 +147,12 @@ class LM:
         n_distinct = 1 if greedy else n
         rendered = [self.render(p, chat) for p in prompts]
         keys = [[self._key("generate", prompt=r, sample=i, **decoding) for i in range(n_distinct)] for r in rendered]
-        found = self.cache.get_many(k for ks in keys for k in ks)
+        found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         todo = sorted({r for r, ks in zip(rendered, keys) if any(k not in found for k in ks)})
         if todo:
             self.cache.require_writable(len(todo))
             self._generate_missing(todo, n_distinct, greedy, decoding, progress, desc)
-            found = self.cache.get_many(k for ks in keys for k in ks)
+            found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         return from_cache(found, keys, n)
 
     def _generate_missing(self, texts: list[str], n: int, greedy: bool, decoding: dict, progress: bool, desc: str) -> None:
@@ -284,7 +284,7 @@ class LM:
         prompts, continuations = check_pairs(prompts, continuations)
         rendered = [self.render(p, chat) for p in prompts]
         keys = [self._key("score", prompt=r, continuation=c) for r, c in zip(rendered, continuations)]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys, shape=number_shape)
         todo = sorted({(r, c) for r, c, k in zip(rendered, continuations, keys) if k not in found}, key=lambda rc: -len(rc[0]))
         if todo:
             from tqdm.auto import tqdm
@@ -298,7 +298,7 @@ class LM:
                 self.cache.put_many({self._key("score", prompt=r, continuation=c): v for (r, c), v in zip(batch, values)})
                 bar.update(len(batch))
             bar.close()
-            found = self.cache.get_many(keys)
+            found = self.cache.get_many(keys, shape=number_shape)
         return [float(found[k]) for k in keys]
 
     def _score_batch(self, pairs: list[tuple[str, str]]) -> list[float]:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core.cache import Cache, make_key
+from covlib.core.cache import Cache, make_key, probabilities_shape
 from covlib.core.records import text_list
 from covlib.nli.base import EMPTY_PAIR, LABELS, Judge, two_label
 from covlib.nli.registry import get_judge
@@ -50,7 +50,7 @@ def probabilities(
         for p, h in zip(premises, hypotheses)
     ]
     cache = Cache(table=CACHE_TABLE)
-    found = cache.get_many(keys)
+    found = cache.get_many(keys, shape=probabilities_shape)
     todo: dict[str, tuple[str, str]] = {}
     for key, p, h in zip(keys, premises, hypotheses):
         if not p.strip() or not h.strip():
