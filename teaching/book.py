@@ -128,8 +128,11 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def _fmt(value: float) -> str:
-    return str(value) if isinstance(value, int) else f"{value:.1f}" if abs(value) >= 1 else f"{value:.3f}"
+def _fmt(value: float, *alike: float) -> str:
+    """A number as the page shows it: one decimal, three where it and the numbers shown with it are all below 1."""
+    if isinstance(value, int) and not alike:
+        return str(value)
+    return f"{value:.3f}" if all(abs(v) < 1 for v in (value, *alike)) else f"{value:.1f}"
 
 
 def paper_section(stem: str, results: Path) -> str:
@@ -151,7 +154,8 @@ def paper_section(stem: str, results: Path) -> str:
         if not (_number(theirs) and _number(mine)):
             continue
         low, high = (ours.get((*key[:-1], f"{key[-1]}_interval", end)) for end in ("low", "high"))
-        shown = _fmt(mine) + (f" [{_fmt(low)}, {_fmt(high)}]" if _number(low) and _number(high) else "")
+        band = (low, high) if _number(low) and _number(high) else ()
+        shown = _fmt(mine, *band) + (f" [{_fmt(low, mine, high)}, {_fmt(high, mine, low)}]" if band else "")
         rows.append(f"<tr><td><code>{html.escape('.'.join(key))}</code></td><td>{html.escape(shown)}</td>"
                     f"<td>{html.escape(_fmt(theirs))}</td></tr>")
     if not rows:

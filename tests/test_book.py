@@ -169,3 +169,23 @@ def test_ours_is_shown_beside_the_papers_number(tmp_path):
 def test_notebook_01_records_the_papers_number_the_book_shows(stem):
     source = (ROOT / "notebooks" / f"{stem}.py").read_text()
     assert re.search(r'"paper": \{"cot_sc_em": 31\.2', source)
+
+
+def test_our_number_and_its_interval_are_shown_with_the_same_decimals(tmp_path):
+    (tmp_path / "01_consistency_kde.json").write_text(json.dumps({"metrics": {
+        "cot_sc_em": 3.3333333333333335, "cot_sc_em_interval": {"low": 0.0, "high": 8.333333333333332},
+        "paper": {"cot_sc_em": 31.2}}}))
+    section = book.paper_section("01_consistency_kde", tmp_path)
+    assert "<td>3.3 [0.0, 8.3]</td><td>31.2</td>" in section, section  # not "[0.000, 8.3]"
+
+
+def test_markdown_links_to_javascript_in_outputs_and_tables_are_not_live(tmp_path):
+    link = "[click me](javascript:alert('x6')) and <javascript:alert('x7')>"
+    _executed(tmp_path / "executed", "01_consistency_kde",
+              [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": link, "text/plain": "md"}}])
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "tab-01-links.md").write_text(f"| a | b |\n|---|---|\n| {link} | 1 |\n")
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
+    assert not re.search(r"href=[\"']?\s*javascript:", page, re.I), re.findall(r"<a[^>]*>", page)
+    assert page.count("click me") == 2  # the text stays, the link does not
