@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
+import re
 import time
 
 import pytest
@@ -208,3 +211,63 @@ def test_mistyped_local_path_fails_at_once(tmp_path, monkeypatch):
         with pytest.raises(DataError, match="file not found"):
             D.load_nq_open(source)
     assert time.perf_counter() - start < 5, "no hub lookup"
+
+
+# --------------------------------------------------------------------------- gzip and long fields (issue 22)
+
+NQ_ROWS = [{"question": "Who wrote it?", "answer": ["Ann"]}, {"question": "Where is it?", "answer": ["Paris"]}]
+GZIP_CASES = [  # (plain name, text, loader): every format the readers take
+    ("q.jsonl", "".join(json.dumps(r) + "\n" for r in NQ_ROWS), D.load_nq_open),
+    ("q.json", json.dumps(NQ_ROWS), D.load_nq_open),
+    ("nq-dev.qa.csv", 'Who wrote it?\t"[\'Ann\']"\nWhere is it?\t"[\'Paris\', ""Paris, France""]"\n', D.load_nq_open),
+    ("psgs_w100.tsv", 'id\ttext\ttitle\n1\tFirst "passage"\tA\n2\tSecond\tB\n', D.read_dpr_tsv),
+    ("psgs_w100.tsv", "id\ttext\ttitle\n1\tFirst\tA\n2\tSecond\tB\n", lambda p: list(D.iter_dpr_tsv(p))),
+    ("psgs_w100.tsv", "id\ttext\ttitle\n1\tFirst\tA\n2\tSecond\tB\n", D.load_corpus),
+    ("c.jsonl", '{"id": 1, "contents": "\\"A\\"\\nFirst"}\n{"id": 2, "title": "B", "text": "b"}\n',
+     D.read_jsonl_corpus),
+    ("c.jsonl", '{"id": 1, "title": "A", "text": "a"}\n', D.load_corpus),
+    ("manual_answer.txt", "\ufeffq1\tThe answer is Ann.\nq2\tIt is in Paris.\n", D.load_fewshot_answers),
+]
+
+
+@pytest.mark.parametrize("name, text, loader", GZIP_CASES)
+def test_gzipped_input_loads_the_same_records_as_plain(w, tmp_path, name, text, loader):
+    plain = loader(w(text, name))
+    assert plain
+    packed = gzip.compress(text.encode("utf-8"))
+    assert loader(w(packed, name + ".gz")) == plain  # as DPR ships psgs_w100.tsv.gz
+    (tmp_path / "packed").mkdir()
+    assert loader(w(packed, f"packed/{name}")) == plain  # told by the magic bytes, not only the suffix
+
+
+def test_truncated_gzip_is_an_error_naming_the_file(w):
+    rows = "id\ttext\ttitle\n" + "".join(f"{i}\tpassage number {i} {'x' * (i % 7)}\tT{i}\n" for i in range(2000))
+    packed = gzip.compress(rows.encode("utf-8"))
+    path = w(packed[: len(packed) // 2], "psgs_w100.tsv.gz")
+    for read in (D.read_dpr_tsv, D.load_corpus, lambda p: list(D.iter_dpr_tsv(p))):
+        with pytest.raises(DataError, match=r"psgs_w100\.tsv\.gz.*truncated or corrupt gzip file"):
+            read(path)
+    nq = gzip.compress("".join(json.dumps({"question": f"q{i}", "answer": ["a"]}) + "\n" for i in range(500)).encode())
+    for name in ("q.jsonl.gz", "nq-dev.qa.csv.gz"):
+        with pytest.raises(DataError, match=re.escape(name) + ".*truncated or corrupt gzip file"):
+            D.load_nq_open(w(nq[:-10], name))
+    with pytest.raises(DataError, match=r"c\.jsonl\.gz.*truncated or corrupt gzip file"):
+        D.read_jsonl_corpus(w(b"\x1f\x8b\x08\x00garbage", "c.jsonl.gz"))
+
+
+@pytest.fixture
+def default_csv_limit():
+    """csv's default field size limit (131072) while the test runs: the readers must raise it themselves."""
+    before = csv.field_size_limit(131072)
+    yield
+    csv.field_size_limit(before)
+
+
+def test_a_field_over_the_csv_default_limit_loads(w, default_csv_limit):
+    long = "word " * 40_000  # 200,000 characters > 131,072
+    (passage,) = D.read_dpr_tsv(w(f"id\ttext\ttitle\n1\t{long}\tT\n", "psgs_w100.tsv"))
+    assert passage.text == long
+    (example,) = D.load_nq_open(w(f"{long}\t\"['x']\"\n", "nq-dev.qa.csv"))
+    assert example.question.strip() == long.strip()
+    (passage,) = D.read_dpr_tsv(w(gzip.compress(f"id\ttext\ttitle\n1\t{long}\tT\n".encode()), "psgs_w100.tsv.gz"))
+    assert passage.text == long

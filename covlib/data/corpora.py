@@ -9,13 +9,15 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
+from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from covlib.core import paths
 from covlib.core.records import DataError, Example, Passage
 from covlib.data.multihop import ADVERSARIAL_TITLE, load_adv_hotpotqa, load_hotpotqa
-from covlib.data.readers import SHARED_FILES, Loc, existing_file, json_line, require
+from covlib.data.readers import (SHARED_FILES, Loc, binary_lines, csv_reader, data_suffix, existing_file, json_line,
+                                 require)
 
 
 # --------------------------------------------------------------------------- corpora
@@ -56,9 +58,10 @@ def default_corpus(*extra: Sequence[Example]) -> list[Passage]:
     )
 
 
-def _decoded_lines(path: Path, handle: Any) -> Iterator[str]:
-    """The lines of a binary file (split at \\n only) decoded as UTF-8, a leading BOM dropped; an error names the line."""
-    for number, raw in enumerate(handle, start=1):
+def _decoded_lines(path: Path) -> Iterator[str]:
+    """The lines of a file (split at \\n only, gzip decompressed) decoded as UTF-8, a leading BOM dropped; an error
+    names the line."""
+    for number, raw in enumerate(binary_lines(path), start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -75,9 +78,8 @@ def _runs_on(last_line: int, count: int) -> str:
 def _dpr_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, int]]:
     """(passage, line) from a DPR `psgs_w100.tsv`; every passage is one line, so a row that runs on is an error."""
     path = existing_file(path)
-    csv.field_size_limit(1 << 24)
-    with path.open("rb") as handle:
-        reader = csv.reader(_decoded_lines(path, handle), delimiter="\t", strict=True)  # a stray quote is an error
+    with closing(_decoded_lines(path)) as lines:  # the file closes when a `limit` stops early
+        reader = csv_reader(lines, delimiter="\t", strict=True)  # a stray quote is an error
         try:
             header = [h.strip().lower() for h in next(reader, [])]
         except csv.Error as err:
@@ -154,8 +156,8 @@ def _jsonl_rows(path: str | Path, limit: int | None) -> Iterator[tuple[Passage, 
     """(passage, line) from a JSONL corpus, read line by line."""
     path = existing_file(path)
     count = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(_decoded_lines(path, handle), start=1):
+    with closing(_decoded_lines(path)) as lines:
+        for number, raw in enumerate(lines, start=1):
             if limit is not None and count >= limit:
                 return
             if not raw.strip():
@@ -184,6 +186,6 @@ def load_corpus(path: str | Path = "") -> tuple[list[Passage], str]:
         return default_corpus(), "hotpot-corpus"
     path = existing_file(path)
     name = re.sub(r"[^\w.-]+", "-", path.name.split(".")[0]) or "corpus"
-    if path.suffix.lower() in (".tsv", ".csv", ".txt"):
+    if data_suffix(path) in (".tsv", ".csv", ".txt"):
         return read_dpr_tsv(path), name
     return read_jsonl_corpus(path), name

@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 from covlib.core import paths
 from covlib.core.records import DataError, Example
-from covlib.data.readers import (SHARED_FILES, Loc, nonempty_answers, read_text, require, require_text, source_rows,
-                                 str_list, unique, unique_ids)
+from covlib.data.readers import (SHARED_FILES, Loc, csv_reader, data_suffix, nonempty_answers, read_text, require,
+                                 require_text, source_rows, str_list, unique, unique_ids)
 
 
 # --------------------------------------------------------------------------- open-domain QA
@@ -100,7 +100,7 @@ def _is_qa_tsv(source: str | Path) -> bool:
     """A local DPR-style `question<TAB>answers` file: .csv/.tsv/.txt, or a file that is not JSON."""
     if paths.is_hub_id(source) or not Path(source).is_file():
         return False
-    if Path(source).suffix.lower() in (".tsv", ".csv", ".txt"):
+    if data_suffix(source) in (".tsv", ".csv", ".txt"):
         return True
     return read_text(source).lstrip()[:1] not in ("[", "{", "")
 
@@ -113,7 +113,7 @@ def _iter_qa_tsv(path: str | Path) -> Iterator[tuple[str, list[str], Loc]]:
     """
     path = Path(path)
     text = io.StringIO(read_text(path), newline="")  # only \n and \r\n end a row (not U+2028 inside a question)
-    reader = csv.reader(text, delimiter="\t", quotechar='"', doublequote=True, strict=True)
+    reader = csv_reader(text, delimiter="\t", quotechar='"', doublequote=True, strict=True)
     start, count = 1, 0
     while True:
         loc = Loc(path, line=start)

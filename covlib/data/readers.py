@@ -4,12 +4,18 @@
 record index), whose `error(message, field)` is the `DataError` every reader raises; `source_rows` reads a local file
 or, for a hub id, a Hugging Face dataset's rows the same way. The validators (`require`, `require_text`, `str_list`,
 `nonempty_answers`, `unique_ids`, ...) are what the family modules (multihop, fever, open_qa, fewshot, corpora) check
-fields with; `SHARED_FILES` names the files of the shared data folder by short name.
+fields with; `SHARED_FILES` names the files of the shared data folder by short name. Every loader opens files
+here (`read_text` / `read_bytes` / `binary_lines`), which read gzip transparently (told by the magic bytes), and
+builds its CSV/TSV reader with `csv_reader`, which lifts csv's field size limit when it runs.
 """
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
+import sys
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
@@ -137,10 +143,80 @@ def existing_file(path: str | Path) -> Path:
     return path
 
 
-def read_text(path: str | Path) -> str:
-    """A file's text decoded as UTF-8 (a leading BOM dropped, newlines kept as written); a DataError names the line."""
+GZIP_MAGIC = b"\x1f\x8b"
+CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)  # csv's default is 131072 characters; a C long on every platform
+
+
+def is_gzip(path: str | Path) -> bool:
+    """Whether a file starts with the gzip magic bytes (whatever its name: `psgs_w100.tsv.gz`, or no `.gz`)."""
+    with Path(path).open("rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
+
+
+def data_suffix(path: str | Path) -> str:
+    """The lower-cased format suffix, a trailing `.gz` ignored: ".tsv" for `psgs_w100.tsv.gz`."""
+    path = Path(path)
+    if path.suffix.lower() == ".gz":
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+def _gzip_error(path: Path, err: Exception, after_line: int | None = None) -> DataError:
+    where = f" after line {after_line}" if after_line else ""
+    return DataError(path, f"truncated or corrupt gzip file ({type(err).__name__}: {err}){where}: download or "
+                     "compress it again")
+
+
+_GZIP_ERRORS = (EOFError, OSError, zlib.error)  # truncated stream, bad header / CRC (BadGzipFile), bad deflate data
+
+
+def binary_lines(path: str | Path) -> Iterator[bytes]:
+    """The lines of a file as bytes (split at \n only, no newline translation), gzip decompressed transparently
+    (told by the magic bytes); a truncated or corrupt gzip file is a DataError naming the file."""
     path = existing_file(path)
-    raw = path.read_bytes()  # bytes, not read_text: no newline translation (a "\r" inside a quoted field stays)
+    if not is_gzip(path):
+        with path.open("rb") as handle:
+            yield from handle
+        return
+    count = 0
+    with gzip.open(path, "rb") as handle:
+        lines = iter(handle)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                return
+            except _GZIP_ERRORS as err:
+                raise _gzip_error(path, err, count) from err
+            count += 1
+            yield raw
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A file's bytes, gzip decompressed transparently (by the magic bytes); a DataError for a truncated .gz."""
+    path = existing_file(path)
+    if not is_gzip(path):
+        return path.read_bytes()
+    try:
+        with gzip.open(path, "rb") as handle:
+            return handle.read()
+    except _GZIP_ERRORS as err:
+        raise _gzip_error(path, err) from err
+
+
+def csv_reader(lines: Iterable[str], **options: Any) -> Any:
+    """`csv.reader(lines, **options)` with the field size limit raised (set here, where a reader runs, not at
+    import): a long passage (30 MB) is one field, not "field larger than field limit (131072)"."""
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    return csv.reader(lines, **options)
+
+
+def read_text(path: str | Path) -> str:
+    """A file's text decoded as UTF-8 (a leading BOM dropped, newlines kept as written, gzip decompressed
+    transparently); a DataError names the line."""
+    path = existing_file(path)
+    raw = read_bytes(path)  # bytes, not read_text: no newline translation (a "\r" inside a quoted field stays)
     try:
         return raw.decode("utf-8-sig")  # a byte-order mark is not part of the first record
     except UnicodeDecodeError as err:
