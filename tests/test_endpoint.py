@@ -191,6 +191,9 @@ class _Misbehaving(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append((self.path, self.headers.get("Authorization"), body))
         status, payload, headers = type(self).replies.pop(0) if len(type(self).replies) > 1 else type(self).replies[0]
+        if status is None:  # a stalled server: holds the request `payload` seconds, then drops it unanswered
+            time.sleep(payload)
+            return
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -317,3 +320,95 @@ def test_a_failed_run_keeps_what_finished_and_stops_sending(misbehaving, tmp_pat
     handler.replies = [(404, {"error": {"message": "no such route"}}, {})]
     with pytest.raises(EndpointError, match=r"^answer AUC needs prompt log-probabilities .*\(HTTP 404: no such route\)"):
         lm.score(["a"], ["b"], progress=False, desc="answer AUC")
+
+
+def test_an_n1_reply_needs_one_choice_with_index_0(misbehaving, tmp_path):
+    """A server answering an n=1 request with two choices (index 1 first) is refused, not silently read."""
+    handler, url = misbehaving
+    two = {"choices": [{"index": 1, "text": " Lyon", "finish_reason": "stop"},
+                       {"index": 0, "text": " Paris", "finish_reason": "stop"}]}
+    handler.replies = [(200, two, {})]
+    lm = _client(url, tmp_path, retries=0)
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: malformed response .*exactly one "
+                                            r"choice, got 2"):
+        lm.generate(["x"], max_new_tokens=2, progress=False)
+    handler.replies = [(200, {"choices": [{"index": 1, "text": " Lyon", "finish_reason": "stop"}]}, {})]
+    with pytest.raises(EndpointError, match=r"/v1/completions: malformed response .*must have index 0, got 1"):
+        lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert len(lm.cache) == 0
+    handler.replies = [(200, {"choices": [{"index": 0, **GOOD["choices"][0]}]}, {})]
+    (c,), = lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert c.text == " Paris"
+
+
+def test_a_crlf_key_is_stripped_and_never_shown(misbehaving, tmp_path, monkeypatch):
+    handler, url = misbehaving
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-crlf-secret\r\n")  # read from a CRLF .env file
+    handler.replies = [(200, GOOD, {})]
+    lm = _client(url, tmp_path, retries=0)
+    lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert handler.seen[-1][1] == "Bearer sk-crlf-secret"
+    handler.replies = [(400, {"error": {"message": "bad key 'sk-crlf-secret\\r\\n' / sk-crlf-secret"}}, {})]
+    with pytest.raises(EndpointError) as err:
+        lm.generate(["y"], max_new_tokens=2, progress=False)
+    assert "crlf-secret" not in str(err.value) and "***" in str(err.value)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_logprobs_are_refused(misbehaving, tmp_path, chat, value):
+    handler, url = misbehaving
+    if chat:
+        reply = {"choices": [{"index": 0, "message": {"content": " Paris"}, "finish_reason": "stop",
+                              "logprobs": {"content": [{"token": " Paris", "logprob": float(value)}]}}]}
+    else:
+        reply = {"choices": [{"text": " Paris", "finish_reason": "stop",
+                              "logprobs": {"tokens": [" Paris"], "token_logprobs": [float(value)]}}]}
+    handler.replies = [(200, reply, {})]  # json.dumps writes NaN / Infinity, as some servers do
+    lm = _client(url, tmp_path, retries=0)
+    field = r"logprobs\.content\[\]\.logprob\[0\]" if chat else r"logprobs\.token_logprobs\[0\]"
+    with pytest.raises(EndpointError, match=rf"127\.0\.0\.1:\d+/v1/.*completions: non-finite log-probability .* in "
+                                            rf"choices\[0\]\.{field}"):
+        lm.generate(["x"], max_new_tokens=2, progress=False, chat=chat)
+    assert len(lm.cache) == 0
+
+
+def test_a_stalled_server_times_out_as_configured(misbehaving, tmp_path, monkeypatch):
+    handler, url = misbehaving
+    handler.replies = [(None, 5, {})]
+    monkeypatch.setenv("COVLIB_REQUEST_TIMEOUT", "1")
+    lm = _client(url, tmp_path, retries=1, backoff=0.01)
+    assert lm.timeout == 1.0
+    start = time.monotonic()
+    with pytest.raises(EndpointError, match=r"gave up after 2 attempts: no answer within 1 s .*COVLIB_REQUEST_TIMEOUT"):
+        lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert time.monotonic() - start < 4 and lm.requests_sent == 2
+    assert _client(url, tmp_path, timeout=2.5).timeout == 2.5  # the option wins over the variable
+    monkeypatch.delenv("COVLIB_REQUEST_TIMEOUT")
+    assert _client(url, tmp_path).timeout == 300.0
+    for bad in ("0", "-1", "nan", "soon"):
+        monkeypatch.setenv("COVLIB_REQUEST_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="COVLIB_REQUEST_TIMEOUT"):
+            _client(url, tmp_path)
+
+
+def test_the_openai_key_goes_only_to_its_bound_url(misbehaving, tmp_path, monkeypatch):
+    from covlib.generation.endpoint import _key_bound
+
+    handler, url = misbehaving
+    monkeypatch.delenv("COVLIB_API_KEY", raising=False)
+    monkeypatch.delenv("COVLIB_API_KEY_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-only")
+    handler.replies = [(200, GOOD, {})]
+    lm = _client(url, tmp_path, retries=0)
+    lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert handler.seen[-1][1] is None  # a loopback (plain http) server does not get OpenAI's key
+    assert _key_bound("https://api.openai.com/v1") and not _key_bound("http://api.openai.com/v1")
+    assert not _key_bound("https://api.openai.com.evil.org/v1")
+    monkeypatch.setenv("COVLIB_API_KEY_URL", f"https://other.example/v1, {url}")
+    lm.generate(["y"], max_new_tokens=2, progress=False)
+    assert handler.seen[-1][1] == "Bearer sk-openai-only"  # bound by COVLIB_API_KEY_URL
+    monkeypatch.delenv("COVLIB_API_KEY_URL")
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-covlib")
+    lm.generate(["z"], max_new_tokens=2, progress=False)
+    assert handler.seen[-1][1] == "Bearer sk-covlib"  # covlib's own key goes to the server it is configured for

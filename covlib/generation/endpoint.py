@@ -13,8 +13,15 @@ server, SGLang, `transformers serve` or a hosted API:
   the cache as it arrives, so a killed run re-sends only what is missing.
 * 429, 5xx, timeouts and dropped connections are retried with exponential backoff (`Retry-After`
   honoured); anything else raises `EndpointError` with the URL, the status and the server's message.
-* The API key comes from `COVLIB_API_KEY` or `OPENAI_API_KEY` at request time; it is never stored,
-  never part of a name, a cache key or a recorded result.
+* The API key comes from `COVLIB_API_KEY` or `OPENAI_API_KEY` at request time (surrounding whitespace, such
+  as the `\\r` of a CRLF `.env` file, stripped); it is never stored, never part of a name, a cache key or a
+  recorded result. `COVLIB_API_KEY` goes to the configured server; `OPENAI_API_KEY` only to
+  https://api.openai.com, or to base URLs starting with a prefix listed (comma-separated) in
+  `COVLIB_API_KEY_URL` -- never to another host, plain http included, unless so bound.
+* Each request waits at most `timeout` seconds for an answer (`COVLIB_REQUEST_TIMEOUT`, default 300 s),
+  then is retried; the error says which setting to raise.
+* A reply must hold exactly one choice with index 0 (every request asks for n=1) and finite
+  log-probabilities; anything else is refused before it is cached.
 
 Cache keys hold the backend, the served model and the base URL: the same model name on another server
 does not collide.
@@ -41,6 +48,37 @@ from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
 RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
+OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
+
+
+def _key_value(variable: str) -> str | None:
+    """The key in `variable`, surrounding whitespace (a CRLF .env file's \\r) stripped; None when unset or blank."""
+    return (os.environ.get(variable) or "").strip() or None
+
+
+def _key_bound(base_url: str) -> bool:
+    """Whether OPENAI_API_KEY may be sent to `base_url`: OpenAI's own API over https, or a base URL starting
+    with one of the comma-separated prefixes in COVLIB_API_KEY_URL."""
+    url = base_url.rstrip("/") + "/"
+    bound = [OPENAI_HOST_URL] + [u.strip().rstrip("/") + "/" for u in
+                                 os.environ.get("COVLIB_API_KEY_URL", "").split(",") if u.strip()]
+    return any(url.startswith(prefix) for prefix in bound)
+
+
+def _request_timeout(timeout: float | None) -> float:
+    if timeout is not None:
+        return timeout
+    text = os.environ.get("COVLIB_REQUEST_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"COVLIB_REQUEST_TIMEOUT={text!r}: need a number of seconds > 0")
+    return value
 
 
 class EndpointError(RuntimeError):
@@ -58,9 +96,12 @@ class _Stopped(EndpointError):
 def _redact(text: str) -> str:
     """The text with every API key covlib would send replaced by ***."""
     for variable in KEY_VARIABLES:
-        key = os.environ.get(variable)
-        if key and len(key) >= 4:
-            text = text.replace(key, "***")
+        raw = os.environ.get(variable) or ""
+        # the key as set, as sent (stripped), and as libraries print it (escaped: repr, JSON, bytes)
+        forms = {raw, raw.strip(), repr(raw)[1:-1], repr(raw.encode())[2:-1], repr(raw.strip())[1:-1]}
+        for form in sorted(forms, key=len, reverse=True):
+            if len(form.strip()) >= 4:
+                text = text.replace(form, "***")
     return text
 
 
@@ -71,10 +112,11 @@ def _retryable(status: int) -> bool:
 class EndpointLM:
     """An OpenAI-compatible server as a `covlib.generation.base.Generator`; build it with `load_lm("openai:<model>@<url>")`."""
 
-    def __init__(self, model: str, base_url: str, *, concurrency: int | None = None, timeout: float = 600.0,
+    def __init__(self, model: str, base_url: str, *, concurrency: int | None = None, timeout: float | None = None,
                  retries: int = 5, backoff: float = 1.0, cache: Cache | None = None):
         concurrency = concurrency or int(os.environ.get("COVLIB_CONCURRENCY", DEFAULT_CONCURRENCY))
-        if concurrency < 1 or retries < 0 or not timeout > 0:
+        timeout = _request_timeout(timeout)
+        if concurrency < 1 or retries < 0 or not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"need concurrency >= 1, retries >= 0 and timeout > 0, got {concurrency}, {retries}, "
                              f"{timeout}")
         self.served_model, self.base_url = model, base_url.rstrip("/")
@@ -108,7 +150,9 @@ class EndpointLM:
             return self._client
 
     def _headers(self) -> dict[str, str]:
-        key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
+        key = _key_value("COVLIB_API_KEY")
+        if key is None and _key_bound(self.base_url):
+            key = _key_value("OPENAI_API_KEY")
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def post(self, route: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +171,8 @@ class EndpointLM:
             try:
                 reply = self._http().post(url, json=payload, headers=self._headers())
             except httpx.TimeoutException as err:
-                last = f"no answer within {self.timeout:g} s ({type(err).__name__})"
+                last = (f"no answer within {self.timeout:g} s ({type(err).__name__}; set COVLIB_REQUEST_TIMEOUT or "
+                        "the timeout= option, in seconds, to wait longer)")
             except httpx.TransportError as err:
                 refused = isinstance(err, httpx.ConnectError)
                 last = (f"cannot connect ({err}): is the server running at {self.base_url}?" if refused
@@ -245,7 +290,7 @@ class EndpointLM:
     def _completion(self, reply: dict[str, Any], chat: bool, stops: list[str]) -> Completion:
         route = "chat/completions" if chat else "completions"
         try:
-            choice = reply["choices"][0]
+            choice = _only_choice(reply)
             text = choice["message"]["content"] if chat else choice["text"]
             logprobs = choice.get("logprobs") or {}
             if chat:
@@ -257,9 +302,14 @@ class EndpointLM:
             if not isinstance(text, str) or len(tokens) != len(values):
                 raise TypeError("text is not a string, or tokens and log-probabilities differ in number")
             values = [float(v) for v in values]
+            field = "choices[0].logprobs.content[].logprob" if chat else "choices[0].logprobs.token_logprobs"
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
             raise EndpointError(f"{self.base_url}/{route}: malformed response ({type(err).__name__}: {err}): "
                                 f"{str(reply)[:300]}") from None
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if bad is not None:
+            raise EndpointError(f"{self.base_url}/{route}: non-finite log-probability {values[bad]} in {field}[{bad}] "
+                                f"(token {tokens[bad]!r}); refused, nothing cached")
         if not tokens and text:
             self._warn_once("logprobs", f"{self.base_url} returned no log-probabilities: Completion.token_logprobs "
                             "are empty (self-consistency weights and answer log-probabilities need them)")
@@ -340,7 +390,7 @@ class EndpointLM:
                                           "temperature": 0.0, "echo": True, "logprobs": 1})
         why = ""
         try:
-            logprobs = reply["choices"][0].get("logprobs") or {}
+            logprobs = _only_choice(reply).get("logprobs") or {}
             tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
             offsets = logprobs.get("text_offset")
             if not (tokens and values and offsets) or not len(tokens) == len(values) == len(offsets):
@@ -359,6 +409,19 @@ class EndpointLM:
                                 f"them: {why}. Servers with echo=true and logprobs on /completions (vLLM, "
                                 "llama-cpp-python) do; chat-only APIs do not")
         return float(sum(float(v) for v in picked))
+
+
+def _only_choice(reply: Any) -> dict[str, Any]:
+    """The one choice of a reply to an n=1 request; IndexError when there is not exactly one, with index 0."""
+    choices = reply["choices"]
+    if not isinstance(choices, list) or len(choices) != 1:
+        count = len(choices) if isinstance(choices, list) else type(choices).__name__
+        raise IndexError(f"an n=1 request needs exactly one choice, got {count}")
+    choice = choices[0]
+    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        raise IndexError(f"the one choice of an n=1 request must have index 0, got "
+                         f"{choice.get('index') if isinstance(choice, dict) else choice!r}")
+    return choice
 
 
 def _server_message(reply: Any) -> str:
