@@ -7,7 +7,8 @@ frequencies and the mean length are known), every shard becomes a term-major pos
 BM25 weights. The index is a folder of `.npy` arrays opened memory-mapped, so a query touches only
 the postings of its own terms, and memory stays small whatever the corpus size:
 
-    folder/meta.json         kind "bm25-disk", sizes, k1, b, shard list
+    folder/meta.json         kind "bm25-disk", sizes, k1, b, shard list, "maps" (passages.jsonl's size and
+                             offsets.npy's sha256, checked at open: files of two builds mixed are refused)
     folder/vocab.txt         one term per line, its line number is its id
     folder/passages.jsonl    the passages as read, one JSON object per line
     folder/offsets.npy       byte offset of each passage line (random access by position)
@@ -16,10 +17,16 @@ the postings of its own terms, and memory stays small whatever the corpus size:
 
 Scores are those of `retrieval.BM25Retriever` (Okapi BM25, k1 = 1.5, b = 0.75, Robertson's idf
 clipped at 0, the same tokenizer), so the two rank a corpus alike; ties go to the earlier passage.
+
+A build holds an exclusive lock on `folder.lock` (beside the index): a second build of the same index refuses at
+once ("another build of wiki is running"). A missing, truncated or mismatched file is reported by name at open, with
+the `make index` command that rebuilds the index. Indexes written before "maps" was added still open (the passage
+count alone is checked against meta.json).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -44,8 +51,11 @@ class _PassageFile(Sequence[Passage]):
 
     def __init__(self, folder: Path):
         self._path = folder / "passages.jsonl"
-        self._offsets = np.load(folder / "offsets.npy", mmap_mode="r")
-        self._handle = open(self._path, "rb")
+        self._offsets = _open_array(folder / "offsets.npy", folder)
+        try:
+            self._handle = open(self._path, "rb")
+        except OSError as err:
+            raise DataError(self._path, f"cannot open it ({err.strerror}): {_damaged(folder)}") from err
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -78,11 +88,14 @@ class DiskBM25Retriever(BaseRetriever):
         self.meta = meta
         self.k1, self.b = meta["config"]["k1"], meta["config"]["b"]
         self.passages = _PassageFile(self.folder)  # type: ignore[assignment]
+        _check_maps(self.folder, meta, self.passages)
+        if not (self.folder / "vocab.txt").is_file():
+            raise DataError(self.folder / "vocab.txt", f"missing: {_damaged(self.folder)}")
         self._vocab: dict[str, int] | None = None
         self._shards = []
         for shard in meta["shards"]:
             sub = self.folder / shard["folder"]
-            self._shards.append((shard["start"], shard["size"], *(np.load(sub / f"{part}.npy", mmap_mode="r")
+            self._shards.append((shard["start"], shard["size"], *(_open_array(sub / f"{part}.npy", self.folder)
                                                                   for part in ("terms", "indptr", "docs", "weights"))))
 
     @classmethod
@@ -157,14 +170,16 @@ class DiskBM25Retriever(BaseRetriever):
         if shard_size < 1 or not (k1 >= 0 and 0 <= b <= 1):
             raise ValueError(f"need shard_size >= 1, k1 >= 0 and 0 <= b <= 1, got {shard_size}, {k1}, {b}")
         folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".building")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            return cls._build_into(tmp, folder, passages, k1, b, shard_size, progress)
-        except BaseException:  # a bad record, a duplicate id, Ctrl-C: no half-built index left behind
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with _build_lock(folder):  # a second build of the same index would share (and wreck) `.building`
+            tmp = folder.with_name(folder.name + ".building")
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            tmp.mkdir(parents=True)
+            try:
+                return cls._build_into(tmp, folder, passages, k1, b, shard_size, progress)
+            except BaseException:  # a bad record, a duplicate id, Ctrl-C: no half-built index left behind
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
 
     @classmethod
     def _build_into(cls, tmp: Path, folder: Path, passages: Iterable[Passage], k1: float, b: float, shard_size: int,
@@ -219,7 +234,8 @@ class DiskBM25Retriever(BaseRetriever):
         n = len(offsets)
         if not n:
             raise ValueError("no passages to index (an empty corpus)")
-        np.save(tmp / "offsets.npy", np.frombuffer(offsets, dtype=np.int64))
+        offsets_array = np.frombuffer(offsets, dtype=np.int64)
+        np.save(tmp / "offsets.npy", offsets_array)
         _check_unique_ids(np.frombuffer(id_hashes, dtype=np.int64), _PassageFile(tmp))
         if not vocab:
             warn_unsearchable(n)
@@ -232,6 +248,7 @@ class DiskBM25Retriever(BaseRetriever):
             f.writelines(w + "\n" for w in vocab)  # dicts keep insertion order: line number = id
         meta = {"kind": KIND, "format": FORMAT_VERSION, "n_passages": n, "fingerprint": fingerprint.hexdigest(),
                 "config": {"k1": k1, "b": b, "shard_size": shard_size}, "shards": shards,
+                "maps": {"passages_bytes": position, "offsets_sha256": _offsets_hash(offsets_array)},
                 "n_terms": len(vocab), "avgdl": avgdl, "build_seconds": round(time.perf_counter() - started, 1)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(folder, ignore_errors=True)
@@ -240,6 +257,76 @@ class DiskBM25Retriever(BaseRetriever):
 
     def __repr__(self) -> str:
         return f"DiskBM25Retriever({len(self)} passages, {len(self._shards)} shards, {self.folder})"
+
+
+def _damaged(folder: Path) -> str:
+    """The advice for a damaged index folder: which make command rebuilds it."""
+    name = folder.name[: -len(f"-{KIND}")] if folder.name.endswith(f"-{KIND}") else "<name>"
+    return (f"the index {folder} is damaged or incomplete (an interrupted copy, a disk filled up, files from two "
+            f"builds mixed): rebuild it with `make index TSV=<corpus> NAME={name}`")
+
+
+def _open_array(path: Path, folder: Path) -> np.ndarray:
+    """One of the index's arrays, memory-mapped; a missing or truncated file is named, with how to rebuild."""
+    if not path.is_file():
+        raise DataError(path, f"missing: {_damaged(folder)}")
+    try:
+        return np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as err:  # numpy: "mmap length is greater than file size", a bad header
+        raise DataError(path, f"truncated or unreadable ({err}): {_damaged(folder)}") from err
+
+
+def _offsets_hash(offsets: np.ndarray) -> str:
+    """The fingerprint of the passage map written to meta.json: sha256 of the offsets (8 bytes a passage)."""
+    h = hashlib.sha256()
+    for i in range(0, len(offsets), 1 << 22):  # in 32 MB pieces: the map of 21M passages is 168 MB
+        h.update(np.ascontiguousarray(offsets[i: i + (1 << 22)], dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def _check_maps(folder: Path, meta: dict, passages: _PassageFile) -> None:
+    """Check passages.jsonl and offsets.npy against meta.json once, at open: a folder mixing files of two builds
+    would otherwise return wrong passages. Indexes built before meta.json had "maps" get the count check only."""
+    n = meta.get("n_passages")
+    if len(passages) != n:
+        raise DataError(folder / "offsets.npy", f"maps {len(passages):,} passages, meta.json says {n:,}: "
+                        f"{_damaged(folder)}")
+    if sum(s["size"] for s in meta["shards"]) != n:
+        raise DataError(folder / "meta.json", f"its shards hold {sum(s['size'] for s in meta['shards']):,} passages, "
+                        f"not {n:,}: {_damaged(folder)}")
+    maps = meta.get("maps")
+    if not isinstance(maps, dict):
+        return
+    size = (folder / "passages.jsonl").stat().st_size
+    if size != maps.get("passages_bytes"):
+        raise DataError(folder / "passages.jsonl", f"{size:,} bytes, meta.json says {maps.get('passages_bytes'):,}: "
+                        f"{_damaged(folder)}")
+    if _offsets_hash(passages._offsets) != maps.get("offsets_sha256"):
+        raise DataError(folder / "offsets.npy", f"not the passage map this index was built with: {_damaged(folder)}")
+
+
+class _build_lock:
+    """An exclusive lock on `<index>.lock` beside the index for the length of a build (fcntl.flock, so it goes with
+    the process: a killed build leaves no stale lock). A second build of the same index refuses at once."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.path = folder.with_name(folder.name + ".lock")
+
+    def __enter__(self) -> "_build_lock":
+        self._file = open(self.path, "a+")
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            name = self.folder.name[: -len(f"-{KIND}")] if self.folder.name.endswith(f"-{KIND}") else self.folder.name
+            raise RuntimeError(f"another build of {name} is running (it holds {self.path}): wait for it to finish, "
+                               "or stop it, then run this again") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+        self._file.close()
 
 
 def _term_major(terms: np.ndarray, lengths: np.ndarray, n_terms: int) -> dict[str, np.ndarray]:
@@ -303,7 +390,10 @@ def _cli() -> None:  # `python -m covlib.retrieval.disk_index psgs_w100.tsv --na
     if not args.name.replace("-", "").replace("_", "").isalnum():
         raise SystemExit(f"--name {args.name!r}: use letters, digits, '-' and '_'")
     stream = data.iter_dpr_tsv if Path(args.corpus).suffix.lower() in (".tsv", ".csv", ".txt") else data.iter_jsonl_corpus
-    r = DiskBM25Retriever.build(stream(args.corpus), index_folder(args.name), shard_size=args.shard_size)
+    try:
+        r = DiskBM25Retriever.build(stream(args.corpus), index_folder(args.name), shard_size=args.shard_size)
+    except RuntimeError as err:  # another `make index NAME=...` of the same name is running
+        raise SystemExit(str(err)) from None
     print(f"{len(r):,} passages indexed in {r.meta['build_seconds']:.0f} s: {r.folder}")
     print(f"use it: corpus={r.folder} in notebooks 08/09, or retrieval.load_retriever({str(r.folder)!r})")
 
