@@ -393,7 +393,7 @@ def test_a_stalled_server_times_out_as_configured(misbehaving, tmp_path, monkeyp
 
 
 def test_the_openai_key_goes_only_to_its_bound_url(misbehaving, tmp_path, monkeypatch):
-    from covlib.generation.endpoint import _key_bound
+    from covlib.generation.http import key_bound
 
     handler, url = misbehaving
     monkeypatch.delenv("COVLIB_API_KEY", raising=False)
@@ -403,8 +403,8 @@ def test_the_openai_key_goes_only_to_its_bound_url(misbehaving, tmp_path, monkey
     lm = _client(url, tmp_path, retries=0)
     lm.generate(["x"], max_new_tokens=2, progress=False)
     assert handler.seen[-1][1] is None  # a loopback (plain http) server does not get OpenAI's key
-    assert _key_bound("https://api.openai.com/v1") and not _key_bound("http://api.openai.com/v1")
-    assert not _key_bound("https://api.openai.com.evil.org/v1")
+    assert key_bound("https://api.openai.com/v1") and not key_bound("http://api.openai.com/v1")
+    assert not key_bound("https://api.openai.com.evil.org/v1")
     monkeypatch.setenv("COVLIB_API_KEY_URL", f"https://other.example/v1, {url}")
     lm.generate(["y"], max_new_tokens=2, progress=False)
     assert handler.seen[-1][1] == "Bearer sk-openai-only"  # bound by COVLIB_API_KEY_URL

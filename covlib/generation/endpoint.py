@@ -40,74 +40,14 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from covlib.core import paths
-from covlib.core.cache import Cache, make_key
+from covlib.core.cache import Cache, completion_shape, make_key, number_shape
 from covlib.generation.base import (Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
                        sample_seed)
+from covlib.generation.http import (EndpointError, Stopped, key_bound, key_value, only_choice, request_timeout,
+                                    retryable, server_message)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
-KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
-RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_CONCURRENCY = 8
-DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
-OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
-
-
-def _key_value(variable: str) -> str | None:
-    """The key in `variable`, surrounding whitespace (a CRLF .env file's \\r) stripped; None when unset or blank."""
-    return (os.environ.get(variable) or "").strip() or None
-
-
-def _key_bound(base_url: str) -> bool:
-    """Whether OPENAI_API_KEY may be sent to `base_url`: OpenAI's own API over https, or a base URL starting
-    with one of the comma-separated prefixes in COVLIB_API_KEY_URL."""
-    url = base_url.rstrip("/") + "/"
-    bound = [OPENAI_HOST_URL] + [u.strip().rstrip("/") + "/" for u in
-                                 os.environ.get("COVLIB_API_KEY_URL", "").split(",") if u.strip()]
-    return any(url.startswith(prefix) for prefix in bound)
-
-
-def _request_timeout(timeout: float | None) -> float:
-    if timeout is not None:
-        return timeout
-    text = os.environ.get("COVLIB_REQUEST_TIMEOUT", "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"COVLIB_REQUEST_TIMEOUT={text!r}: need a number of seconds > 0")
-    return value
-
-
-class EndpointError(RuntimeError):
-    """A server could not be reached, rejected a request, or answered something unusable; names the URL.
-    The API key is masked in the message, should a server or proxy echo it back."""
-
-    def __init__(self, message: str):
-        super().__init__(_redact(message))
-
-
-class _Stopped(EndpointError):
-    """A request not sent because another request of its run had failed (that one's error is raised)."""
-
-
-def _redact(text: str) -> str:
-    """The text with every API key covlib would send replaced by ***."""
-    for variable in KEY_VARIABLES:
-        raw = os.environ.get(variable) or ""
-        # the key as set, as sent (stripped), and as libraries print it (escaped: repr, JSON, bytes)
-        forms = {raw, raw.strip(), repr(raw)[1:-1], repr(raw.encode())[2:-1], repr(raw.strip())[1:-1]}
-        for form in sorted(forms, key=len, reverse=True):
-            if len(form.strip()) >= 4:
-                text = text.replace(form, "***")
-    return text
-
-
-def _retryable(status: int) -> bool:
-    return status in RETRY_STATUS or (status >= 500 and status != 501)
-
 
 class EndpointLM:
     """An OpenAI-compatible server as a `covlib.generation.base.Generator`; build it with `load_lm("openai:<model>@<url>")`."""
@@ -115,7 +55,7 @@ class EndpointLM:
     def __init__(self, model: str, base_url: str, *, concurrency: int | None = None, timeout: float | None = None,
                  retries: int = 5, backoff: float = 1.0, cache: Cache | None = None):
         concurrency = concurrency or int(os.environ.get("COVLIB_CONCURRENCY", DEFAULT_CONCURRENCY))
-        timeout = _request_timeout(timeout)
+        timeout = request_timeout(timeout)
         if concurrency < 1 or retries < 0 or not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"need concurrency >= 1, retries >= 0 and timeout > 0, got {concurrency}, {retries}, "
                              f"{timeout}")
@@ -150,9 +90,9 @@ class EndpointLM:
             return self._client
 
     def _headers(self) -> dict[str, str]:
-        key = _key_value("COVLIB_API_KEY")
-        if key is None and _key_bound(self.base_url):
-            key = _key_value("OPENAI_API_KEY")
+        key = key_value("COVLIB_API_KEY")
+        if key is None and key_bound(self.base_url):
+            key = key_value("OPENAI_API_KEY")
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def post(self, route: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +104,7 @@ class EndpointLM:
         for attempt in range(self.retries + 1):
             stop = getattr(self._run_state, "stop", None)
             if stop is not None and stop.is_set():  # another request of this run failed: do not start or retry
-                raise _Stopped(f"{url}: not sent, the run stopped on an earlier error")
+                raise Stopped(f"{url}: not sent, the run stopped on an earlier error")
             wait_s = min(60.0, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
             with self._lock:
                 self.requests_sent += 1
@@ -184,8 +124,8 @@ class EndpointLM:
                     except ValueError:
                         raise EndpointError(f"{url}: malformed response (HTTP 200 but not JSON): "
                                             f"{reply.text[:200]!r}") from None
-                last = f"HTTP {reply.status_code}: {_server_message(reply)}"
-                if not _retryable(reply.status_code):
+                last = f"HTTP {reply.status_code}: {server_message(reply)}"
+                if not retryable(reply.status_code):
                     raise EndpointError(f"{url} rejected the request ({last}); model {self.served_model!r}")
                 after = reply.headers.get("retry-after", "")
                 wait_s = min(float(after), 300.0) if after.replace(".", "", 1).isdigit() else wait_s
@@ -219,12 +159,12 @@ class EndpointLM:
         n_distinct = 1 if greedy else n
         keys = [[self._key("generate", chat=chat, prompt=p, sample=i, **decoding) for i in range(n_distinct)]
                 for p in prompts]
-        found = self.cache.get_many(k for ks in keys for k in ks)
+        found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         todo = {k: (p, i) for p, ks in zip(prompts, keys) for i, k in enumerate(ks) if k not in found}
         if todo:
             self.cache.require_writable(len(todo))
             self._run(todo, lambda job: asdict(self._complete(job[0], job[1], decoding, chat)), progress, desc)
-            found = self.cache.get_many(k for ks in keys for k in ks)
+            found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         return from_cache(found, keys, n)
 
     def _run(self, todo: dict[str, Any], work: Callable[[Any], Any], progress: bool, desc: str) -> None:
@@ -255,7 +195,7 @@ class EndpointLM:
                     if future.cancelled():
                         continue
                     if future.exception() is not None:
-                        if error is None or isinstance(error, _Stopped):  # raise the error that stopped the run
+                        if error is None or isinstance(error, Stopped):  # raise the error that stopped the run
                             error = future.exception()
                         continue
                     self.cache.put(key, future.result())  # committed now: a crash after this loses nothing
@@ -290,7 +230,7 @@ class EndpointLM:
     def _completion(self, reply: dict[str, Any], chat: bool, stops: list[str]) -> Completion:
         route = "chat/completions" if chat else "completions"
         try:
-            choice = _only_choice(reply)
+            choice = only_choice(reply)
             text = choice["message"]["content"] if chat else choice["text"]
             logprobs = choice.get("logprobs") or {}
             if chat:
@@ -347,7 +287,7 @@ class EndpointLM:
             raise EndpointError(f"{desc}: score(chat=True) is not available from {self.name}: an OpenAI-compatible "
                                 "server scores raw text only (echo=true on /completions); use chat=False")
         keys = [self._key("score", prompt=p, continuation=c) for p, c in zip(prompts, continuations)]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys, shape=number_shape)
         todo = {k: (p, c) for p, c, k in zip(prompts, continuations, keys) if k not in found}
         if todo:
             self.cache.require_writable(len(todo))
@@ -359,7 +299,7 @@ class EndpointLM:
                     raise
                 raise EndpointError(f"{desc} needs prompt log-probabilities (score: echo=true on /completions), "
                                     f"and {self.name} failed to give them: {err}") from None
-            found = self.cache.get_many(keys)
+            found = self.cache.get_many(keys, shape=number_shape)
         return [float(found[k]) for k in keys]
 
     def _check_echo(self, desc: str) -> None:
@@ -390,7 +330,7 @@ class EndpointLM:
                                           "temperature": 0.0, "echo": True, "logprobs": 1})
         why = ""
         try:
-            logprobs = _only_choice(reply).get("logprobs") or {}
+            logprobs = only_choice(reply).get("logprobs") or {}
             tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
             offsets = logprobs.get("text_offset")
             if not (tokens and values and offsets) or not len(tokens) == len(values) == len(offsets):
@@ -409,29 +349,3 @@ class EndpointLM:
                                 f"them: {why}. Servers with echo=true and logprobs on /completions (vLLM, "
                                 "llama-cpp-python) do; chat-only APIs do not")
         return float(sum(float(v) for v in picked))
-
-
-def _only_choice(reply: Any) -> dict[str, Any]:
-    """The one choice of a reply to an n=1 request; IndexError when there is not exactly one, with index 0."""
-    choices = reply["choices"]
-    if not isinstance(choices, list) or len(choices) != 1:
-        count = len(choices) if isinstance(choices, list) else type(choices).__name__
-        raise IndexError(f"an n=1 request needs exactly one choice, got {count}")
-    choice = choices[0]
-    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-        raise IndexError(f"the one choice of an n=1 request must have index 0, got "
-                         f"{choice.get('index') if isinstance(choice, dict) else choice!r}")
-    return choice
-
-
-def _server_message(reply: Any) -> str:
-    """The error message a server put in its reply (OpenAI's {"error": {"message": ...}} or plain text)."""
-    try:
-        body = reply.json()
-        err = body.get("error", body) if isinstance(body, dict) else body
-        message = err.get("message", err) if isinstance(err, dict) else err
-        return " ".join(str(message).split())[:300]
-    except ValueError:
-        return " ".join(reply.text.split())[:300] or reply.reason_phrase
-
-

@@ -26,7 +26,6 @@ count alone is checked against meta.json).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -40,10 +39,11 @@ import numpy as np
 from covlib import data
 from covlib.core import paths
 from covlib.core.records import DataError, Passage, passage_string
+from covlib.data.readers import data_suffix
+from covlib.retrieval.disk_checks import KIND, BuildLock, check_maps, damaged, offsets_hash, open_array
 from covlib.retrieval.base import (FORMAT_VERSION, BaseRetriever, Hit, check_k, check_queries, fingerprint_part,
                                    passage_line, read_meta, tokenize, warn_unsearchable)
 
-KIND = "bm25-disk"
 
 
 class _PassageFile(Sequence[Passage]):
@@ -51,14 +51,14 @@ class _PassageFile(Sequence[Passage]):
 
     def __init__(self, folder: Path):
         self._path = folder / "passages.jsonl"
-        self._offsets = _open_array(folder / "offsets.npy", folder)
+        self.offsets = open_array(folder / "offsets.npy", folder)
         try:
             self._handle = open(self._path, "rb")
         except OSError as err:
-            raise DataError(self._path, f"cannot open it ({err.strerror}): {_damaged(folder)}") from err
+            raise DataError(self._path, f"cannot open it ({err.strerror}): {damaged(folder)}") from err
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return len(self.offsets)
 
     def __iter__(self):
         with open(self._path, "rb") as f:  # one sequential pass, not a seek per passage
@@ -69,7 +69,7 @@ class _PassageFile(Sequence[Passage]):
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        self._handle.seek(int(self._offsets[i]))
+        self._handle.seek(int(self.offsets[i]))
         d = json.loads(self._handle.readline())
         return Passage(d["id"], d["title"], d["text"])
 
@@ -88,14 +88,14 @@ class DiskBM25Retriever(BaseRetriever):
         self.meta = meta
         self.k1, self.b = meta["config"]["k1"], meta["config"]["b"]
         self.passages = _PassageFile(self.folder)  # type: ignore[assignment]
-        _check_maps(self.folder, meta, self.passages)
+        check_maps(self.folder, meta, self.passages)
         if not (self.folder / "vocab.txt").is_file():
-            raise DataError(self.folder / "vocab.txt", f"missing: {_damaged(self.folder)}")
+            raise DataError(self.folder / "vocab.txt", f"missing: {damaged(self.folder)}")
         self._vocab: dict[str, int] | None = None
         self._shards = []
         for shard in meta["shards"]:
             sub = self.folder / shard["folder"]
-            self._shards.append((shard["start"], shard["size"], *(_open_array(sub / f"{part}.npy", self.folder)
+            self._shards.append((shard["start"], shard["size"], *(open_array(sub / f"{part}.npy", self.folder)
                                                                   for part in ("terms", "indptr", "docs", "weights"))))
 
     @classmethod
@@ -171,7 +171,7 @@ class DiskBM25Retriever(BaseRetriever):
             raise ValueError(f"need shard_size >= 1, k1 >= 0 and 0 <= b <= 1, got {shard_size}, {k1}, {b}")
         folder = Path(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        with _build_lock(folder):  # a second build of the same index would share (and wreck) `.building`
+        with BuildLock(folder):  # a second build of the same index would share (and wreck) `.building`
             tmp = folder.with_name(folder.name + ".building")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -248,7 +248,7 @@ class DiskBM25Retriever(BaseRetriever):
             f.writelines(w + "\n" for w in vocab)  # dicts keep insertion order: line number = id
         meta = {"kind": KIND, "format": FORMAT_VERSION, "n_passages": n, "fingerprint": fingerprint.hexdigest(),
                 "config": {"k1": k1, "b": b, "shard_size": shard_size}, "shards": shards,
-                "maps": {"passages_bytes": position, "offsets_sha256": _offsets_hash(offsets_array)},
+                "maps": {"passages_bytes": position, "offsets_sha256": offsets_hash(offsets_array)},
                 "n_terms": len(vocab), "avgdl": avgdl, "build_seconds": round(time.perf_counter() - started, 1)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(folder, ignore_errors=True)
@@ -257,76 +257,6 @@ class DiskBM25Retriever(BaseRetriever):
 
     def __repr__(self) -> str:
         return f"DiskBM25Retriever({len(self)} passages, {len(self._shards)} shards, {self.folder})"
-
-
-def _damaged(folder: Path) -> str:
-    """The advice for a damaged index folder: which make command rebuilds it."""
-    name = folder.name[: -len(f"-{KIND}")] if folder.name.endswith(f"-{KIND}") else "<name>"
-    return (f"the index {folder} is damaged or incomplete (an interrupted copy, a disk filled up, files from two "
-            f"builds mixed): rebuild it with `make index TSV=<corpus> NAME={name}`")
-
-
-def _open_array(path: Path, folder: Path) -> np.ndarray:
-    """One of the index's arrays, memory-mapped; a missing or truncated file is named, with how to rebuild."""
-    if not path.is_file():
-        raise DataError(path, f"missing: {_damaged(folder)}")
-    try:
-        return np.load(path, mmap_mode="r")
-    except (ValueError, OSError, EOFError) as err:  # numpy: "mmap length is greater than file size", a bad header
-        raise DataError(path, f"truncated or unreadable ({err}): {_damaged(folder)}") from err
-
-
-def _offsets_hash(offsets: np.ndarray) -> str:
-    """The fingerprint of the passage map written to meta.json: sha256 of the offsets (8 bytes a passage)."""
-    h = hashlib.sha256()
-    for i in range(0, len(offsets), 1 << 22):  # in 32 MB pieces: the map of 21M passages is 168 MB
-        h.update(np.ascontiguousarray(offsets[i: i + (1 << 22)], dtype="<i8").tobytes())
-    return h.hexdigest()
-
-
-def _check_maps(folder: Path, meta: dict, passages: _PassageFile) -> None:
-    """Check passages.jsonl and offsets.npy against meta.json once, at open: a folder mixing files of two builds
-    would otherwise return wrong passages. Indexes built before meta.json had "maps" get the count check only."""
-    n = meta.get("n_passages")
-    if len(passages) != n:
-        raise DataError(folder / "offsets.npy", f"maps {len(passages):,} passages, meta.json says {n:,}: "
-                        f"{_damaged(folder)}")
-    if sum(s["size"] for s in meta["shards"]) != n:
-        raise DataError(folder / "meta.json", f"its shards hold {sum(s['size'] for s in meta['shards']):,} passages, "
-                        f"not {n:,}: {_damaged(folder)}")
-    maps = meta.get("maps")
-    if not isinstance(maps, dict):
-        return
-    size = (folder / "passages.jsonl").stat().st_size
-    if size != maps.get("passages_bytes"):
-        raise DataError(folder / "passages.jsonl", f"{size:,} bytes, meta.json says {maps.get('passages_bytes'):,}: "
-                        f"{_damaged(folder)}")
-    if _offsets_hash(passages._offsets) != maps.get("offsets_sha256"):
-        raise DataError(folder / "offsets.npy", f"not the passage map this index was built with: {_damaged(folder)}")
-
-
-class _build_lock:
-    """An exclusive lock on `<index>.lock` beside the index for the length of a build (fcntl.flock, so it goes with
-    the process: a killed build leaves no stale lock). A second build of the same index refuses at once."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.path = folder.with_name(folder.name + ".lock")
-
-    def __enter__(self) -> "_build_lock":
-        self._file = open(self.path, "a+")
-        try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._file.close()
-            name = self.folder.name[: -len(f"-{KIND}")] if self.folder.name.endswith(f"-{KIND}") else self.folder.name
-            raise RuntimeError(f"another build of {name} is running (it holds {self.path}): wait for it to finish, "
-                               "or stop it, then run this again") from None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-        self._file.close()
 
 
 def _term_major(terms: np.ndarray, lengths: np.ndarray, n_terms: int) -> dict[str, np.ndarray]:
@@ -389,7 +319,7 @@ def _cli() -> None:  # `python -m covlib.retrieval.disk_index psgs_w100.tsv --na
         raise SystemExit(f"corpus {args.corpus!r}: no such file (make index TSV=path/to/psgs_w100.tsv)")
     if not args.name.replace("-", "").replace("_", "").isalnum():
         raise SystemExit(f"--name {args.name!r}: use letters, digits, '-' and '_'")
-    stream = data.iter_dpr_tsv if Path(args.corpus).suffix.lower() in (".tsv", ".csv", ".txt") else data.iter_jsonl_corpus
+    stream = data.iter_dpr_tsv if data_suffix(args.corpus) in (".tsv", ".csv", ".txt") else data.iter_jsonl_corpus
     try:
         r = DiskBM25Retriever.build(stream(args.corpus), index_folder(args.name), shard_size=args.shard_size)
     except RuntimeError as err:  # another `make index NAME=...` of the same name is running

@@ -1,0 +1,96 @@
+"""What the HTTP backend says to and reads from a server: which key goes where, how long a request may wait, which
+statuses are retried, errors with every key masked, and the one choice of a reply checked."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
+RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
+DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
+OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
+
+
+def key_value(variable: str) -> str | None:
+    """The key in `variable`, surrounding whitespace (a CRLF .env file's \\r) stripped; None when unset or blank."""
+    return (os.environ.get(variable) or "").strip() or None
+
+
+def key_bound(base_url: str) -> bool:
+    """Whether OPENAI_API_KEY may be sent to `base_url`: OpenAI's own API over https, or a base URL starting
+    with one of the comma-separated prefixes in COVLIB_API_KEY_URL."""
+    url = base_url.rstrip("/") + "/"
+    bound = [OPENAI_HOST_URL] + [u.strip().rstrip("/") + "/" for u in
+                                 os.environ.get("COVLIB_API_KEY_URL", "").split(",") if u.strip()]
+    return any(url.startswith(prefix) for prefix in bound)
+
+
+def request_timeout(timeout: float | None) -> float:
+    """`timeout` when given, else COVLIB_REQUEST_TIMEOUT, else DEFAULT_TIMEOUT; a value not above 0 is refused."""
+    if timeout is not None:
+        return timeout
+    text = os.environ.get("COVLIB_REQUEST_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"COVLIB_REQUEST_TIMEOUT={text!r}: need a number of seconds > 0")
+    return value
+
+
+class EndpointError(RuntimeError):
+    """A server could not be reached, rejected a request, or answered something unusable; names the URL.
+    The API key is masked in the message, should a server or proxy echo it back."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
+
+
+class Stopped(EndpointError):
+    """A request not sent because another request of its run had failed (that one's error is raised)."""
+
+
+def redact(text: str) -> str:
+    """The text with every API key covlib would send replaced by ***."""
+    for variable in KEY_VARIABLES:
+        raw = os.environ.get(variable) or ""
+        # the key as set, as sent (stripped), and as libraries print it (escaped: repr, JSON, bytes)
+        forms = {raw, raw.strip(), repr(raw)[1:-1], repr(raw.encode())[2:-1], repr(raw.strip())[1:-1]}
+        for form in sorted(forms, key=len, reverse=True):
+            if len(form.strip()) >= 4:
+                text = text.replace(form, "***")
+    return text
+
+
+def retryable(status: int) -> bool:
+    """Whether a reply with this HTTP status is worth sending again."""
+    return status in RETRY_STATUS or (status >= 500 and status != 501)
+
+
+def only_choice(reply: Any) -> dict[str, Any]:
+    """The one choice of a reply to an n=1 request; IndexError when there is not exactly one, with index 0."""
+    choices = reply["choices"]
+    if not isinstance(choices, list) or len(choices) != 1:
+        count = len(choices) if isinstance(choices, list) else type(choices).__name__
+        raise IndexError(f"an n=1 request needs exactly one choice, got {count}")
+    choice = choices[0]
+    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        raise IndexError(f"the one choice of an n=1 request must have index 0, got "
+                         f"{choice.get('index') if isinstance(choice, dict) else choice!r}")
+    return choice
+
+
+def server_message(reply: Any) -> str:
+    """The error message a server put in its reply (OpenAI's {"error": {"message": ...}} or plain text)."""
+    try:
+        body = reply.json()
+        err = body.get("error", body) if isinstance(body, dict) else body
+        message = err.get("message", err) if isinstance(err, dict) else err
+        return " ".join(str(message).split())[:300]
+    except ValueError:
+        return " ".join(reply.text.split())[:300] or reply.reason_phrase
