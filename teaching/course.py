@@ -26,8 +26,8 @@ from covlib.data.readers import SHARED_FILES
 from covlib.runs.exercises import calls, check_own_work
 from teaching.exercises import (EXERCISE_ID, MARKERS, ROLES, STUB, CourseError, Exercise, all_exercises, cell_role,
                                 exercise_notebooks, exercises, format_points, leaked, nbgrader_metadata, notebooks_dir, read,
-                                secret_lines, solution_regions, source_lines, strip_solutions)
-from teaching.grading import Grade, grade, grade_notebook, merge, split_checks, table_name, write_table
+                                secret_lines, solution_regions, source_lines, split_checks, strip_solutions)
+from teaching.grading import Grade, grade, grade_notebook, merge, table_name, write_table
 from teaching.handout import inject, smoke_parameters, student_parameters, student_version
 from teaching.runner import STOPPED, cell_error, execute
 from teaching.submissions import find_submissions

@@ -99,9 +99,12 @@ def exercises(nb: Any, name: str) -> list[Exercise]:
             raise CourseError(f"{name} '{ex}-answer' has no ### BEGIN SOLUTION / ### END SOLUTION block")
         if what == "checks" and not meta.get("points"):
             raise CourseError(f"{name} '{ex}-checks' has no points")
-        if what == "checks" and sum(ln.startswith(CHECKS_MARKER) for ln in cell.source.splitlines()) != 1:
-            raise CourseError(f"{name} '{ex}-checks' needs one line starting with {CHECKS_MARKER!r}: the asserts below "
-                              "it are what the grader runs on the recorded values")
+        if what == "checks":
+            try:
+                split_checks(cell.source)
+            except CourseError as err:
+                raise CourseError(f"{name} '{ex}-checks': {err}; the asserts below it are what the grader runs on the "
+                                  "recorded values") from None
     out = []
     for ex, roles in seen.items():
         if set(roles) != set(ROLES) or [roles[r] for r in ROLES] != sorted(roles.values()):
@@ -109,6 +112,15 @@ def exercises(nb: Any, name: str) -> list[Exercise]:
         title = nb.cells[roles["prompt"]].source.strip().splitlines()[0].strip("#* ")
         out.append(Exercise(name, ex, float(nbgrader_metadata(nb.cells[roles["checks"]])["points"]), title))
     return out
+
+
+def split_checks(source: str) -> tuple[str, str]:
+    """A check cell's recording part (runs with the notebook) and its checks (run by the grader on the values)."""
+    lines = source.splitlines(keepends=True)
+    at = [i for i, ln in enumerate(lines) if ln.startswith(CHECKS_MARKER)]
+    if len(at) != 1:
+        raise CourseError(f"a check cell needs exactly one line starting with {CHECKS_MARKER!r} (found {len(at)})")
+    return "".join(lines[: at[0]]), "".join(lines[at[0] + 1:])
 
 
 def all_exercises(folder: str | Path | None = None) -> list[Exercise]:

@@ -23,9 +23,9 @@ from typing import Any, Sequence
 import nbformat
 
 from covlib.core import paths
-from covlib.runs.exercises import CHECKS_MARKER
 from teaching import checker, own_work, sandbox
-from teaching.exercises import CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, strip_solutions
+from teaching.exercises import (CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, split_checks,
+                                strip_solutions)
 from teaching.feedback import feedback_notebook
 from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
@@ -45,15 +45,6 @@ class Grade:
     max_points: float
     error: str = ""
     note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
-
-
-def split_checks(source: str) -> tuple[str, str]:
-    """A check cell's recording part (runs with the notebook) and its checks (run by the grader on the values)."""
-    lines = source.splitlines(keepends=True)
-    at = [i for i, ln in enumerate(lines) if ln.startswith(CHECKS_MARKER)]
-    if len(at) != 1:
-        raise CourseError(f"a check cell needs exactly one line starting with {CHECKS_MARKER!r} (found {len(at)})")
-    return "".join(lines[: at[0]]), "".join(lines[at[0] + 1:])
 
 
 def without_reference(source: str) -> str:
