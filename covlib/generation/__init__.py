@@ -16,8 +16,8 @@ from typing import Any
 
 from covlib.core import paths
 from covlib.core.cache import fingerprint_dir
-from covlib.generation.base import (Completion, Generator, check_decoding, check_pairs, check_prompts, first_stop,
-                                    from_cache, sample_seed)
+from covlib.generation.base import (Completion, Generator, call_keys, check_decoding, check_pairs, check_prompts,
+                                    first_stop, from_cache, sample_seed, score_keys)
 from covlib.generation.decoder import LM, default_device
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.endpoint import EndpointLM
@@ -25,7 +25,7 @@ from covlib.generation.spec import ENDPOINT_PREFIX, is_endpoint
 
 __all__ = ["Completion", "Generator", "LM", "EndpointLM", "ENDPOINT_PREFIX", "EMBEDDED_MODEL", "EMBEDDED_NAME",
            "check_decoding", "check_pairs", "check_prompts", "default_device", "describe", "embedded_model_dir",
-           "first_stop", "from_cache", "is_endpoint", "load_lm", "sample_seed"]
+           "first_stop", "from_cache", "is_endpoint", "load_lm", "sample_seed", "call_keys", "score_keys"]
 
 
 _LOADED: dict[tuple, Any] = {}

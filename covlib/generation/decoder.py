@@ -124,6 +124,22 @@ class LM:
         files = {k: v for k, v in (("files", self.files), ("adapter", self.adapter_files)) if v}
         return make_key(kind=kind, model=self.name, dtype=self.dtype, **files, **parts)
 
+    def _generate_keys(self, rendered: list[str], n_distinct: int, decoding: dict) -> list[list[str]]:
+        return [[self._key("generate", prompt=r, sample=i, **decoding) for i in range(n_distinct)] for r in rendered]
+
+    def cache_keys(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
+                   max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0,
+                   chat: bool = False) -> list[list[str]]:
+        """The cache keys `generate` reads for these arguments: one per distinct sample (greedy: one) per prompt."""
+        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                  stop=stop, seed=seed)
+        return self._generate_keys([self.render(p, chat) for p in prompts], 1 if decoding["temperature"] == 0 else n,
+                                   decoding)
+
+    def score_keys(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False) -> list[str]:
+        """The cache keys `score` reads for these pairs."""
+        return [self._key("score", prompt=self.render(p, chat), continuation=c) for p, c in zip(prompts, continuations)]
+
     # -------------------------------------------------------------- generation
     def generate(
         self,
@@ -146,7 +162,7 @@ class LM:
         greedy = decoding["temperature"] == 0
         n_distinct = 1 if greedy else n
         rendered = [self.render(p, chat) for p in prompts]
-        keys = [[self._key("generate", prompt=r, sample=i, **decoding) for i in range(n_distinct)] for r in rendered]
+        keys = self._generate_keys(rendered, n_distinct, decoding)
         found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         todo = sorted({r for r, ks in zip(rendered, keys) if any(k not in found for k in ks)})
         if todo:
@@ -283,7 +299,7 @@ class LM:
         """Total log-probability of each continuation given its prompt (cached)."""
         prompts, continuations = check_pairs(prompts, continuations)
         rendered = [self.render(p, chat) for p in prompts]
-        keys = [self._key("score", prompt=r, continuation=c) for r, c in zip(rendered, continuations)]
+        keys = self.score_keys(rendered, continuations)
         found = self.cache.get_many(keys, shape=number_shape)
         todo = sorted({(r, c) for r, c, k in zip(rendered, continuations, keys) if k not in found}, key=lambda rc: -len(rc[0]))
         if todo:

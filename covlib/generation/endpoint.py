@@ -137,6 +137,22 @@ class EndpointLM:
     def _key(self, kind: str, **parts: Any) -> str:
         return make_key(kind=kind, backend="openai", model=self.served_model, base_url=self.base_url, **parts)
 
+    def _generate_keys(self, prompts: list[str], n_distinct: int, decoding: dict, chat: bool) -> list[list[str]]:
+        return [[self._key("generate", chat=chat, prompt=p, sample=i, **decoding) for i in range(n_distinct)]
+                for p in prompts]
+
+    def cache_keys(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
+                   max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0,
+                   chat: bool = False) -> list[list[str]]:
+        """The cache keys `generate` reads for these arguments: one per distinct sample (greedy: one) per prompt."""
+        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                  stop=stop, seed=seed)
+        return self._generate_keys(list(prompts), 1 if decoding["temperature"] == 0 else n, decoding, chat)
+
+    def score_keys(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False) -> list[str]:
+        """The cache keys `score` reads for these pairs."""
+        return [self._key("score", prompt=p, continuation=c) for p, c in zip(prompts, continuations)]
+
     def generate(
         self,
         prompts: Sequence[str],
@@ -157,8 +173,7 @@ class EndpointLM:
                                   stop=stop, seed=seed)
         greedy = decoding["temperature"] == 0
         n_distinct = 1 if greedy else n
-        keys = [[self._key("generate", chat=chat, prompt=p, sample=i, **decoding) for i in range(n_distinct)]
-                for p in prompts]
+        keys = self._generate_keys(prompts, n_distinct, decoding, chat)
         found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
         todo = {k: (p, i) for p, ks in zip(prompts, keys) for i, k in enumerate(ks) if k not in found}
         if todo:
@@ -286,7 +301,7 @@ class EndpointLM:
         if chat:
             raise EndpointError(f"{desc}: score(chat=True) is not available from {self.name}: an OpenAI-compatible "
                                 "server scores raw text only (echo=true on /completions); use chat=False")
-        keys = [self._key("score", prompt=p, continuation=c) for p, c in zip(prompts, continuations)]
+        keys = self.score_keys(prompts, continuations)
         found = self.cache.get_many(keys, shape=number_shape)
         todo = {k: (p, c) for p, c, k in zip(prompts, continuations, keys) if k not in found}
         if todo:

@@ -33,6 +33,14 @@ def _check_probs(probs: Any, n: int, judge: Judge) -> np.ndarray:
     return probs / probs.sum(axis=1, keepdims=True)
 
 
+def pair_keys(premises: Sequence[str], hypotheses: Sequence[str], judge: Judge | str | None = None) -> list[str]:
+    """The cache keys `probabilities` reads for these pairs (judge name and config, premise, hypothesis)."""
+    judge = get_judge(judge)
+    config = _judge_config(judge)
+    return [make_key(kind="nli", judge=judge.name, config=config, premise=p, hypothesis=h)
+            for p, h in zip(premises, hypotheses)]
+
+
 def probabilities(
     premises: Sequence[str],
     hypotheses: Sequence[str],
@@ -44,11 +52,7 @@ def probabilities(
     if len(premises) != len(hypotheses):
         raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     judge = get_judge(judge)
-    config = _judge_config(judge)
-    keys = [
-        make_key(kind="nli", judge=judge.name, config=config, premise=p, hypothesis=h)
-        for p, h in zip(premises, hypotheses)
-    ]
+    keys = pair_keys(premises, hypotheses, judge)
     cache = Cache(table=CACHE_TABLE)
     found = cache.get_many(keys, shape=probabilities_shape)
     todo: dict[str, tuple[str, str]] = {}

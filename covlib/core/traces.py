@@ -1,0 +1,393 @@
+"""Per-example traces: one JSON-lines file per method run, one record per example with every step as the paper names it.
+
+A notebook calls `start(notebook)` once; every method of a paper package then opens its run with
+`open_run(...)` and writes one record per example as it finishes (`TraceWriter.write`, flushed at once),
+so an interrupted run keeps every finished record. Without `start` (a library call, a test) `open_run`
+returns a writer that writes nothing. The file format (schema "covlib.trace", `VERSION`), line by line:
+
+| line      | holds                                                                                         |
+|-----------|-----------------------------------------------------------------------------------------------|
+| `run`     | the first line: paper, method, title, params, model, the paper's steps, what `before` compares |
+| `prefix`  | a prompt prefix shared by many calls (a few-shot block), written once before its first use    |
+| `example` | one example: id, question, gold, prediction, correct, `before`, flags, its steps              |
+| `end`     | the last line, written by `close`: how many examples (absent: the run was interrupted)        |
+
+A step is `{"name", "inputs", "outputs", "calls"}`; a call is `{"kind", "key", ...}` with the cache key that
+reproduces it (`covlib.core.cache`) and its prompt as text or `{"prefix": id, "text": rest}`. `SCHEMA`
+is the JSON Schema of every line; `validate` checks a file against it. docs/traces.md shows how to open one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from covlib.core import paths
+
+FORMAT = "covlib.trace"
+VERSION = 1
+MIN_SHARED_PREFIX = 200  # characters a batch's prompts must share before the shared part is stored once
+OUTCOMES = ("fixed", "broken", "both right", "both wrong")
+
+_TEXT = {"type": "string"}
+_CALL = {
+    "type": "object",
+    "required": ["kind", "key"],
+    "properties": {
+        "kind": {"enum": ["generate", "score", "nli", "retrieve"]},
+        "key": {"type": ["string", "null"]},
+        "prompt": {"anyOf": [_TEXT, {"type": "null"}, {
+            "type": "object", "required": ["prefix", "text"],
+            "properties": {"prefix": _TEXT, "text": _TEXT}, "additionalProperties": False}]},
+    },
+}
+_STEP = {
+    "type": "object",
+    "required": ["name", "inputs", "outputs", "calls"],
+    "properties": {"name": _TEXT, "inputs": {"type": "object"}, "outputs": {"type": "object"},
+                   "calls": {"type": "array", "items": _CALL}},
+    "additionalProperties": False,
+}
+_CORRECT = {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]}
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "one line of a covlib trace (JSON lines)",
+    "oneOf": [
+        {"type": "object", "required": ["type", "format", "version", "run", "paper", "method", "title", "params",
+                                        "steps", "started"],
+         "properties": {"type": {"const": "run"}, "format": {"const": FORMAT}, "version": {"const": VERSION},
+                        "run": _TEXT, "paper": _TEXT, "method": _TEXT, "title": _TEXT, "notebook": _TEXT,
+                        "model": {"type": ["string", "null"]}, "params": {"type": "object"},
+                        "steps": {"type": "array", "minItems": 1, "items": {
+                            "type": "object", "required": ["name", "paper"],
+                            "properties": {"name": _TEXT, "paper": _TEXT}}},
+                        "compare": {"anyOf": [{"type": "null"}, {
+                            "type": "object", "required": ["before", "after"],
+                            "properties": {"before": _TEXT, "after": _TEXT}}]},
+                        "started": _TEXT, "commit": {"type": ["string", "null"]}}},
+        {"type": "object", "required": ["type", "id", "text"], "additionalProperties": False,
+         "properties": {"type": {"const": "prefix"}, "id": _TEXT, "text": _TEXT}},
+        {"type": "object", "required": ["type", "index", "id", "question", "gold", "prediction", "correct", "flags",
+                                        "steps"],
+         "properties": {"type": {"const": "example"}, "index": {"type": "integer", "minimum": 0}, "id": _TEXT,
+                        "question": _TEXT, "gold": {"type": "array", "items": _TEXT},
+                        "prediction": {"type": ["string", "null"]}, "correct": _CORRECT,
+                        "before": {"type": "object", "required": ["prediction", "correct"],
+                                   "properties": {"prediction": {"type": ["string", "null"]}, "correct": _CORRECT}},
+                        "flags": {"type": "object"},
+                        "steps": {"type": "array", "minItems": 1, "items": _STEP}}},
+        {"type": "object", "required": ["type", "records", "finished"],
+         "properties": {"type": {"const": "end"}, "records": {"type": "integer", "minimum": 0}, "finished": _TEXT}},
+    ],
+}
+
+_STATE: dict[str, Any] = {"folder": None, "notebook": None}
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready: NumPy scalars and arrays as Python values, tuples as lists, non-finite floats as None."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def folder_of(notebook: str) -> Path:
+    """Where a notebook's traces go: results/traces/<notebook>/."""
+    if not re.fullmatch(r"[0-9]{2}[a-z]?_[a-z0-9_]+", notebook):
+        raise ValueError(f"a notebook name like '03_verify_and_edit_tables', not {notebook!r}")
+    return paths.results_dir() / "traces" / notebook
+
+
+def start(notebook: str, folder: str | Path | None = None) -> Path:
+    """Trace every method run from now on into `folder` (default results/traces/<notebook>/), emptied first."""
+    target = Path(folder) if folder is not None else folder_of(notebook)
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.jsonl"):
+        old.unlink()  # a notebook's traces are those of its last run
+    _STATE.update(folder=target, notebook=notebook)
+    return target
+
+
+def stop() -> None:
+    """Stop tracing (method runs write nothing until the next `start`)."""
+    _STATE.update(folder=None, notebook=None)
+
+
+def active() -> Path | None:
+    """The folder traces go to, or None when tracing is off."""
+    return _STATE["folder"]
+
+
+def call(kind: str, key: str | None, **fields: Any) -> dict[str, Any]:
+    """One model call of a step: its kind, the cache key that reproduces it, and what else describes it."""
+    return {"kind": kind, "key": key, **fields}
+
+
+def step(name: str, inputs: dict | None = None, outputs: dict | None = None,
+         calls: Sequence[dict] | None = None) -> dict[str, Any]:
+    """One step of one example: the paper's step name, its inputs, outputs and model calls."""
+    return {"name": name, "inputs": inputs or {}, "outputs": outputs or {}, "calls": list(calls or [])}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _commit() -> str | None:
+    head = paths.code_root() / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            return (head.parent / ref[5:]).read_text().strip()[:12]
+        return ref[:12]
+    except OSError:
+        return None
+
+
+class TraceWriter:
+    """One run's trace file, written line by line (each line flushed as written)."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.records = 0
+        self._prefixes: set[str] = set()
+        self._fh = path.open("w", encoding="utf-8")
+        self._line(header)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _line(self, obj: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(plain(obj), ensure_ascii=True, separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def prompts(self, texts: Sequence[str]) -> list[Any]:
+        """The prompts as they enter the trace: a prefix all of them share (a few-shot block) is stored once."""
+        texts = list(texts)
+        shared = os.path.commonprefix(texts) if len(texts) > 1 else ""
+        shared = shared[: shared.rfind("\n") + 1]  # whole lines: the prompt-specific part starts on its own line
+        if len(shared) < MIN_SHARED_PREFIX:
+            return texts
+        pid = "p-" + hashlib.sha256(shared.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        if pid not in self._prefixes:
+            self._prefixes.add(pid)
+            self._line({"type": "prefix", "id": pid, "text": shared})
+        return [{"prefix": pid, "text": t[len(shared):]} for t in texts]
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one example's record (`type` and `index` are filled in)."""
+        self._line({"type": "example", "index": self.records, **record})
+        self.records += 1
+
+    def close(self) -> None:
+        """Write the `end` line: the run finished."""
+        if not self._fh.closed:
+            self._line({"type": "end", "records": self.records, "finished": _now()})
+            self._fh.close()
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self._fh.close()  # no end line: a reader sees an interrupted run
+
+
+class NullWriter:
+    """The writer when tracing is off: falsy, and every method is a no-op."""
+
+    path = None
+    records = 0
+
+    def __bool__(self) -> bool:
+        return False
+
+    def prompts(self, texts: Sequence[str]) -> list[Any]:
+        """The prompts unchanged."""
+        return list(texts)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Nothing."""
+
+    def close(self) -> None:
+        """Nothing."""
+
+    def __enter__(self) -> "NullWriter":
+        return self
+
+    def __exit__(self, *rest: Any) -> None:
+        return None
+
+
+def open_run(paper: str, method: str, title: str, steps: Sequence[tuple[str, str]], params: dict[str, Any],
+             model: str | None = None, label: str = "", compare: tuple[str, str] | None = None) -> TraceWriter | NullWriter:
+    """A writer for one method run (a `NullWriter` unless `start` was called); `steps` are (name, the paper's words).
+
+    The file is `<method>[-<label>]-<hash of params and model>.jsonl`: the same run repeated replaces its file.
+    """
+    folder = active()
+    if folder is None:
+        return NullWriter()
+    params = plain(params)
+    digest = hashlib.sha256(json.dumps([params, model, title], sort_keys=True).encode()).hexdigest()[:8]
+    name = "-".join(x for x in (_slug(method), _slug(label) if label else "", digest) if x)
+    header = {"type": "run", "format": FORMAT, "version": VERSION, "run": name, "paper": paper, "method": method,
+              "title": title, "notebook": _STATE["notebook"] or "", "model": model, "params": params,
+              "steps": [{"name": n, "paper": p} for n, p in steps],
+              "compare": {"before": compare[0], "after": compare[1]} if compare else None,
+              "started": _now(), "commit": _commit()}
+    return TraceWriter(folder / f"{name}.jsonl", header)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Trace:
+    """A trace file read back: its header, shared prefixes, example records, and whether it finished."""
+
+    path: Path
+    header: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    prefixes: dict[str, str] = field(default_factory=dict)
+    complete: bool = False
+    damaged: int = 0  # lines that are not JSON (the last line of a run killed mid-write)
+
+    @property
+    def title(self) -> str:
+        """The run's title ("CoT-SC + Verify-and-Edit, HotpotQA, BM25")."""
+        return self.header.get("title", self.path.stem)
+
+    def find(self, example: str | int) -> dict[str, Any]:
+        """One record, by example id or by position."""
+        if isinstance(example, int) and not isinstance(example, bool):
+            return self.records[example]
+        for r in self.records:
+            if r["id"] == example:
+                return r
+        raise KeyError(f"no example {example!r} in {self.path.name} ({len(self.records)} examples)")
+
+    def prompt_text(self, prompt: Any) -> str:
+        """A call's full prompt, its shared prefix put back."""
+        if isinstance(prompt, dict):
+            return self.prefixes.get(prompt.get("prefix", ""), "") + str(prompt.get("text", ""))
+        return "" if prompt is None else str(prompt)
+
+
+def read(path: str | Path) -> Trace:
+    """Read a trace file; a run without its `end` line (interrupted) keeps every record written before."""
+    path = Path(path)
+    header: dict[str, Any] | None = None
+    trace = Trace(path, {})
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                trace.damaged += 1
+                continue
+            kind = obj.get("type") if isinstance(obj, dict) else None
+            if kind == "run" and header is None:
+                header = obj
+            elif kind == "prefix":
+                trace.prefixes[str(obj.get("id"))] = str(obj.get("text", ""))
+            elif kind == "example":
+                trace.records.append(obj)
+            elif kind == "end":
+                trace.complete = True
+            else:
+                trace.damaged += 1
+    if header is None or header.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a covlib trace (no '{FORMAT}' run line first)")
+    if header.get("version") != VERSION:
+        raise ValueError(f"{path}: trace version {header.get('version')!r}; this covlib reads version {VERSION}")
+    trace.header = header
+    return trace
+
+
+def validate(path: str | Path) -> list[str]:
+    """Every problem of a trace file against `SCHEMA` (one message per bad line); [] when it is valid."""
+    import jsonschema
+
+    checker = jsonschema.Draft202012Validator(SCHEMA)
+    problems = []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    kinds = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            problems.append(f"line {number}: not JSON ({err.msg})")
+            continue
+        kinds.append(obj.get("type") if isinstance(obj, dict) else None)
+        for err in checker.iter_errors(obj):
+            problems.append(f"line {number}: {err.message[:200]}")
+            break
+    if not kinds or kinds[0] != "run":
+        problems.append("the first line is not the run header")
+    if "end" in kinds and kinds.index("end") != len(kinds) - 1:
+        problems.append("lines after the end line")
+    return problems
+
+
+def run_files(folder: str | Path) -> list[Path]:
+    """The trace files in a folder, by name."""
+    return sorted(Path(folder).glob("*.jsonl"))
+
+
+def correct_of(value: Any) -> bool | None:
+    """Right (>= 0.5), wrong, or unknown (None)."""
+    return None if value is None else float(value) >= 0.5
+
+
+def outcome(before: Any, after: Any) -> str | None:
+    """"fixed", "broken", "both right" or "both wrong" from two correctness values (None when one is unknown)."""
+    a, b = correct_of(before), correct_of(after)
+    if a is None or b is None:
+        return None
+    return {(False, True): "fixed", (True, False): "broken", (True, True): "both right"}.get((a, b), "both wrong")
+
+
+def pairs(a: Trace, b: Trace | None = None) -> list[tuple[dict, dict, str | None]]:
+    """(before, after, outcome) per example: two runs joined on example id, or one run's `before` and its result."""
+    out = []
+    if b is None:
+        for r in a.records:
+            before = r.get("before")
+            out.append((before or {}, r, outcome(before["correct"], r["correct"]) if before else None))
+        return out
+    index = {r["id"]: r for r in a.records}
+    for r in b.records:
+        if r["id"] in index:
+            out.append((index[r["id"]], r, outcome(index[r["id"]]["correct"], r["correct"])))
+    return out
+
+
+def count_outcomes(rows: Iterable[tuple[dict, dict, str | None]]) -> dict[str, int]:
+    """How many examples each outcome has."""
+    counts = {o: 0 for o in OUTCOMES}
+    for _, _, o in rows:
+        if o is not None:
+            counts[o] += 1
+    return counts
