@@ -330,7 +330,7 @@ def validate(path: str | Path) -> list[str]:
     """Every problem of a trace file against `SCHEMA` (one message per bad line); [] when it is valid."""
     import jsonschema
 
-    checker = jsonschema.Draft202012Validator(SCHEMA)
+    checkers = {part["properties"]["type"]["const"]: jsonschema.Draft202012Validator(part) for part in SCHEMA["oneOf"]}
     problems = []
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     kinds = []
@@ -341,9 +341,12 @@ def validate(path: str | Path) -> list[str]:
             problems.append(f"line {number}: not JSON ({err.msg})")
             continue
         kinds.append(obj.get("type") if isinstance(obj, dict) else None)
-        for err in checker.iter_errors(obj):
-            problems.append(f"line {number}: {err.message[:200]}")
-            break
+        if kinds[-1] not in checkers:
+            problems.append(f"line {number}: not a line of a trace (type {kinds[-1]!r}; one of {sorted(checkers)})")
+            continue
+        for err in sorted(checkers[kinds[-1]].iter_errors(obj), key=lambda e: list(e.path))[:1]:
+            where = "/".join(map(str, err.absolute_path)) or "the line"
+            problems.append(f"line {number}: {where}: {err.message[:200]}")
     if not kinds or kinds[0] != "run":
         problems.append("the first line is not the run header")
     if "end" in kinds and kinds.index("end") != len(kinds) - 1:

@@ -1,0 +1,173 @@
+"""The trace format (covlib.core.traces) and its notebook views (covlib.runs.trace_view)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from covlib.core import traces
+from covlib.runs import trace_view
+
+STEPS = [("Prompt", "few-shot prompt, Appendix C"), ("Sample reasoning paths", "n = 5 paths at temperature 0.7"),
+         ("Vote", "the most consistent answer")]
+SHOTS = "Q: who?\nA: First, x. The answer is x.\n" * 20  # a shared few-shot block (> MIN_SHARED_PREFIX)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    target = traces.start("03_verify_and_edit_tables", folder=tmp_path / "traces")
+    yield target
+    traces.stop()
+
+
+def _record(i: int, prompt, before: float, after: float, text: str = "x") -> dict:
+    return {"id": f"q{i}", "question": f"question {i}?", "gold": ["x"], "prediction": text, "correct": after,
+            "before": {"prediction": "y", "correct": before}, "flags": {"parse_failures": i % 2},
+            "steps": [traces.step("Prompt", {"question": f"question {i}?"}, {}, [traces.call("generate", f"k{i}", prompt=prompt)]),
+                      traces.step("Vote", {}, {"votes": {text: 3}, "consistency": 3.0, "logprob": float("-inf")})]}
+
+
+def _write_run(n: int = 4, outcomes=((0, 1), (1, 0), (1, 1), (0, 0))) -> traces.Trace:
+    with traces.open_run("verify_edit", "verify_edit", "CoT-SC + VE, HotpotQA", STEPS, {"n": 5, "seed": 0},
+                         model="smollm2", label="hotpotqa-bm25", compare=("CoT-SC", "CoT-SC + VE")) as tr:
+        prompts = tr.prompts([f"{SHOTS}Q: question {i}?\nA:" for i in range(n)])
+        for i in range(n):
+            b, a = outcomes[i % len(outcomes)]
+            tr.write(_record(i, prompts[i], b, a))
+    return traces.read(tr.path)
+
+
+def test_a_run_round_trips_valid_with_its_shared_block_stored_once(folder):
+    trace = _write_run()
+    assert traces.validate(trace.path) == []
+    assert trace.complete and trace.damaged == 0 and len(trace.records) == 4
+    assert [r["index"] for r in trace.records] == [0, 1, 2, 3]
+    lines = trace.path.read_text().splitlines()
+    assert sum('"type":"prefix"' in line for line in lines) == 1, "the few-shot block is written once"
+    assert trace.path.read_text().count("Q: who?") == 20, "only in the prefix line"
+    prompt = trace.records[2]["steps"][0]["calls"][0]["prompt"]
+    assert trace.prompt_text(prompt) == f"{SHOTS}Q: question 2?\nA:"
+    assert trace.records[0]["steps"][1]["outputs"]["logprob"] is None, "-inf is not JSON: stored as null"
+    assert trace.header["steps"][1] == {"name": "Sample reasoning paths", "paper": "n = 5 paths at temperature 0.7"}
+    assert trace.path.parent == folder and trace.path.name.startswith("verify-edit-hotpotqa-bm25-")
+
+
+def test_the_same_run_again_replaces_its_file_and_start_empties_the_folder(folder, tmp_path):
+    first = _write_run().path
+    second = _write_run(n=2).path
+    assert first == second and len(traces.read(second).records) == 2
+    traces.start("03_verify_and_edit_tables", folder=folder)
+    assert traces.run_files(folder) == []
+
+
+def test_nothing_is_written_when_tracing_is_off(tmp_path):
+    traces.stop()
+    tr = traces.open_run("verify_edit", "cot", "CoT", STEPS, {})
+    assert not tr and tr.prompts(["a"]) == ["a"]
+    tr.write({"id": "x"})
+    tr.close()
+    assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_outcomes_within_a_run_and_across_two_runs(folder):
+    trace = _write_run()
+    assert [o for _, _, o in traces.pairs(trace)] == ["fixed", "broken", "both right", "both wrong"]
+    assert traces.count_outcomes(traces.pairs(trace)) == {"fixed": 1, "broken": 1, "both right": 1, "both wrong": 1}
+    with traces.open_run("credibility", "answer", "closed book", STEPS, {"refs": 0}) as tr:
+        for i in range(3):
+            tr.write({**_record(i, "p", 0, 1.0), "correct": (0.8, 0.9, 0.0)[i]})
+    closed = traces.read(tr.path)
+    rows = traces.pairs(closed, trace)  # joined on id: q0..q2 only
+    assert [(b["id"], o) for b, _, o in rows] == [("q0", "both right"), ("q1", "broken"), ("q2", "fixed")]
+    assert traces.outcome(None, 1) is None
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ({"type": "example", "index": 0, "id": "a", "question": "q", "gold": ["x"], "prediction": "x", "correct": 2,
+      "flags": {}, "steps": [traces.step("Prompt")]}, "correct: 2 is not valid"),
+    ({"type": "example", "index": 0, "id": "a", "question": "q", "gold": ["x"], "prediction": "x", "correct": 1,
+      "flags": {}, "steps": [{"name": "Prompt"}]}, "steps/0: 'inputs' is a required property"),
+    ({"type": "mystery"}, "not a line of a trace (type 'mystery'"),
+])
+def test_validate_names_the_bad_line(folder, bad, expected):
+    path = _write_run(n=1).path
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1] + [json.dumps(bad), lines[-1]]) + "\n")
+    problems = traces.validate(path)
+    assert problems and problems[0].startswith(f"line {len(lines)}:") and expected in problems[0]
+
+
+def test_a_file_that_is_not_a_trace_or_of_another_version_is_refused(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"type": "example"}\n')
+    with pytest.raises(ValueError, match="not a covlib trace"):
+        traces.read(path)
+    path.write_text(json.dumps({"type": "run", "format": traces.FORMAT, "version": 99}) + "\n")
+    with pytest.raises(ValueError, match="version 99"):
+        traces.read(path)
+
+
+KILLED = """
+import sys, time
+from covlib.core import traces
+traces.start("09_covrag_iterations", folder=sys.argv[1])
+tr = traces.open_run("covrag", "cov_rag", "CoV-RAG", [("retrieve", "top-5")], {"k": 5})
+for i in range(1000):
+    tr.write({"id": str(i), "question": "q", "gold": ["a"], "prediction": "a", "correct": 1.0, "flags": {},
+              "steps": [traces.step("retrieve", {"query": "q"}, {"passages": ["p" * 200]})]})
+    time.sleep(0.02)
+"""
+
+
+def test_a_run_killed_mid_way_keeps_every_finished_record(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path)])
+    deadline = time.time() + 60
+    files = []
+    while time.time() < deadline:
+        files = list(tmp_path.glob("*.jsonl"))
+        if files and files[0].read_text().count('"type":"example"') >= 5:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    trace = traces.read(files[0])
+    assert not trace.complete, "no end line: the reader knows the run was interrupted"
+    assert len(trace.records) >= 5 and [r["id"] for r in trace.records] == [str(i) for i in range(len(trace.records))]
+    assert [p for p in traces.validate(files[0]) if "not JSON" not in p] == []
+
+
+def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(folder):
+    trace = _write_run()
+    record = trace.records[0]
+    record["prediction"] = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+    page = trace_view.example_html(trace, record)
+    assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "Step 1. Prompt" in page and "Step 3. Vote" in page, "numbered as in the paper's list of steps"
+    assert "The paper: few-shot prompt, Appendix C" in page
+    assert "<b>fixed</b>" in page and "shared block (" in page
+    view = trace_view.show(trace.path, example="q1")
+    assert view._repr_html_() == str(view) and "question 1?" in view
+
+
+def test_the_comparison_counts_and_filters_by_outcome(folder):
+    trace = _write_run(n=8)
+    page = trace_view.compare(trace)
+    assert "<th>fixed</th><th>broken</th><th>both right</th><th>both wrong</th>" in page
+    assert "<tr><td>2</td><td>2</td><td>2</td><td>2</td></tr>" in page
+    fixed = trace_view.compare(trace, outcome="fixed")
+    assert "<code>q0</code>" in fixed and "<code>q4</code>" in fixed and "<code>q1</code>" not in fixed
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        trace_view.compare(trace, outcome="improved")
+
+
+def test_runs_are_found_by_notebook_and_name(folder, monkeypatch):
+    _write_run()
+    monkeypatch.setattr(traces, "folder_of", lambda notebook: folder)
+    assert trace_view.load("03_verify_and_edit_tables", "hotpotqa").title == "CoT-SC + VE, HotpotQA"
+    with pytest.raises(ValueError, match="0 runs of .* match 'fever'; its runs: verify-edit-hotpotqa-bm25"):
+        trace_view.load("03_verify_and_edit_tables", "fever")
