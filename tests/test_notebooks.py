@@ -68,7 +68,25 @@ def run_smoke(number: str, root: Path, **parameters) -> dict:
                         cwd=str(ipynb.parent), progress_bar=False, kernel_name="python3")
     record = json.loads((root / "results" / f"{ipynb.stem}.json").read_text())
     assert record["params"]["profile"] == "smoke"
+    if "01" <= number[:2] <= "11":
+        assert_traces(root, ipynb.stem)
     return record
+
+
+def assert_traces(root: Path, stem: str) -> None:
+    """Notebook `stem` wrote at least one trace, and every trace is valid, finished and named by the paper's steps."""
+    from covlib.core import traces
+
+    files = traces.run_files(root / "results" / "traces" / stem)
+    assert files, f"{stem} wrote no trace under results/traces/{stem}/"
+    for path in files:
+        assert traces.validate(path) == [], f"{path.name}: {traces.validate(path)[:3]}"
+        trace = traces.read(path)
+        assert trace.complete and trace.records, f"{path.name}: unfinished or empty"
+        names = {s["name"] for s in trace.header["steps"]}
+        assert all(s["name"] in names for r in trace.records for s in r["steps"]), f"{path.name}: a step not in its header"
+        ids = [r["id"] for r in trace.records]
+        assert len(set(ids)) == len(ids), f"{path.name}: an example twice"
 
 
 def earlier(root: Path, stem: str) -> dict:
