@@ -43,7 +43,12 @@ sandbox: ## install bubblewrap, the sandbox make grade runs each submission in (
 	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq bubblewrap; \
 	  else echo "note: bubblewrap is not installed and this needs root: sudo apt-get install bubblewrap (make grade refuses without it)"; fi; } || true
 
-test: env sandbox ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
+browser: ## install Chromium for the book's headless checks (apt-get: as root, or with sudo)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }; \
+	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq chromium; \
+	  else echo "note: Chromium is not installed and this needs root: sudo apt-get install chromium (the book's browser checks skip without it, and fail when CI is set)"; fi; } || true
+
+test: env sandbox browser ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
 test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
@@ -86,4 +91,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env sandbox judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache
+.PHONY: help env sandbox browser judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache

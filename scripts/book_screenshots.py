@@ -1,4 +1,4 @@
-"""Look at the book as a reader would: headless Chromium screenshots of the index and notebook pages.
+"""Look at the book as a reader would: headless Chromium screenshots of the index and notebook pages (and the DOM).
 
     python scripts/book_screenshots.py [--book build/book] [--out build/book-screenshots] [PAGE ...]
 
@@ -38,6 +38,19 @@ def screenshot(page: Path, png: Path, width: int = 1280, height: int = 1600, bin
     if done.returncode != 0 or not png.is_file():
         raise RuntimeError(f"chromium failed on {page}: {done.stderr[-500:]}")
     return png
+
+
+def dump_dom(page: Path, fragment: str = "", binary: str | None = None, timeout: int = 120) -> str:
+    """The DOM of one page from disk, offline, after its scripts ran (`--dump-dom`); `fragment`: "#outcome=fixed"."""
+    binary = binary or browser()
+    if binary is None:
+        raise RuntimeError("no Chromium found: apt-get install chromium")
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+           "--proxy-bypass-list=<-loopback>", "--dump-dom", page.resolve().as_uri() + fragment]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or "<html" not in done.stdout:
+        raise RuntimeError(f"chromium failed on {page}{fragment}: {done.stderr[-500:]}")
+    return done.stdout
 
 
 def has_content(png: Path) -> bool:

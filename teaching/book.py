@@ -9,7 +9,8 @@ server is needed. Outputs and tables are model output, so they are sanitised (nb
 `sanitize_html` with a bleach policy: no script, event handler or javascript: link stays live);
 absolute paths of the machine that ran the notebooks are replaced by neutral names. The teacher's
 copy (solutions shown, `build/book/`) says so in a banner on every page; the students' copy
-(`hide_solutions`) goes to `build/book-students/`.
+(`hide_solutions`) goes to `build/book-students/`. A notebook that wrote traces (results/traces/) gets an
+explorer page, linked from its page and the index: every example of every run, step by step (teaching.explorer).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from teaching import explorer
 from teaching.exercises import strip_solutions
 from teaching.safe_html import check_images, is_png, neutral_paths, offline, sanitize
 
@@ -171,8 +173,10 @@ def _banner(hide_solutions: bool) -> str:
     return "" if hide_solutions else f'<div class="covlib-teacher" role="note">{TEACHER_BANNER}</div>'
 
 
-def _nav(prev: str | None, nxt: str | None) -> str:
+def _nav(prev: str | None, nxt: str | None, explore: str | None = None) -> str:
     links = ['<a href="index.html">↑ index</a>', '<a href="course-guide.html">course guide</a>']
+    if explore:
+        links.append(f'<a href="explore-{explore}.html">traces: every example, step by step</a>')
     if prev:
         links.append(f'<a href="{prev}.html">← {html.escape(prev)}</a>')
     if nxt:
@@ -275,9 +279,10 @@ def _title(page: Path) -> str:
 
 
 def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[Path] = (),
-               unreadable: dict[str, str] | None = None, hide_solutions: bool = True) -> str:
+               unreadable: dict[str, str] | None = None, hide_solutions: bool = True, explored: Sequence[str] = ()) -> str:
     """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
-    yet says how to run it; one that cannot be read says so). Without `hide_solutions`, the teacher's-copy banner."""
+    yet says how to run it; one that cannot be read says so; one with traces links its explorer). Without
+    `hide_solutions`, the teacher's-copy banner."""
     unreadable = unreadable or {}
     parts = [_banner(hide_solutions), "<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
              "<p>The executed notebooks of this reproduction, with their figures and tables. "
@@ -286,16 +291,17 @@ def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[
     for paper, where, notebooks in PAPERS:
         parts.append(f"<h2>{html.escape(paper)}</h2><p><em>{html.escape(where)}</em></p><ul>")
         for stem, what in notebooks:
+            what = html.escape(what) + (f' (<a href="explore-{stem}.html">traces: every example</a>)' if stem in explored else "")
             if stem in unreadable:
                 number = stem.split("_", 1)[0]
                 parts.append(f"<li class=\"covlib-unreadable\"><a href=\"{stem}.html\"><code>{stem}</code></a>: "
-                             f"{html.escape(what)} (skipped: {html.escape(unreadable[stem])}; "
+                             f"{what} (skipped: {html.escape(unreadable[stem])}; "
                              f"<code>make reproduce ONLY={number}</code>, then <code>make book</code>)</li>")
             elif stem in built:
-                parts.append(f"<li><a href=\"{stem}.html\"><code>{stem}</code></a>: {html.escape(what)}</li>")
+                parts.append(f"<li><a href=\"{stem}.html\"><code>{stem}</code></a>: {what}</li>")
             else:
                 number = stem.split("_", 1)[0]
-                parts.append(f"<li class=\"missing\"><code>{stem}</code>: {html.escape(what)} "
+                parts.append(f"<li class=\"missing\"><code>{stem}</code>: {what} "
                              f"(not executed yet: <code>make reproduce ONLY={number}</code>, then <code>make book</code>)</li>")
         parts.append("</ul>")
     parts.append(docs_section(docs))
@@ -309,10 +315,12 @@ def default_out(hide_solutions: bool = False) -> Path:
 
 def build(executed: str | Path | None = None, out: str | Path | None = None, figures: str | Path | None = None,
           tables: str | Path | None = None, guide: str | Path | None = None, hide_solutions: bool = False,
-          docs: str | Path | None = None, results: str | Path | None = None, notes: list[str] | None = None) -> list[Path]:
+          docs: str | Path | None = None, results: str | Path | None = None, notes: list[str] | None = None,
+          traces: str | Path | None = None) -> list[Path]:
     """Render every executed notebook found in `executed`, the index, the course guide and docs/ into `out`
-    (default: `default_out(hide_solutions)`). A notebook that cannot be read gets a page saying so and a note on the
-    index, and the rest of the book is built; `notes` (when given) collects what was skipped."""
+    (default: `default_out(hide_solutions)`), and the explorer of each notebook with traces under `traces` (default
+    <results>/traces). A notebook that cannot be read gets a page saying so and a note on the index, and the rest of
+    the book is built; `notes` (when given) collects what was skipped."""
     executed = Path(executed) if executed else paths.code_root() / "notebooks" / "executed"
     out = Path(out) if out else default_out(hide_solutions)
     results = Path(results) if results else paths.results_dir()
@@ -325,8 +333,10 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
     built = [stem for stem in order if (executed / f"{stem}.ipynb").is_file()]
     written, unreadable = [], {}
     banner = _banner(hide_solutions)
+    explored = explorer.write(out, Path(traces) if traces else results / "traces", order, _page, banner, built, notes)
     for i, stem in enumerate(built):
-        nav = _nav(built[i - 1] if i else None, built[i + 1] if i + 1 < len(built) else None)
+        nav = _nav(built[i - 1] if i else None, built[i + 1] if i + 1 < len(built) else None,
+                   stem if stem in explored else None)
         page = out / f"{stem}.html"
         try:
             text = render_notebook(executed / f"{stem}.ipynb", figures, tables, nav, hide_solutions, results)
@@ -346,7 +356,7 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
         target = out / f"docs-{page.stem}.html"
         body = _DOC_LINK.sub(r'href="docs-\1.html\2"', _markdown(page.read_text(encoding="utf-8")))
         target.write_text(neutral_paths(_page(_title(page), banner + _nav(None, None) + body)), encoding="utf-8")
-    index = index_page(built, tables, pages, unreadable, hide_solutions)
+    index = index_page(built, tables, pages, unreadable, hide_solutions, explored)
     (out / "index.html").write_text(neutral_paths(index), encoding="utf-8")
     return [out / "index.html", out / "course-guide.html", *written, *(out / f"docs-{p.stem}.html" for p in pages)]
 

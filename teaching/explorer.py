@@ -1,0 +1,298 @@
+"""The book's trace explorer: a filterable list of every traced example per notebook, and one page per example.
+
+`write` reads results/traces/<notebook>/*.jsonl (covlib.core.traces) and writes, beside the book's pages,
+`explore-<notebook>.html` (every run: title, examples, complete or interrupted, outcome counts, then one row per
+example: index, id, question, prediction, correct, outcome, parse failures, edited, σ fired, rounds) and
+`explore/<notebook>/<run>/<i>.html` (one example step by step, `covlib.runs.trace_view.example_html`: markup
+other than its own goes through the book's sanitiser; previous / next / back links). The list page stays light: no step text, one short row per example. Its
+filters (select boxes) are a small inline script that sets `hidden` on the rows that do not match and reads a
+first filter from the address (`explore-03_verify_and_edit_tables.html#outcome=fixed&fired=yes`); without
+JavaScript every row shows. Trace text is model output: everything is escaped, nothing remote is linked.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Collection, Sequence
+
+from covlib.core import traces
+from covlib.runs import trace_view
+from teaching.safe_html import neutral_paths, sanitize
+
+QUESTION_CAP = 140  # characters of a question on the list page (the example's page has all of it)
+PREDICTION_CAP = 80
+# (filter key, column heading, flag name in the record): the columns the list page can filter on besides outcome
+FLAG_FILTERS = (("parse", "parse failures", "parse_failures"), ("edited", "edited", "edited"),
+                ("fired", "σ fired", "fired"), ("rounds", "rounds", "rounds"))
+FILTERS = ("outcome",) + tuple(key for key, _, _ in FLAG_FILTERS)
+_KNOWN = frozenset({"b", "code", "details", "div", "h2", "h3", "i", "li", "ol", "p", "pre", "section", "summary",
+                    "table", "td", "th", "tr", "ul"})  # the elements trace_view.example_html writes
+_MARKUP = re.compile(r"</?([a-z0-9]+)(?:\s+(?:class|title|start|open)(?:='[^'<>]*'|=\"[^\"<>]*\")?)*\s*>", re.I)
+NONE = "-"  # a row's value where the record has no such flag (or no `before`: no outcome)
+
+_STYLE = """<style>
+.covlib-book table.explore { font-size: .85rem; margin: .5rem 0 2rem; } .covlib-book table.explore td { vertical-align: top; }
+.covlib-book table.explore tr[hidden] { display: none; } .covlib-book .explore-bar { position: sticky; top: 2.4rem;
+  background: #fff; padding: .4rem 0; border-bottom: 1px solid #ddd; z-index: 5; } .covlib-book .explore-bar label { margin-right: 1rem; }
+.covlib-book .interrupted { color: #a33; } .covlib-book table.explore td:nth-child(2) code { white-space: nowrap; }
+.covlib-book .trace-step { border-left: 3px solid #ddd; padding-left: .8rem; margin: 1rem 0; }
+</style>"""
+
+# The filters: rows get `hidden` when they do not match; the address's #key=value&... sets the first filter and
+# follows a change (a link to #outcome=fixed on the same page); a change of a select box writes the address back.
+_SCRIPT = """<script>
+(function () {
+  var keys = %s, bar = document.getElementById("explore-filters");
+  if (!bar) return;
+  bar.hidden = false;
+  function wanted() {
+    var f = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (part) {
+      var kv = part.split("=");
+      if (kv.length === 2 && keys.indexOf(decodeURIComponent(kv[0])) >= 0) f[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]);
+    });
+    return f;
+  }
+  function matches(value, want) { return want === "1+" ? Number(value) >= 1 : value === want; }
+  function apply(f) {
+    keys.forEach(function (k) {
+      var box = document.getElementById("explore-" + k), v = f[k] || "";
+      if (!box) return;
+      if (!Array.prototype.some.call(box.options, function (o) { return o.value === v; })) {
+        var o = document.createElement("option"); o.value = o.textContent = v; box.appendChild(o);  // a value no row has
+      }
+      box.value = v;
+    });
+    document.querySelectorAll("table.explore").forEach(function (table) {
+      var rows = table.querySelectorAll("tbody tr"), shown = 0;
+      for (var i = 0; i < rows.length; i++) {
+        var ok = keys.every(function (k) { return f[k] === undefined || f[k] === "" || matches(rows[i].getAttribute("data-" + k), f[k]); });
+        rows[i].hidden = !ok;
+        if (ok) shown++;
+      }
+      var count = document.getElementById(table.id + "-shown");
+      if (count) count.textContent = shown + " of " + rows.length + " shown";
+    });
+  }
+  function changed() {
+    var parts = [];
+    keys.forEach(function (k) {
+      var v = document.getElementById("explore-" + k).value;
+      if (v) parts.push(encodeURIComponent(k) + "=" + encodeURIComponent(v));
+    });
+    var hash = parts.length ? "#" + parts.join("&") : "";
+    try { history.replaceState(null, "", location.pathname + location.search + hash); } catch (e) { location.hash = hash; }
+    apply(wanted());
+  }
+  keys.forEach(function (k) { document.getElementById("explore-" + k).addEventListener("change", changed); });
+  window.addEventListener("hashchange", function () { apply(wanted()); });
+  apply(wanted());
+})();
+</script>"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _cap(text: Any, cap: int) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= cap else text[: cap - 1] + "…"
+
+
+def safe_name(text: str) -> str:
+    """A run's or notebook's name as a file name (letters, digits, '.', '_' and '-' only)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text).lstrip(".") or "run"
+
+
+def flag_value(flags: Any, name: str) -> str:
+    """A flag as a row's filter value: 'yes' / 'no' for a boolean, the number for a count, '-' when absent."""
+    value = flags.get(name) if isinstance(flags, dict) else None
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(int(value))
+    return NONE if value is None else _cap(value, 20)
+
+
+def outcome_value(outcome: str | None) -> str:
+    """An outcome as a filter value ('both right' -> 'both-right'; '-' when the run has no before/after)."""
+    return NONE if outcome is None else outcome.replace(" ", "-")
+
+
+def row_values(record: dict, outcome: str | None) -> dict[str, str]:
+    """The filter values of one example's row: outcome, parse failures, edited, σ fired, rounds."""
+    values = {"outcome": outcome_value(outcome)}
+    for key, _, flag in FLAG_FILTERS:
+        values[key] = flag_value(record.get("flags"), flag)
+    return values
+
+
+def _mark(correct: Any) -> str:
+    right = traces.correct_of(correct)
+    if right is None:
+        return "–"
+    exact = isinstance(correct, (int, float)) and float(correct) in (0.0, 1.0)
+    return ("✓" if right else "✗") + ("" if exact else f" {float(correct):.2f}")
+
+
+def read_runs(folder: Path, notes: list[str] | None = None) -> list[tuple[Path, traces.Trace | None, str]]:
+    """(file, trace or None, why not) for every trace file of a notebook, by name; an unreadable one says why."""
+    out = []
+    for path in traces.run_files(folder):
+        try:
+            out.append((path, traces.read(path), ""))
+        except (ValueError, OSError, UnicodeDecodeError) as err:
+            reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+            out.append((path, None, reason))
+            if notes is not None:
+                notes.append(f"{folder.name}/{path.name}: trace skipped ({reason})")
+    return out
+
+
+def _options(key: str, values: Sequence[str]) -> str:
+    present = sorted(set(values), key=lambda v: (v == NONE, len(v), v))
+    if key == "outcome":
+        present = [outcome_value(o) for o in traces.OUTCOMES] + ([NONE] if NONE in present else [])
+    elif key == "parse" and any(v not in ("0", NONE) for v in present):
+        present = [*present, "1+"]
+    shown = {NONE: "(none)", "1+": "1 or more"}
+    return "".join(f'<option value="{_e(v)}">{_e(shown.get(v, v.replace("-", " ")))}</option>' for v in present)
+
+
+def filter_bar(values: Sequence[dict[str, str]]) -> str:
+    """The select boxes over every row of the page (hidden until the script shows them: no JavaScript, no filter)."""
+    heads = {"outcome": "outcome", **{key: head for key, head, _ in FLAG_FILTERS}}
+    boxes = "".join(f'<label>{_e(heads[k])} <select id="explore-{k}"><option value="">any</option>'
+                    f'{_options(k, [v[k] for v in values])}</select></label>' for k in FILTERS)
+    return f'<div class="explore-bar" id="explore-filters" hidden>Show only: {boxes}<a href="#">all rows</a></div>'
+
+
+def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict, str | None]], anchor: str) -> str:
+    header = trace.header
+    compare = header.get("compare") or {}
+    state = ("complete" if trace.complete else
+             "<span class='interrupted'>interrupted (no end line: the records written before it stopped)</span>")
+    damaged = f", {trace.damaged} damaged line(s) skipped" if trace.damaged else ""
+    about = [f"{len(rows)} examples, {state}{damaged}",
+             f"paper <code>{_e(header.get('paper', ''))}</code>, method <code>{_e(header.get('method', ''))}</code>",
+             f"model <code>{_e(header.get('model'))}</code>" if header.get("model") else "",
+             f"file <code>{_e(trace.path.name)}</code>"]
+    parts = [f'<section id="{_e(anchor)}"><h2>{_e(trace.title)}</h2><p>{"; ".join(a for a in about if a)}.</p>']
+    if compare or any(o is not None for _, o in rows):
+        counts = traces.count_outcomes((None, None, o) for _, o in rows)
+        cells = "".join(f'<td><a href="#outcome={outcome_value(o)}">{counts[o]}</a></td>' for o in traces.OUTCOMES)
+        parts.append(f"<p>Before: {_e(compare.get('before'))}; after: {_e(compare.get('after'))}.</p>"
+                     "<table class='trace-counts'><tr>" + "".join(f"<th>{_e(o)}</th>" for o in traces.OUTCOMES)
+                     + f"</tr><tr>{cells}</tr></table>")
+    heads = "".join(f"<th>{h}</th>" for h in ("#", "id", "question", "prediction", "correct", "outcome",
+                                              *(_e(head) for _, head, _ in FLAG_FILTERS)))
+    body = []
+    for i, (record, outcome) in enumerate(rows):
+        values = row_values(record, outcome)
+        data = " ".join(f'data-{k}="{_e(v)}"' for k, v in values.items())
+        cells = [f'<a href="explore/{_e(stem)}/{_e(run)}/{i}.html">{_e(record.get("index", i))}</a>',
+                 f"<code>{_e(_cap(record.get('id'), 40))}</code>", _e(_cap(record.get("question"), QUESTION_CAP)),
+                 _e(_cap(record.get("prediction"), PREDICTION_CAP)), _mark(record.get("correct")),
+                 _e(outcome or NONE), *(_e(values[k]) for k, _, _ in FLAG_FILTERS)]
+        body.append(f"<tr {data}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    parts.append(f'<p id="{_e(anchor)}-table-shown">{len(rows)} of {len(rows)} shown</p>'
+                 f'<table class="explore" id="{_e(anchor)}-table"><thead><tr>{heads}</tr></thead>'
+                 f'<tbody>{"".join(body)}</tbody></table></section>')
+    return "".join(parts)
+
+
+
+
+def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], page: Callable[[str, str], str],
+              banner: str = "", notebook_page: bool = False) -> str:
+    """The explorer page of one notebook: every run, its outcome counts and its filterable table of examples."""
+    nav = ['<a href="index.html">↑ index</a>']
+    if notebook_page:
+        nav.append(f'<a href="{_e(safe_name(stem))}.html">the notebook <code>{_e(stem)}</code></a>')
+    parts = [banner, f'<nav class="covlib-nav">{"".join(nav)}</nav>', _STYLE,
+             f"<h1>Traces of <code>{_e(stem)}</code>: every example, step by step</h1>",
+             "<p>Each run the notebook made, with one row per example; the index opens the example's own page "
+             "(each step under the paper's name, the prompts and the cache keys that reproduce them). "
+             "An outcome compares the run's before and after (fixed: wrong before, right after).</p>"]
+    sections, values, toc = [], [], []
+    for n, (path, trace, reason) in enumerate(runs):
+        run = safe_name(path.stem)
+        if trace is None:
+            sections.append(f"<section><h2><code>{_e(path.name)}</code></h2><p class='interrupted'>"
+                            f"Skipped: {_e(reason)}.</p></section>")
+            continue
+        rows = [(after, o) for _, after, o in traces.pairs(trace)]  # outcome None without a before
+        values += [row_values(r, o) for r, o in rows]
+        anchor = f"run-{n}"
+        toc.append(f'<li><a href="#{anchor}">{_e(trace.title)}</a> ({len(rows)} examples'
+                   f'{"" if trace.complete else ", interrupted"})</li>')
+        sections.append(_run_section(safe_name(stem), run, trace, rows, anchor))
+    if toc:
+        parts.append(f"<ul>{''.join(toc)}</ul>")
+    if values:
+        parts.append(filter_bar(values))
+    parts += sections
+    if values:
+        parts.append(_SCRIPT % json.dumps(list(FILTERS)))
+    return page(f"Traces: {stem}", "".join(parts))
+
+
+def safe_body(fragment: str) -> str:
+    """`fragment` as it is when its markup is only trace_view's (allowlisted tags; class, title, start, open
+    attributes with escaped values), else through the book's sanitiser (bleach: ~10 ms a page, minutes for a
+    full-profile book, so only where something else is there)."""
+    tags = _MARKUP.findall(fragment)
+    if fragment.count("<") == len(tags) and all(name.lower() in _KNOWN for name in tags):
+        return fragment
+    return sanitize(fragment)
+
+
+def example_page(stem: str, run: str, trace: traces.Trace, position: int, page: Callable[[str, str], str],
+                 banner: str = "", anchor: str = "") -> str:
+    """One example's page: its steps (`trace_view.example_html`, sanitised) with previous / next / back links."""
+    up = "../../../"
+    links = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{up}explore-{_e(safe_name(stem))}.html{"#" + _e(anchor) if anchor else ""}">back to the list</a>']
+    if position > 0:
+        links.append(f'<a href="{position - 1}.html">← example {position - 1}</a>')
+    if position + 1 < len(trace.records):
+        links.append(f'<a href="{position + 1}.html">example {position + 1} →</a>')
+    nav = f'<nav class="covlib-nav">{"".join(links)}</nav>'
+    body = safe_body(trace_view.example_html(trace, trace.records[position], "h2"))
+    title = f"{stem}: {trace.title}, example {position}"
+    return page(title, f"{banner}{nav}{_STYLE}<p><code>{_e(stem)}</code> / {_e(trace.title)} "
+                       f"(<code>{_e(run)}</code>), example {position + 1} of {len(trace.records)}</p>{body}")
+
+
+def write(out: Path, folder: Path, stems: Sequence[str], page: Callable[[str, str], str], banner: str = "",
+          notebook_pages: Collection[str] = (), notes: list[str] | None = None) -> dict[str, Path]:
+    """Write the explorer of every notebook in `stems` with traces under `folder` into `out`; {notebook: list page}.
+
+    Explorer pages of an earlier build are removed first (a run that shrank leaves no stale example page)."""
+    out, folder = Path(out), Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "explore", ignore_errors=True)
+    for old in out.glob("explore-*.html"):
+        old.unlink()
+    written: dict[str, Path] = {}
+    for stem in stems:
+        runs = read_runs(folder / stem, notes) if (folder / stem).is_dir() else []
+        if not runs:
+            continue
+        for n, (path, trace, _) in enumerate(runs):
+            if trace is None:
+                continue
+            run = safe_name(path.stem)
+            target = out / "explore" / safe_name(stem) / run
+            target.mkdir(parents=True, exist_ok=True)
+            for i in range(len(trace.records)):
+                text = example_page(stem, run, trace, i, page, banner, f"run-{n}")
+                (target / f"{i}.html").write_text(neutral_paths(text), encoding="utf-8")
+        written[stem] = out / f"explore-{safe_name(stem)}.html"
+        text = list_page(stem, runs, page, banner, stem in notebook_pages)
+        written[stem].write_text(neutral_paths(text), encoding="utf-8")
+    return written

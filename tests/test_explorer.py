@@ -1,0 +1,219 @@
+"""The book's trace explorer (issue 23): one page per notebook listing every example of every traced run, one page per
+example step by step, filters that work from file:// (checked in headless Chromium), model output escaped."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import nbformat
+import pytest
+from nbformat import v4
+
+from covlib.core import traces
+from teaching import book, explorer
+
+ROOT = Path(__file__).resolve().parent.parent
+XSS = "<img src=x onerror=alert(1)>"
+VE = "03_verify_and_edit_tables"
+COV = "09_covrag_iterations"
+VE_STEPS = [("Sample reasoning paths", "CoT-SC: n = 5 reasoning paths, majority vote"),
+            ("Split the rationale into sentences", "the rationale of an inconsistent prediction, sentence by sentence"),
+            ("Verifying questions", "a question per sentence, asked to the retriever"),
+            ("Answer again", "the edited rationale, then the answer")]
+COV_STEPS = [("Retrieve", "top-k passages"), ("Answer", "the generator's answer"),
+             ("σ", "the verifier judges reference and answer; σ fires a revision"), ("Revise", "rewrite the query")]
+VE_OUTCOMES = ((0, 1), (1, 0), (1, 1), (0, 0))  # before, after: fixed, broken, both right, both wrong
+N_VE, N_COV = 10, 7
+
+
+def _ve_record(i: int) -> dict:
+    before, after = VE_OUTCOMES[i % 4]
+    prediction = XSS if i == 1 else f"answer {i}"
+    return {"id": f"hp-{i}", "question": f"Which city hosted event {i}? " + "long " * 60, "gold": [f"answer {i}"],
+            "prediction": prediction, "correct": float(after), "before": {"prediction": "old", "correct": float(before)},
+            "flags": {"parse_failures": i % 3, "edited": i % 2 == 0},
+            "steps": [traces.step("Sample reasoning paths", {"question": f"q{i}"},
+                                  {"paths": [f"First, {XSS} path {k}." for k in range(5)], "consistency": 3},
+                                  [traces.call("generate", f"key-{i}", prompt=f"Q: q{i}\nA:")]),
+                      traces.step("Split the rationale into sentences", {}, {"sentences": ["First.", "Then."]}),
+                      traces.step("Verifying questions", {}, {"questions": ["Who?", "Where?"]}),
+                      traces.step("Answer again", {}, {"answer": prediction})]}
+
+
+def _cov_record(i: int) -> dict:
+    fired = i % 3 == 0
+    return {"id": f"nq-{i}", "question": f"who wrote book {i}?", "gold": ["x"], "prediction": f"writer {i}",
+            "correct": 1.0 if i % 2 else 0.0, "flags": {"fired": fired, "rounds": 2 if fired else 1, "refused": False},
+            "steps": [traces.step("Retrieve", {"query": f"book {i}"}, {"passages": ["p1", "p2"]}),
+                      traces.step("Answer", {}, {"answer": f"writer {i}"}),
+                      traces.step("σ", {}, {"score": 0.2 if fired else 0.9, "fired": fired})]}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    base = tmp_path_factory.mktemp("explorer")
+    folder = base / "traces"
+    traces.start(VE, folder=folder / VE)
+    with traces.open_run("verify_edit", "verify_edit", "CoT-SC + Verify-and-Edit, HotpotQA, BM25", VE_STEPS,
+                         {"n": 5}, model="smollm2", compare=("CoT-SC", "CoT-SC + VE")) as tr:
+        for i in range(N_VE):
+            tr.write(_ve_record(i))
+    traces.start(COV, folder=folder / COV)
+    with traces.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, 2 iterations", COV_STEPS, {"k": 5}) as tr:
+        for i in range(N_COV):
+            tr.write(_cov_record(i))
+    cut = traces.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, killed", COV_STEPS, {"k": 3})
+    for i in range(2):
+        cut.write(_cov_record(i))
+    cut._fh.close()  # no end line: an interrupted run
+    traces.stop()
+    executed = base / "executed"
+    executed.mkdir()
+    nbformat.write(v4.new_notebook(cells=[v4.new_markdown_cell(f"# {VE}")]), executed / f"{VE}.ipynb")
+    out = base / "book"
+    notes: list[str] = []
+    book.build(executed, out, base / "f", base / "t", docs=base / "d", results=base / "r", traces=folder, notes=notes)
+    return out
+
+
+def _rows(page: str) -> list[dict[str, str]]:
+    """Each example row of a list page: its data-* values, and hidden when the filter hid it."""
+    rows = []
+    for attrs in re.findall(r"<tr\b([^>]*\bdata-outcome=[^>]*)>", page):
+        row = dict(re.findall(r'data-(\w+)="([^"]*)"', attrs))
+        row["hidden"] = bool(re.search(r"\bhidden\b", attrs))
+        rows.append(row)
+    return rows
+
+
+def test_the_list_page_lists_every_example_of_every_run(site):
+    ve = (site / f"explore-{VE}.html").read_text()
+    assert len(_rows(ve)) == N_VE and "CoT-SC + Verify-and-Edit, HotpotQA, BM25" in ve and "complete" in ve
+    assert [r["outcome"] for r in _rows(ve)][:4] == ["fixed", "broken", "both-right", "both-wrong"]
+    assert "Step 1" not in ve and "First, " not in ve, "the list page carries no step text"
+    cov = (site / f"explore-{COV}.html").read_text()
+    assert len(_rows(cov)) == N_COV + 2 and "interrupted" in cov
+    assert sum(r["fired"] == "yes" for r in _rows(cov)) == 3 + 1  # 0, 3, 6 of the full run, 0 of the killed one
+    assert {r["outcome"] for r in _rows(cov)} == {"-"}, "no before: no outcome"
+    for run in traces.run_files(site.parent / "traces" / COV):
+        assert len(list((site / "explore" / COV / run.stem).glob("*.html"))) == len(traces.read(run).records)
+
+
+def test_every_link_resolves_and_nothing_remote_is_linked(site):
+    pages = [site / "index.html", site / f"{VE}.html", *site.glob("explore-*.html"), *(site / "explore").rglob("*.html")]
+    assert len(pages) > N_VE + N_COV
+    for page in pages:
+        text = page.read_text()
+        for link in re.findall(r'(?:href|src)="([^"]*)"', text):
+            if link.startswith(("#", "data:")):
+                continue
+            assert not re.match(r"(?i)\s*(https?:|//|javascript:)", link), (page.name, link)
+            target = (page.parent / unquote(link.split("#")[0])).resolve()
+            assert target.is_file(), f"{page.relative_to(site)} links {link}: no such file"
+    index = (site / "index.html").read_text()
+    assert f'href="explore-{VE}.html"' in index and f'href="explore-{COV}.html"' in index
+    assert f'href="explore-{VE}.html"' in (site / f"{VE}.html").read_text(), "the notebook's page links its explorer"
+
+
+def test_model_output_is_escaped_everywhere(site):
+    for page in [site / f"explore-{VE}.html", *(site / "explore" / VE).rglob("*.html")]:
+        text = page.read_text()
+        assert XSS not in text and "onerror=alert" not in text.replace("onerror=alert(1)&gt;", ""), page
+    example = next((site / "explore" / VE).glob("*/1.html")).read_text()
+    assert html.escape(XSS) in example and html.escape(XSS) in (site / f"explore-{VE}.html").read_text()
+
+
+def test_an_example_page_shows_its_steps_with_previous_next_and_back(site):
+    run = next((site / "explore" / VE).iterdir())
+    page = (run / "3.html").read_text()
+    for number, (name, _) in enumerate(VE_STEPS, 1):
+        assert f"Step {number}. {name}" in page
+    assert 'href="2.html"' in page and 'href="4.html"' in page and f"explore-{VE}.html#run-0" in page
+    assert "<details>" in page and "<summary>" in page and "<pre" in page and "<ol" in page, "trace markup survives"
+    assert "Teacher&#x27;s copy" in page or "Teacher's copy" in page
+    last = (run / f"{N_VE - 1}.html").read_text()
+    assert f'href="{N_VE}.html"' not in last
+
+
+def test_a_rebuild_leaves_no_stale_page_and_no_traces_means_no_explorer(site, tmp_path):
+    (site / "explore" / VE / "gone-run").mkdir()
+    (site / "explore-99_gone.html").write_text("old")
+    explorer.write(site, site.parent / "traces", book.catalogue(), book._page)
+    assert not (site / "explore" / VE / "gone-run").exists() and not (site / "explore-99_gone.html").exists()
+    book.build(tmp_path / "none", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+               traces=tmp_path / "no-traces")
+    assert not list((tmp_path / "site").glob("explore*")) and "explore-" not in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_an_unreadable_trace_file_is_named_on_the_page(tmp_path):
+    folder = tmp_path / "traces" / COV
+    folder.mkdir(parents=True)
+    (folder / "broken.jsonl").write_text('{"type": "example"}\n')
+    notes: list[str] = []
+    written = explorer.write(tmp_path / "site", tmp_path / "traces", [COV], book._page, notes=notes)
+    assert "broken.jsonl" in written[COV].read_text() and "Skipped" in written[COV].read_text()
+    assert notes and "broken.jsonl" in notes[0]
+
+
+# --------------------------------------------------------------------------- in a browser
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book_screenshots
+
+    if book_screenshots.browser() is None:
+        message = "no Chromium on this machine (make browser, or apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message + ": CI installs it (make test -> browser) and must not skip this")
+        pytest.skip(message + ": the static checks above still ran")
+    return book_screenshots
+
+
+@pytest.mark.slow
+def test_an_example_page_in_chromium_shows_its_steps(site, chromium, tmp_path):
+    page = next((site / "explore" / VE).iterdir()) / "1.html"
+    dom = chromium.dump_dom(page)
+    for number, (name, _) in enumerate(VE_STEPS, 1):
+        assert f"Step {number}. {name}" in dom
+    assert "<img" not in dom.split("<body", 1)[1], "the model's <img> stays text"
+    png = chromium.screenshot(page, tmp_path / "example.png", height=900)
+    assert chromium.has_content(png), "the example page rendered blank"
+
+
+@pytest.mark.slow
+def test_the_list_page_in_chromium_filters_from_the_address(site, chromium):
+    ve, cov = site / f"explore-{VE}.html", site / f"explore-{COV}.html"
+    everything = _rows(chromium.dump_dom(ve))
+    assert len(everything) == N_VE and not any(r["hidden"] for r in everything)
+    fixed = [r for r in _rows(chromium.dump_dom(ve, "#outcome=fixed")) if not r["hidden"]]
+    assert fixed and all(r["outcome"] == "fixed" for r in fixed)
+    assert len(fixed) == sum(VE_OUTCOMES[i % 4] == (0, 1) for i in range(N_VE))
+    fired = [r for r in _rows(chromium.dump_dom(cov, "#fired=yes")) if not r["hidden"]]
+    assert len(fired) == 4 and all(r["fired"] == "yes" for r in fired)
+    both = _rows(chromium.dump_dom(ve, "#outcome=both-right&parse=1%2B"))
+    assert [r for r in both if not r["hidden"]] == [r for r in both if r["outcome"] == "both-right" and r["parse"] != "0"]
+
+
+@pytest.mark.parametrize("fragment", [
+    "<p>fine</p><script>alert(1)</script>", "<p onclick='alert(1)'>x</p>", f"<pre>{XSS}</pre>",
+    "<a href='javascript:alert(1)'>x</a>", "<p title='a'onmouseover='alert(1)'>x</p>", "<!-- x --><p>y</p>",
+    "<section class=\"x\" style=\"background:url(https://example.org/x)\">x</section>"])
+def test_markup_other_than_trace_views_goes_through_the_books_sanitiser(fragment):
+    out = explorer.safe_body(fragment)
+    assert "<script" not in out and not re.search(r"<[^>]+\son\w+\s*=", out) and "javascript:" not in out
+    assert "src=" not in out and "<!--" not in out and "https://" not in out
+
+
+def test_trace_views_own_markup_is_kept_as_it_is(site):
+    from covlib.runs import trace_view
+
+    trace = traces.read(traces.run_files(site.parent / "traces" / VE)[0])
+    fragment = trace_view.example_html(trace, trace.records[1], "h2")
+    assert explorer.safe_body(fragment) == fragment, "the fast path: nothing but trace_view's escaped markup"
