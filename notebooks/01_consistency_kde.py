@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from covlib import data, generation
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.runs import claims, plotting, profiles, results
@@ -61,6 +61,7 @@ max_new_tokens: int = 96  # longest CoT completion
 profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
                           max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
+traces.start("01_consistency_kde")
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
 threshold = verify_edit.default_threshold(n_samples)

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, generation
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
@@ -55,6 +55,7 @@ profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperat
 knowledge = profiles.choice("knowledge", knowledge, KNOWLEDGE_KINDS)
 consistency = profiles.choice("consistency", consistency, ("wang", "majority"))
 profile = profiles.resolve(profile, device or None)
+traces.start("02_threshold_ablation")
 n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
 max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
 default_threshold = verify_edit.default_threshold(n_samples)

@@ -64,7 +64,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import data, generation
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
@@ -88,6 +88,7 @@ max_new_tokens: int = 96  # longest CoT completion
 profiles.check_parameters(n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop, n_fever=n_fever,
                           n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
 profile = profiles.resolve(profile, device or None)
+traces.start("03_verify_and_edit_tables")
 sizes = {
     "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=8),
     "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=4),

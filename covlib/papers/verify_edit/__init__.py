@@ -40,15 +40,18 @@ CoT-SC chosen path's for unedited, the re-answer's for edited).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from covlib.core.metrics import accuracy_coverage_auc, bootstrap, mean_interval
+from covlib.papers.verify_edit import trace
 from covlib.papers.verify_edit.knowledge import Knowledge
 from covlib.papers.verify_edit.cot import (
     CONSISTENCY_KINDS,
+    NUM_SHOTS,
     PromptResult,
     Shot,
     check_dataset,
@@ -145,16 +148,37 @@ def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Exampl
                   vq_max_new_tokens: int = 40, va_max_new_tokens: int = 64,
                   answer_max_new_tokens: int = 24, progress: bool = True) -> dict[str, Edit]:
     """Verify and edit every result with consistency < max_threshold (default n, enough for a 0..n sweep)."""
-    dataset = check_dataset(dataset)
-    if consistency not in CONSISTENCY_KINDS:
-        raise ValueError(f"consistency must be one of {CONSISTENCY_KINDS}, not {consistency!r}")
-    n = _n_of(results, None)
-    max_threshold = n if max_threshold is None else max_threshold
+    return _traced_edits("compute_edits", dict(locals()))
+
+
+def _traced_edits(method: str, a: dict[str, Any]) -> dict[str, Edit]:
+    """compute_edits with the arguments `a`, traced as one run of `method` (compute_edits or verify_edit)."""
+    dataset = check_dataset(a["dataset"])
+    if a["consistency"] not in CONSISTENCY_KINDS:
+        raise ValueError(f"consistency must be one of {CONSISTENCY_KINDS}, not {a['consistency']!r}")
+    n = _n_of(a["results"], None)
+    max_threshold = n if a["max_threshold"] is None else a["max_threshold"]
+    params = {k: v for k, v in a.items() if k not in ("lm", "results", "examples", "dataset", "knowledge", "encoder",
+                                                      "progress", "shots", "max_threshold")}
+    shots = a["shots"]
+    params.update(n=n, threshold=max_threshold,
+                  shots=NUM_SHOTS[dataset] if shots is None else shots if isinstance(shots, int) else len(shots))
+    with trace.open_edits(a["lm"], method, dataset, a["knowledge"], params, sweep=method == "compute_edits") as tr:
+        return _compute_edits(**{**a, "dataset": dataset, "max_threshold": max_threshold}, n=n, tr=tr,
+                              sweep=method == "compute_edits")
+
+
+def _compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Example], dataset: str,
+                   knowledge: Knowledge, max_threshold: float, consistency: str, shots: Any, top_k: int,
+                   encoder: Any, vq_max_new_tokens: int, va_max_new_tokens: int, answer_max_new_tokens: int,
+                   progress: bool, n: int, tr: Any, sweep: bool) -> dict[str, Edit]:
     by_id = {ex.id: ex for ex in examples}
     missing = [r.id for r in results if r.id not in by_id]
     if missing:
         raise ValueError(f"{len(missing)} results have no example (first: {missing[0]!r})")
     todo = [r for r in results if consistency_of(r, consistency) < max_threshold]
+    if tr:
+        trace.write_kept(tr, results, {r.id for r in todo}, consistency, max_threshold, n, sweep)
     if not todo:
         return {}
     todo_ex = [by_id[r.id] for r in todo]
@@ -163,8 +187,8 @@ def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Exampl
     sentences = [split_rationale(_chosen_rationale(r)) for r in todo]
     units = [(i, s) for i, ss in enumerate(sentences) for s in ss]
     vq_prompts = [verifying_question_prompt(todo[i].question, s, dataset) for i, s in units]
-    vq_comps = lm.generate(vq_prompts, n=1, temperature=0.0, max_new_tokens=vq_max_new_tokens, stop=list(VQ_STOP),
-                           progress=progress, desc="verifying questions") if vq_prompts else []
+    vq = dict(n=1, temperature=0.0, max_new_tokens=vq_max_new_tokens, stop=list(VQ_STOP))
+    vq_comps = lm.generate(vq_prompts, **vq, progress=progress, desc="verifying questions") if vq_prompts else []
     questions = [_first_line(c[0].text) or s for c, (_, s) in zip(vq_comps, units)]
     for i, ss in enumerate(sentences):
         if not ss:
@@ -179,8 +203,8 @@ def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Exampl
     # 4. verifying answers (one generate call)
     header = verifying_answer_header(dataset)
     va_prompts = [verifying_answer_prompt(q, t, dataset, header) for q, t in zip(questions, top)]
-    va_comps = lm.generate(va_prompts, n=1, temperature=0.0, max_new_tokens=va_max_new_tokens, stop=list(VA_STOP),
-                           progress=progress, desc="verifying answers")
+    va = dict(n=1, temperature=0.0, max_new_tokens=va_max_new_tokens, stop=list(VA_STOP))
+    va_comps = lm.generate(va_prompts, **va, progress=progress, desc="verifying answers")
     answers = [re.sub(r"\.{2,}$", ".", _first_line(c[0].text)) for c in va_comps]  # shots end "..": not copied
 
     # 5. edited rationales and answering again (one generate call, one score call)
@@ -190,8 +214,8 @@ def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Exampl
     edited = [join_rationale([answers[j] for j in js]) for js in per_example]
     pairs = fewshot_examples(dataset, shots)
     re_prompts = [cot_prompt(ex.question, dataset, pairs, rationale=rat) for ex, rat in zip(todo_ex, edited)]
-    re_comps = lm.generate(re_prompts, n=1, temperature=0.0, max_new_tokens=answer_max_new_tokens,
-                           stop=list(REANSWER_STOP), progress=progress, desc="answering again")
+    again = dict(n=1, temperature=0.0, max_new_tokens=answer_max_new_tokens, stop=list(REANSWER_STOP))
+    re_comps = lm.generate(re_prompts, **again, progress=progress, desc="answering again")
     texts = [c[0].text for c in re_comps]
     new_answers = [parse_answer(f"The answer is{t}", dataset) for t in texts]
     raws = [clean_answer(t) for t in texts]
@@ -211,6 +235,11 @@ def compute_edits(lm, results: Sequence[PromptResult], examples: Sequence[Exampl
             verifying_answers=[answers[j] for j in js], edited_rationale=edited[i], text=texts[i],
             answer=new_answers[i], answer_logprob=answer_logprob[i], prompt=re_prompts[i],
         )
+    if tr:
+        trace.write_edits(tr, lm, todo, edits, dict(
+            units=units, per_example=per_example, questions=questions, vq_prompts=vq_prompts, vq=vq, found=found,
+            ranked=ranked, va_prompts=va_prompts, va=va, re_prompts=re_prompts, re=again, scored=scored, raws=raws,
+            knowledge=knowledge, top_k=top_k, consistency=consistency, threshold=max_threshold, n=n, sweep=sweep))
     return edits
 
 
@@ -262,8 +291,10 @@ def verify_and_edit(lm, results: Sequence[PromptResult], examples: Sequence[Exam
     """
     n = _n_of(results, n)
     threshold = default_threshold(n) if threshold is None else threshold
-    edits = compute_edits(lm, results, examples, dataset, knowledge, max_threshold=threshold,
-                          consistency=consistency, **kwargs)
+    args = inspect.signature(compute_edits).bind(lm, results, examples, dataset, knowledge, max_threshold=threshold,
+                                                 consistency=consistency, **kwargs)
+    args.apply_defaults()
+    edits = _traced_edits("verify_edit", dict(args.arguments))
     return apply_threshold(results, edits, threshold, consistency)
 
 

@@ -74,6 +74,7 @@ from typing import Sequence
 from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
 from covlib.data import load_fewshot
+from covlib.papers.verify_edit import trace
 from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
                                               finish_answer, gold_answers, answer_score, parse_answer, rescore, split_cot)  # noqa: F401
 
@@ -238,8 +239,8 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, prompts: list[str],
-                   completions: list[list], vote: str, progress: bool) -> list[PromptResult]:
-    """Parse paths, vote, and score the chosen answers (one batched lm.score call)."""
+                   completions: list[list], vote: str, progress: bool, tr=None, decoding=None) -> list[PromptResult]:
+    """Parse paths, vote, and score the chosen answers (one batched lm.score call); `tr` traces each question."""
     results = []
     to_score: list[tuple[int, str, str]] = []  # (result index, prefix, continuation)
     for ex, prompt, comps in zip(examples, prompts, completions):
@@ -277,6 +278,8 @@ def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, p
                           desc=f"{method} answer log-probs")
         for (i, _, _), s in zip(to_score, scores):
             results[i].answer_logprob = s
+    if tr:
+        trace.write_prompting(tr, lm, results, completions, decoding, to_score, vote)
     return results
 
 
@@ -286,9 +289,10 @@ def run_standard(lm, examples: Sequence[Example], dataset: str, shots: int | Seq
     dataset = check_dataset(dataset)
     pairs = fewshot_examples(dataset, shots)
     prompts = [standard_prompt(ex.question, dataset, pairs) for ex in examples]
-    comps = lm.generate(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(STANDARD_STOP),
-                        progress=progress, desc=f"standard {dataset}")
-    return _build_results(lm, examples, dataset, "standard", prompts, comps, "majority", progress)
+    decoding = dict(n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(STANDARD_STOP))
+    with trace.open_prompting(lm, "standard", dataset, decoding, len(pairs), "majority") as tr:
+        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"standard {dataset}")
+        return _build_results(lm, examples, dataset, "standard", prompts, comps, "majority", progress, tr, decoding)
 
 
 def run_cot(lm, examples: Sequence[Example], dataset: str, shots: int | Sequence[Shot] | None = None,
@@ -297,9 +301,10 @@ def run_cot(lm, examples: Sequence[Example], dataset: str, shots: int | Sequence
     dataset = check_dataset(dataset)
     pairs = fewshot_examples(dataset, shots)
     prompts = [cot_prompt(ex.question, dataset, pairs) for ex in examples]
-    comps = lm.generate(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(COT_STOP),
-                        progress=progress, desc=f"CoT {dataset}")
-    return _build_results(lm, examples, dataset, "cot", prompts, comps, "majority", progress)
+    decoding = dict(n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(COT_STOP))
+    with trace.open_prompting(lm, "cot", dataset, decoding, len(pairs), "majority") as tr:
+        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"CoT {dataset}")
+        return _build_results(lm, examples, dataset, "cot", prompts, comps, "majority", progress, tr, decoding)
 
 
 def run_cot_sc(lm, examples: Sequence[Example], dataset: str, n: int = 5, temperature: float = 0.7, seed: int = 0,
@@ -311,9 +316,10 @@ def run_cot_sc(lm, examples: Sequence[Example], dataset: str, n: int = 5, temper
         raise ValueError("CoT-SC samples: temperature must be > 0 (the paper uses 0.7)")
     pairs = fewshot_examples(dataset, shots)
     prompts = [cot_prompt(ex.question, dataset, pairs) for ex in examples]
-    comps = lm.generate(prompts, n=n, temperature=temperature, max_new_tokens=max_new_tokens, stop=list(COT_STOP),
-                        seed=seed, progress=progress, desc=f"CoT-SC {dataset} n={n}")
-    return _build_results(lm, examples, dataset, "cot_sc", prompts, comps, vote, progress)
+    decoding = dict(n=n, temperature=temperature, max_new_tokens=max_new_tokens, stop=list(COT_STOP), seed=seed)
+    with trace.open_prompting(lm, "cot_sc", dataset, decoding, len(pairs), vote) as tr:
+        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"CoT-SC {dataset} n={n}")
+        return _build_results(lm, examples, dataset, "cot_sc", prompts, comps, vote, progress, tr, decoding)
 
 
 def summarize(results: Sequence[PromptResult], consistency: str = "wang") -> dict:

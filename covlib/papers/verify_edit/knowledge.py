@@ -24,6 +24,7 @@ class Knowledge:
     """A knowledge source: sentences for a verifying question about an example; `label` names it in tables."""
 
     label = "knowledge"
+    kind = "knowledge"  # its short name in trace file names: "dataset", "bm25", "tfidf", "dense", "web"
 
     def retrieve(self, question: str, example: Example) -> list[str]:
         """Sentences retrieved for one verifying question."""
@@ -40,6 +41,8 @@ class Knowledge:
 class DatasetKnowledge(Knowledge):
     """The paper's "Dataset" oracle: the example's own paragraphs, as sentences (unit="paragraph": whole
     paragraphs, as the official code ranked them)."""
+
+    kind = "dataset"
 
     def __init__(self, unit: str = "sentence", label: str = "Dataset (own paragraphs)"):
         if unit not in ("sentence", "paragraph"):
@@ -70,6 +73,11 @@ class RetrieverKnowledge(Knowledge):
     def __init__(self, retriever: Any, k: int = 5, label: str = "BM25 (offline stand-in for Wikipedia)",
                  with_question: bool = False):
         self.retriever, self.k, self.label, self.with_question = retriever, k, label, with_question
+
+    @property
+    def kind(self) -> str:
+        """The retriever's name ("bm25", "tfidf", "dense", "web")."""
+        return str(getattr(self.retriever, "name", "retriever"))
 
     def _search(self, queries: list[str], examples: Sequence[Example]) -> list[list]:
         if isinstance(self.retriever, OracleRetriever):

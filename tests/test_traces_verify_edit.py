@@ -1,0 +1,229 @@
+"""Verify-and-Edit's traces on a scripted LM: the Standard / CoT / CoT-SC runs and Algorithm 1 (verify_and_edit,
+compute_edits) write one record per example with the paper's steps, the prompts the LM received, and its cache keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from covlib.core import traces
+from covlib.core.records import Passage
+from covlib.papers import verify_edit as V
+from covlib.papers.verify_edit import cot as P
+from covlib.papers.verify_edit import knowledge as K
+from covlib.papers.verify_edit import trace as T
+from covlib.retrieval import BM25Retriever, top_sentences
+from scripted import ScriptedGenerator
+from test_verify_edit import ENCODER, N, SHOTS, _examples, _reply
+
+NOTEBOOK = "03_verify_and_edit_tables"
+PROMPTING = ["Prompt", "Sample reasoning paths", "Vote", "Answer log-prob"]
+EDIT = [name for name, _ in T.EDIT_STEPS]
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class KeyedLM(ScriptedGenerator):
+    """The scripted generator that also says its cache keys, and remembers the keys of the calls it served."""
+
+    def __init__(self, *args, fail: str | None = None, **kw):
+        super().__init__(_reply, *args, **kw)
+        self.fail, self.served, self.served_scores = fail, {}, {}
+
+    def cache_keys(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False):
+        distinct = 1 if temperature == 0 else n
+        return [[_digest(p, temperature, top_p, max_new_tokens, list(stop), seed, chat, i) for i in range(distinct)]
+                for p in prompts]
+
+    def score_keys(self, prompts, continuations, *, chat=False):
+        return [_digest("score", p, c, chat) for p, c in zip(prompts, continuations)]
+
+    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False,
+                 progress=True, desc="generate"):
+        if self.fail and self.fail in desc:
+            raise RuntimeError(f"scripted failure in {desc}")
+        keys = self.cache_keys(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                               stop=stop, seed=seed, chat=chat)
+        self.served.update(zip(prompts, keys))
+        return super().generate(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                stop=stop, seed=seed, chat=chat, progress=progress, desc=desc)
+
+    def score(self, prompts, continuations, *, chat=False, progress=True, desc="score"):
+        if self.fail and self.fail in desc:
+            raise RuntimeError(f"scripted failure in {desc}")
+        self.served_scores.update(zip(zip(prompts, continuations), self.score_keys(prompts, continuations, chat=chat)))
+        return super().score(prompts, continuations, chat=chat, progress=progress, desc=desc)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    target = traces.start(NOTEBOOK, folder=tmp_path / "traces")
+    yield target
+    traces.stop()
+
+
+def _one(folder, part: str) -> traces.Trace:
+    found = [p for p in traces.run_files(folder) if part in p.name]
+    assert len(found) == 1, [p.name for p in traces.run_files(folder)]
+    assert traces.validate(found[0]) == []
+    return traces.read(found[0])
+
+
+def _steps(record) -> dict:
+    return {s["name"]: s for s in record["steps"]}
+
+
+def _received(lm, desc: str) -> list[str]:
+    return [p for d, prompts, _ in lm.calls if d.startswith(desc) for p in prompts]
+
+
+def test_cot_sc_trace(folder):
+    lm = KeyedLM()
+    results = P.run_cot_sc(lm, _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+    trace = _one(folder, "cot-sc-2wikimultihop")
+    assert trace.complete and trace.title == "CoT-SC (n=5), 2WikiMultihop"
+    assert [s["name"] for s in trace.header["steps"]] == PROMPTING
+    assert trace.header["params"]["n"] == N and trace.header["model"] == "scripted"
+    assert [r["id"] for r in trace.records] == [r.id for r in results]
+    sent = _received(lm, "CoT-SC")
+    for rec, res, prompt in zip(trace.records, results, sent):
+        assert [s["name"] for s in rec["steps"]] == PROMPTING
+        assert rec["prediction"] == (res.prediction or None) and rec["correct"] == res.correct
+        assert rec["flags"] == {"parse_failures": res.parse_failures}
+        steps = _steps(rec)
+        assert trace.prompt_text(steps["Prompt"]["outputs"]["prompt"]) == prompt == res.prompt
+        paths = steps["Sample reasoning paths"]["outputs"]["paths"]
+        assert [p["text"] for p in paths] == res.texts and [p["answer"] for p in paths] == res.answers
+        assert [p["rationale"] for p in paths] == res.rationales
+        assert [p["parsed"] for p in paths] == [a is not None for a in res.answers]
+        assert [p["key"] for p in paths] == lm.served[prompt] and len(set(lm.served[prompt])) == N
+        calls = steps["Sample reasoning paths"]["calls"]
+        assert [c["key"] for c in calls] == lm.served[prompt]
+        assert all(trace.prompt_text(c["prompt"]) == prompt for c in calls)
+        vote = steps["Vote"]["outputs"]
+        assert (vote["chosen_path"], vote["majority"], vote["wang"]) == (res.chosen_path, res.majority, res.wang)
+        score = steps["Answer log-prob"]
+        if res.chosen_path >= 0:
+            (call,) = score["calls"]
+            pair = (trace.prompt_text(call["prompt"]), call["continuation"])
+            assert pair in lm.scored and call["key"] == lm.served_scores[pair]
+            assert score["outputs"]["answer_logprob"] == pytest.approx(res.answer_logprob)
+        else:
+            assert score["calls"] == [] and score["outputs"]["answer_logprob"] is None  # -inf: JSON null
+    votes = _steps(trace.records[0])["Vote"]["outputs"]["votes"]
+    assert votes == {"bob": 3, "alice smith": 2}
+
+
+@pytest.mark.parametrize("run, part", [(P.run_standard, "standard-hotpotqa"), (P.run_cot, "cot-hotpotqa")])
+def test_greedy_runs_have_one_path(folder, run, part):
+    lm = KeyedLM(score=-0.5)
+    results = run(lm, _examples(), "hotpotqa", shots=SHOTS, progress=False)
+    trace = _one(folder, part)
+    assert trace.complete and len(trace.records) == len(results)
+    for rec, res in zip(trace.records, results):
+        assert [s["name"] for s in rec["steps"]] == PROMPTING
+        (path,) = _steps(rec)["Sample reasoning paths"]["outputs"]["paths"]
+        (call,) = _steps(rec)["Sample reasoning paths"]["calls"]
+        assert path["text"] == res.texts[0] and call["key"] == path["key"] == lm.served[res.prompt][0]
+        assert trace.prompt_text(call["prompt"]) == res.prompt
+        assert rec["prediction"] == (res.prediction or None) and rec["correct"] == res.correct
+
+
+def _cot_sc():
+    return P.run_cot_sc(KeyedLM(), _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+
+
+def test_verify_and_edit_trace(folder):
+    results = _cot_sc()
+    lm = KeyedLM()
+    records = V.verify_and_edit(lm, results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N, shots=SHOTS,
+                                encoder=ENCODER, progress=False)
+    trace = _one(folder, "verify-edit-2wikimultihop-dataset")
+    assert trace.complete and trace.title == "CoT-SC + Verify-and-Edit, 2WikiMultihop, Dataset"
+    assert trace.header["compare"] == {"before": "CoT-SC", "after": "CoT-SC + VE"}
+    assert [s["name"] for s in trace.header["steps"]] == EDIT and trace.header["params"]["threshold"] == 3
+    assert sorted(r["id"] for r in trace.records) == sorted(r.id for r in records)
+    by_id = {r["id"]: r for r in trace.records}
+    assert [r["id"] for r in trace.records[:2]] == ["q2", "q3"]  # left as-is: written before any edit is made
+    vq, va, again = _received(lm, "verifying questions"), _received(lm, "verifying answers"), _received(lm, "answering")
+    for ve, res in zip(records, results):
+        rec = by_id[ve.id]
+        assert rec["before"] == {"prediction": res.prediction or None, "correct": res.correct}
+        assert rec["prediction"] == (ve.prediction or None) and rec["correct"] == ve.correct
+        assert rec["flags"]["edited"] is ve.edited
+        check = _steps(rec)["Consistency check"]
+        assert check["outputs"]["score"] == pytest.approx(ve.consistency) and check["outputs"]["uncertain"] is ve.edited
+        if not ve.edited:
+            assert [s["name"] for s in rec["steps"]] == ["Consistency check"]
+            continue
+        assert [s["name"] for s in rec["steps"]] == EDIT
+        steps = _steps(rec)
+        assert steps["Verifying questions"]["outputs"]["verifying_questions"] == ve.verifying_questions
+        assert steps["Verifying answers"]["outputs"]["verifying_answers"] == ve.verifying_answers
+        assert steps["Edit the rationale"]["outputs"]["edited_rationale"] == ve.edited_rationale
+        for call in steps["Verifying questions"]["calls"]:
+            text = trace.prompt_text(call["prompt"])
+            assert text in vq and call["key"] == lm.served[text][0]
+        for call in steps["Verifying answers"]["calls"]:
+            text = trace.prompt_text(call["prompt"])
+            assert text in va and call["key"] == lm.served[text][0]
+        ex = next(e for e in _examples() if e.id == ve.id)
+        candidates = [s for p in ex.paragraphs for s in p.sentences]
+        for call, question, top in zip(steps["Retrieve"]["calls"], ve.verifying_questions, ve.retrieved):
+            assert call["kind"] == "retrieve" and call["key"] is None and call["query"] == question
+            assert [s["text"] for s in call["sentences"]] == top
+            want = top_sentences(question, candidates, k=3, encoder=ENCODER)
+            assert [s["score"] for s in call["sentences"]] == pytest.approx([v for _, v in want], abs=1e-4)
+        generate, score = steps["Answer again"]["calls"]
+        assert trace.prompt_text(generate["prompt"]) in again and generate["key"] == lm.served[trace.prompt_text(generate["prompt"])][0]
+        pair = (trace.prompt_text(score["prompt"]), score["continuation"])
+        assert score["kind"] == "score" and score["key"] == lm.served_scores[pair]
+    assert len(trace.prefixes) == 2  # the verifying-question and verifying-answer shots, stored once each
+    assert traces.count_outcomes(traces.pairs(trace)) == {"fixed": 2, "broken": 0, "both right": 2, "both wrong": 0}
+
+
+def test_compute_edits_trace_says_which_thresholds_edit(folder):
+    results = _cot_sc()
+    edits = V.compute_edits(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), max_threshold=N + 1,
+                            consistency="majority", shots=SHOTS, encoder=ENCODER, progress=False)
+    trace = _one(folder, "compute-edits-2wikimultihop-dataset")
+    assert trace.complete and "threshold sweep" in trace.title and len(edits) == 4
+    by_id = {r["id"]: r for r in trace.records}
+    assert {i: by_id[i]["flags"]["lowest_edit_threshold"] for i in by_id} == {"q1": 4, "q2": 3, "q3": 6, "q4": 1}
+    assert _steps(by_id["q2"])["Consistency check"]["outputs"]["edited at thresholds"] == [3, 4, 5, 6]
+    assert all([s["name"] for s in r["steps"]] == EDIT and r["flags"]["edited"] for r in trace.records)
+    assert by_id["q4"]["prediction"] == edits["q4"].answer == "Dan" and by_id["q4"]["before"]["prediction"] is None
+
+
+def test_nothing_is_written_when_tracing_is_off(tmp_path):
+    traces.stop()
+    results = _cot_sc()
+    P.run_standard(KeyedLM(), _examples(), "hotpotqa", shots=SHOTS, progress=False)
+    V.verify_and_edit(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N, shots=SHOTS,
+                      encoder=ENCODER, progress=False)
+    assert traces.active() is None and not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_an_interrupted_run_keeps_its_finished_records(folder):
+    results = _cot_sc()
+    for path in traces.run_files(folder):
+        path.unlink()
+    with pytest.raises(RuntimeError, match="verifying answers"):
+        V.verify_and_edit(KeyedLM(fail="verifying answers"), results, _examples(), "2wikimultihop",
+                          K.DatasetKnowledge(), n=N, shots=SHOTS, encoder=ENCODER, progress=False)
+    trace = _one(folder, "verify-edit")
+    assert not trace.complete and [r["id"] for r in trace.records] == ["q2", "q3"]  # the examples left as-is
+    with pytest.raises(RuntimeError, match="answer log-probs"):
+        P.run_cot_sc(KeyedLM(fail="answer log-probs"), _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+    trace = _one(folder, "cot-sc")
+    assert not trace.complete and trace.records == []
+
+
+def test_knowledge_kinds_name_the_files():
+    bm25 = K.RetrieverKnowledge(BM25Retriever([Passage("p1", "T", "Some text here.")]))
+    assert (K.DatasetKnowledge().kind, bm25.kind) == ("dataset", "bm25")
+    assert T.source_name(bm25) == "BM25" and T.source_name(K.DatasetKnowledge()) == "Dataset"
