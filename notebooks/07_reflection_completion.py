@@ -52,7 +52,7 @@ from collections import Counter
 
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -77,6 +77,7 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
+traces.start("07_reflection_completion")  # before setup: it may build key facts with the paper's prompts (key_facts="llm")
 S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
           seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial, max_rounds=max_rounds, corpus=corpus,
           key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)

@@ -37,6 +37,7 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 | `intervals` | Every number with its 95% bootstrap interval over questions, and paired differences on the same questions. |
 | `improvements` | The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion. |
 | `ratings` | Human ratings (§6.2, Table 2): the rating sheet, the per-model scores and their correlation with the metrics. |
+| `trace` | Per-example traces (when a notebook calls `traces.start`): cited answers with their §4 metrics, self-reflection, self-completion, key facts. |
 
 Prompts are the paper's words where it gives them; the parts it elides are ours and say so.
 """

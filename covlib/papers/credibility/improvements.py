@@ -8,26 +8,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core.metrics import normalize_answer
+from covlib.core import traces
 from covlib.core.records import Example
 from covlib.generation import Generator
 from covlib.retrieval import Retriever
 
-from covlib.papers.credibility.answers import generate_answers
-from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt
+from covlib.papers.credibility import trace
+from covlib.papers.credibility.answers import answer_batch
+from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt, is_refusal
 from covlib.papers.credibility.references import ReferenceSet, hits_set, partial, rng, with_gold
 
 
 # --------------------------------------------------------------------------- self-reflection (§5.1)
-
-_REFUSAL_MARKERS = (normalize_answer("cannot answer the question"), normalize_answer("can't answer the question"),
-                    normalize_answer("unable to answer the question"), normalize_answer("references are insufficient"))
-
-
-def is_refusal(answer: str) -> bool:
-    """Whether the answer declines as the reflection prompt asks ("I'm sorry, I cannot answer the question ...")."""
-    text = normalize_answer(answer or "")
-    return any(m in text for m in _REFUSAL_MARKERS)
 
 
 def reflection_sets(examples: Sequence[Example], n_refs: int = 5, seed: int = 0) -> list[ReferenceSet]:
@@ -106,22 +98,38 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
     if not 1 <= k_initial <= cap or max_rounds < 1:
         raise ValueError(f"need 1 <= k_initial <= cap and max_rounds >= 1, got k_initial={k_initial}, cap={cap}, "
                          f"max_rounds={max_rounds}")
+    model = getattr(generator, "name", type(generator).__name__)
+    params = {"k_initial": k_initial, "cap": cap, "max_rounds": max_rounds, "max_new_tokens": max_new_tokens,
+              "retriever": getattr(retriever, "name", type(retriever).__name__), "questions": len(examples)}
+    with traces.open_run(trace.PAPER, "self-completion", f"Self-completion (§5.2), {model}", trace.COMPLETION_STEPS,
+                         params, model=model, label=model,
+                         compare=(f"self-reflection on BM25 top {k_initial}", "self-completion")) as tr:
+        return _complete(tr, generator, examples, retriever, k_initial, cap, max_rounds, max_new_tokens, progress)
+
+
+def _complete(tr: Any, generator: Generator, examples: Sequence[Example], retriever: Retriever, k_initial: int,
+              cap: int, max_rounds: int, max_new_tokens: int, progress: bool) -> list[Completed]:
+    """The body of `self_complete`; its steps go to the trace `tr` when one is open."""
     ranked = retriever.search_batch([ex.question for ex in examples], k=cap)
     refs = [hits_set(ex, "self-completion", [h.passage for h in hs[:k_initial]]) for ex, hs in zip(examples, ranked)]
     records = [Completed(ex.id, r, "") for ex, r in zip(examples, refs)]
-    answers = generate_answers(generator, examples, refs, reflection=True, max_new_tokens=max_new_tokens,
-                               progress=progress, desc="reflect")
+    answers, prompts = answer_batch(generator, examples, refs, reflection=True, max_new_tokens=max_new_tokens,
+                                    progress=progress, desc="reflect")
+    steps = trace.completion_start(tr, generator, examples, retriever, ranked, refs, prompts, answers,
+                                   max_new_tokens) if tr else []
     for rec, a in zip(records, answers):
         rec.answer = rec.reflected_answer = a
         rec.refused = is_refusal(a)
     todo = [i for i, rec in enumerate(records) if rec.refused]
+    if tr:  # answered at once: their records are final
+        trace.completion_write(tr, examples, records, steps, [i for i, rec in enumerate(records) if not rec.refused])
     budget = -(-(cap - k_initial) // max_rounds)  # new passages a round may add
     found_by: dict[int, list[Any]] = {i: [] for i in todo}  # what the queries brought, in round order
     for round_ in range(1, max_rounds + 1):
         if not todo:
             break
-        asked = generator.generate([completion_prompt(examples[i].question, records[i].references.paragraphs)
-                                    for i in todo], max_new_tokens=64, chat=True, progress=progress,
+        asked_prompts = [completion_prompt(examples[i].question, records[i].references.paragraphs) for i in todo]
+        asked = generator.generate(asked_prompts, max_new_tokens=64, chat=True, progress=progress,
                                    desc=f"queries (round {round_})")
         parsed = {i: parse_queries(c[0].text) for i, c in zip(todo, asked)}
         queries = {i: q for i, (q, _) in parsed.items()}
@@ -150,11 +158,20 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
                 if h.passage.id not in seen:
                     have.append(h.passage); seen.add(h.passage.id)
             rec.references = hits_set(examples[i], "self-completion", have)
+        if tr:
+            trace.completion_round(tr, generator, steps, todo, round_, asked_prompts, [c[0].text for c in asked],
+                                   parsed, flat, found, retriever, [r.references for r in records])
         last = round_ == max_rounds
-        final = generate_answers(generator, [examples[i] for i in todo], [records[i].references for i in todo],
-                                 reflection=not last, max_new_tokens=max_new_tokens, progress=progress,
-                                 desc=f"answer (round {round_})")
+        final, final_prompts = answer_batch(generator, [examples[i] for i in todo],
+                                            [records[i].references for i in todo], reflection=not last,
+                                            max_new_tokens=max_new_tokens, progress=progress,
+                                            desc=f"answer (round {round_})")
+        if tr:
+            trace.completion_answers(tr, generator, steps, todo, round_, final_prompts, final, not last, max_new_tokens)
         for i, a in zip(todo, final):
             records[i].answer = a
-        todo = [] if last else [i for i in todo if is_refusal(records[i].answer)]
+        still = [] if last else [i for i in todo if is_refusal(records[i].answer)]
+        if tr:  # the questions this round settled
+            trace.completion_write(tr, examples, records, steps, [i for i in todo if i not in still])
+        todo = still
     return records

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from covlib.core import paths
+from covlib.core import paths, traces
 from covlib.core.records import DataError, Example
 from covlib.core.text import split_sentences
 from covlib.data import iter_records
 from covlib.generation import Generator
 
+from covlib.papers.credibility import trace
 from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
 
 
@@ -83,14 +84,20 @@ def llm_key_facts(generator: Generator, examples: Sequence[Example], max_new_tok
                   progress: bool = True) -> list[KeyFacts]:
     """The paper's two-step construction with any LM: reasoning steps, then 2-4 key facts (greedy, chat)."""
     gold = [[p for p in ex.paragraphs if p.is_supporting] or ex.paragraphs for ex in examples]
-    steps = generator.generate([reasoning_prompt(ex.question, refs, ex.answer) for ex, refs in zip(examples, gold)],
-                               max_new_tokens=max_new_tokens, chat=True, progress=progress, desc="reasoning steps")
+    prompts = [reasoning_prompt(ex.question, refs, ex.answer) for ex, refs in zip(examples, gold)]
+    steps = generator.generate(prompts, max_new_tokens=max_new_tokens, chat=True, progress=progress,
+                               desc="reasoning steps")
     reasoning = [c[0].text.strip() for c in steps]
-    facts = generator.generate([key_facts_prompt(ex.question, r, ex.answer) for ex, r in zip(examples, reasoning)],
-                               max_new_tokens=max_new_tokens, chat=True, progress=progress, desc="key facts")
+    fact_prompts = [key_facts_prompt(ex.question, r, ex.answer) for ex, r in zip(examples, reasoning)]
+    facts = generator.generate(fact_prompts, max_new_tokens=max_new_tokens, chat=True, progress=progress,
+                               desc="key facts")
     author = getattr(generator, "name", type(generator).__name__)
-    return [KeyFacts(ex.id, ex.question, ex.answer, parse_key_facts(c[0].text), "llm", author, r)
-            for ex, r, c in zip(examples, reasoning, facts)]
+    out = [KeyFacts(ex.id, ex.question, ex.answer, parse_key_facts(c[0].text), "llm", author, r)
+           for ex, r, c in zip(examples, reasoning, facts)]
+    if traces.active():
+        trace.write_key_fact_run(generator, examples, prompts, reasoning, fact_prompts, [c[0].text for c in facts],
+                                 [k.key_facts for k in out], max_new_tokens)
+    return out
 
 
 def key_facts_path(source: str) -> Path:

@@ -64,6 +64,14 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     f is the judge's own decision (`nli.entailed`: argmax, P > 0.5 for a two-label judge, or the
     judge's calibrated threshold when it has one).
     """
+    return score_details(answers, ref_sets, key_facts, golds, judge, progress)[0]
+
+
+def score_details(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_facts: Sequence[KeyFacts],
+                  golds: Sequence[Sequence[str]], judge: nli.Judge | str | None = None,
+                  progress: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, list]]]:
+    """`score_answers`' rows and, per answer, the NLI pairs it judged by metric (`recall`, `precision`, `sc`):
+    (indices, premise, hypothesis, probabilities, decision) tuples, for a trace."""
     n = len(answers)
     if not n == len(ref_sets) == len(key_facts) == len(golds):
         raise ValueError(f"{n} answers, {len(ref_sets)} reference sets, {len(key_facts)} key-fact records, "
@@ -85,9 +93,15 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
             cited = [refs.paragraphs[c - 1] for c in s.citations if 1 <= c <= len(refs)]
             if cited:
                 sc_pairs.append((i, j, " ".join(passage_string(p) for p in cited), s.text))  # 'Title: text', as shown
-    rec = nli.entailed(nli.probabilities([p[1] for p in rec_pairs], [p[2] for p in rec_pairs], judge, progress), judge)
-    pre = nli.entailed(nli.probabilities([p[2] for p in pre_pairs], [p[3] for p in pre_pairs], judge, progress), judge)
-    sc = nli.entailed(nli.probabilities([p[2] for p in sc_pairs], [p[3] for p in sc_pairs], judge, progress), judge)
+    rec_p = nli.probabilities([p[1] for p in rec_pairs], [p[2] for p in rec_pairs], judge, progress)
+    pre_p = nli.probabilities([p[2] for p in pre_pairs], [p[3] for p in pre_pairs], judge, progress)
+    sc_p = nli.probabilities([p[2] for p in sc_pairs], [p[3] for p in sc_pairs], judge, progress)
+    rec, pre, sc = (nli.entailed(p, judge) for p in (rec_p, pre_p, sc_p))
+    details: list[dict[str, list]] = [{"recall": [], "precision": [], "sc": []} for _ in range(n)]
+    for name, pairs, probs, got in (("recall", rec_pairs, rec_p, rec), ("precision", pre_pairs, pre_p, pre),
+                                    ("sc", sc_pairs, sc_p, sc)):
+        for pair, p, v in zip(pairs, np.asarray(probs, dtype=float).reshape(-1, 3), got):
+            details[pair[0]][name].append((*pair, [float(x) for x in p], bool(v)))
     rec_by: dict[int, list[float]] = {}
     for (i, *_), v in zip(rec_pairs, rec):
         rec_by.setdefault(i, []).append(v)
@@ -119,7 +133,7 @@ def score_answers(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
             "n_key_facts": len(key_facts[i].key_facts),
             "judge": judge.name,
         })
-    return rows
+    return rows, details
 
 
 def _nanmean(values: Sequence[float]) -> float:

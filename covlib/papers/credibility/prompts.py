@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 
+from covlib.core.metrics import normalize_answer
 from covlib.core.records import Paragraph, Passage
 from covlib.core.references import format_references
 
@@ -66,3 +67,13 @@ def key_facts_prompt(question: str, reasoning: str, answer: str) -> str:
 def completion_prompt(question: str, refs: Sequence[Paragraph | Passage]) -> str:
     """Self-completion (§5.2): question and references, then the paper's request for a search query."""
     return _prompt(question, refs, COMPLETION_INSTRUCTION)
+
+
+_REFUSAL_MARKERS = (normalize_answer("cannot answer the question"), normalize_answer("can't answer the question"),
+                    normalize_answer("unable to answer the question"), normalize_answer("references are insufficient"))
+
+
+def is_refusal(answer: str) -> bool:
+    """Whether the answer declines as the reflection prompt asks ("I'm sorry, I cannot answer the question ...")."""
+    text = normalize_answer(answer or "")
+    return any(m in text for m in _REFUSAL_MARKERS)
