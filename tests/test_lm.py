@@ -213,3 +213,18 @@ def test_missing_local_model_folder_is_not_a_hub_lookup(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="does not exist, and it is not a hub id"):
         LM(str(tmp_path / "models" / "mine"))
+
+
+def test_the_keys_a_trace_records_fetch_exactly_the_cached_calls(lm):
+    from covlib.generation import call_keys, score_keys
+
+    prompts = ["Q: What is the capital of France?\nA:", "Q: Who wrote Hamlet?\nA:"]
+    decoding = dict(n=3, temperature=0.7, max_new_tokens=6, stop=["\n"], seed=4)
+    sampled = lm.generate(prompts, progress=False, **decoding)
+    keys = call_keys(lm, prompts, **decoding)
+    assert [len(k) for k in keys] == [3, 3]
+    assert [[lm.cache.get(k)["text"] for k in ks] for ks in keys] == [[c.text for c in cs] for cs in sampled]
+    greedy = call_keys(lm, prompts, max_new_tokens=6)
+    assert [len(k) for k in greedy] == [1, 1] and greedy[0][0] not in keys[0], "greedy and sampled calls differ"
+    values = lm.score(prompts, [" Paris", " Shakespeare"], progress=False)
+    assert [lm.cache.get(k) for k in score_keys(lm, prompts, [" Paris", " Shakespeare"])] == values
