@@ -150,6 +150,10 @@ def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(folder):
     assert "Step 1. Prompt" in page and "Step 3. Vote" in page, "numbered as in the paper's list of steps"
     assert "The paper: few-shot prompt, Appendix C" in page
     assert "<b>fixed</b>" in page and "shared block (" in page
+    record["steps"][1]["calls"].append(traces.call("retrieve", None, query="who <b>?", retriever="bm25",
+                                                   passages=[{"id": "d1", "text": "Paris is the capital", "score": 3.5}]))
+    page = trace_view.example_html(trace, record)
+    assert "<b>retrieved</b> for <i>who &lt;b&gt;?</i> (bm25)" in page and "Paris is the capital" in page
     view = trace_view.show(trace.path, example="q1")
     assert view._repr_html_() == str(view) and "question 1?" in view
 

@@ -1,8 +1,8 @@
 """Reading traces in a notebook: one example step by step, and two runs side by side filtered by outcome.
 
     from covlib.runs import trace_view
-    trace_view.show("03_verify_and_edit_tables", "verify-edit", example=0)     # one example, the paper's steps
-    trace_view.compare("03_verify_and_edit_tables", "verify-edit", outcome="fixed")  # CoT-SC vs CoT-SC + VE
+    trace_view.show("03_verify_and_edit_tables", "verify-edit-hotpotqa-bm25", example=0)   # one example, step by step
+    trace_view.compare("03_verify_and_edit_tables", "verify-edit-hotpotqa-bm25", outcome="fixed")  # CoT-SC vs + VE
 
 Every view is static HTML (it shows in JupyterLab, in the executed notebook and in the book) built from
 escaped text only: trace text is model output, never markup. `browse` adds dropdowns where a kernel runs
@@ -84,6 +84,19 @@ def value_html(value: Any, depth: int = 0) -> str:
     return _e(value)
 
 
+def _retrieved_html(calls: Sequence[dict]) -> str:
+    """What retrieval calls found, shown open: it is what the step's answer rests on."""
+    parts = []
+    for c in calls:
+        if c.get("kind") != "retrieve":
+            continue
+        found = c.get("passages") if isinstance(c.get("passages"), list) else c.get("sentences") or []
+        items = "".join(f"<li>{value_html(item)}</li>" for item in found[:LIST_CAP])
+        parts.append(f"<p><b>retrieved</b> for <i>{_e(c.get('query', ''))}</i> ({_e(c.get('retriever', ''))})</p>"
+                     f"<ol start='0'>{items}</ol>")
+    return "".join(parts)
+
+
 def _calls_html(trace: traces.Trace, calls: Sequence[dict]) -> str:
     if not calls:
         return ""
@@ -140,7 +153,7 @@ def example_html(trace: traces.Trace, record: dict, heading: str = "h3") -> str:
             parts.append(f"<p><b>in</b></p>{value_html(s['inputs'])}")
         if s.get("outputs"):
             parts.append(f"<p><b>out</b></p>{value_html(s['outputs'])}")
-        parts.append(_calls_html(trace, s.get("calls", [])) + "</section>")
+        parts.append(_retrieved_html(s.get("calls", [])) + _calls_html(trace, s.get("calls", [])) + "</section>")
     parts.append("</div>")
     return "".join(parts)
 

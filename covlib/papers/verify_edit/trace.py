@@ -1,8 +1,8 @@
 """Verify-and-Edit's per-example traces: the records of Standard / CoT / CoT-SC runs and of Algorithm 1's edits.
 
 `cot.run_standard`, `run_cot` and `run_cot_sc` open their run with `open_prompting` and write one record per
-question (`write_prompting`): the few-shot prompt, every sampled path (text, rationale, parsed answer or parse
-failure, mean token log-prob, finish reason, cache key), the vote and the answer log-prob call.
+question (`write_prompting`): the few-shot prompt, every sampled path (text, parsed answer or
+parse failure, mean token log-prob, finish reason, cache key), the vote and the answer log-prob call.
 `verify_and_edit` and `compute_edits` open theirs with `open_edits`: every example first gets the consistency
 check (`write_kept` writes the examples left as-is at once), then each edited one the steps of Algorithm 1
 (`write_edits`), with the CoT-SC prediction as `before`. The file format is `covlib.core.traces`.
@@ -92,8 +92,7 @@ def write_prompting(tr: Any, lm: Any, results: Sequence[Any], completions: Seque
     for i, (r, comps) in enumerate(zip(results, completions)):
         paths = []
         for p, c in enumerate(comps):
-            rationale = {} if r.method == "standard" else {"rationale": r.rationales[p]}
-            paths.append({"text": r.texts[p], **rationale, "answer": r.answers[p], "parsed": r.answers[p] is not None,
+            paths.append({"text": r.texts[p], "answer": r.answers[p], "parsed": r.answers[p] is not None,
                           "mean_logprob": r.mean_logprobs[p], "finish_reason": c.finish_reason,
                           "key": _key(keys[i], p)})
         gen_calls = [traces.call("generate", _key(keys[i], p), prompt=items[i], path=p) for p in range(len(comps))]
