@@ -45,7 +45,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import plotting, results
@@ -78,6 +78,7 @@ S = setup(profile=profile, model=model, adapter=adapter, verifier=verifier, devi
           max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode,
           reference_correctness_max=reference_correctness_max, correctness_below=correctness_below,
           bias_above=bias_above, truthfulness_max=truthfulness_max)
+traces.start("08_covrag_verifier")
 k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
 sets, retriever, corpus_name, answerer, checker = S.sets, S.retriever, S.corpus_name, S.base, S.checker
 params = dict(profile=S.profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same",

@@ -48,7 +48,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import claims, plotting, results
@@ -76,6 +76,7 @@ sigma_mode: str = "all"  # σ: all (footnote 2) or any
 S = setup(profile=profile, model=model, models=models, adapter=adapter, device=device, datasets=datasets,
           n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus, k=k, max_rounds=max_rounds,
           seed=seed, chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
+traces.start("09_covrag_iterations")
 k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
 sets, examples, retriever, corpus_name = S.sets, S.examples, S.retriever, S.corpus_name
 params = dict(profile=S.profile, models=[m or "embedded" for m in S.model_ids], adapter=adapter, datasets=S.names,

@@ -63,7 +63,7 @@ import pandas as pd
 
 from covlib import generation
 from covlib import retrieval
-from covlib.core import metrics, paths
+from covlib.core import metrics, paths, traces
 from covlib.generation import training
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
@@ -98,6 +98,7 @@ S = setup("covrag-finetune", profile=profile, model=model, device=device, teache
           lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
           batch_size=batch_size, max_length=max_length, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
           evaluate_base=evaluate_base)  # smoke: evaluate_base off, no model calls beyond the adapters'
+traces.start("10_covrag_finetune")
 profile, names, k, max_new_tokens, verify_tokens = S.profile, S.names, S.k, S.max_new_tokens, S.verify_tokens
 max_steps, batch_size, learning_rate, max_length = S.max_steps, S.batch_size, S.learning_rate, S.max_length
 evaluate_base, retriever, corpus_name, base, labeller = S.evaluate_base, S.retriever, S.corpus_name, S.base, S.labeller

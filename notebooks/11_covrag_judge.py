@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import retrieval
-from covlib.core import metrics
+from covlib.core import metrics, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import plotting, results
@@ -69,6 +69,7 @@ ranker_tokens: int = 200  # longest ranking
 S = setup("covrag-finetune", profile=profile, model=model, qa_adapter=qa_adapter, covrag_adapter=covrag_adapter,
           ranker=ranker, device=device, datasets=datasets, n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed,
           chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, ranker_tokens=ranker_tokens)
+traces.start("11_covrag_judge")
 k, max_new_tokens, verify_tokens, ranker_tokens = S.k, S.max_new_tokens, S.verify_tokens, S.ranker_tokens
 examples, retriever, corpus_name = S.examples, S.retriever, S.corpus_name
 rag_model, cov_model, ranker_lm = S.rag_model, S.cov_model, S.ranker

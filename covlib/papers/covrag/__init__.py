@@ -15,6 +15,7 @@ from the paper is labelled in the module that makes it.
 | `metrics` | accuracy, judgment and retrieval accuracy, averages, intervals' flags, table rows, `answerable` |
 | `training` | §2.2's training data: SFT pairs, gold or teacher labels, the leakage check |
 | `ranking` | LLM-as-judge ranking (Table 3, Table 16) |
+| `trace` | per-example traces: Algorithm 1 step by step, the batches' and the judge's records |
 """
 
 from __future__ import annotations

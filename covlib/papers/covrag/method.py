@@ -25,9 +25,10 @@ from typing import Any, Sequence
 
 from covlib.core.records import Example, Passage
 from covlib.generation import Generator
+from covlib.papers.covrag import trace
 from covlib.papers.covrag.prompts import closed_book_prompt, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification, parse_verification
-from covlib.retrieval import Retriever, search_passages
+from covlib.retrieval import Retriever
 
 
 # --------------------------------------------------------------------------- σ, the re-retrieval indicator
@@ -145,19 +146,58 @@ QA_STOP = ("\nQuestion:", "\n\n#", "#Question-Answering")
 VERIFY_STOP = ("\n\n#", "#verification-Task#")
 
 
-def answer_batch(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]],
-                 max_new_tokens: int = 128, chat: bool = False, desc: str = "CoV-RAG answer") -> list[str]:
-    """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy)."""
+def _generate(lm: Generator, prompts: list[str], max_new_tokens: int, stop: Sequence[str], chat: bool,
+              desc: str) -> list[str]:
+    """One greedy generate call: each prompt's completion text."""
+    return [o[0].text for o in lm.generate(prompts, max_new_tokens=max_new_tokens, stop=stop, chat=chat, desc=desc)]
+
+
+def _answers(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]], max_new_tokens: int,
+             chat: bool, desc: str) -> tuple[list[str], list[str]]:
+    """Step 2, untraced: (answers, prompts)."""
     prompts = [qa_prompt(q, refs) for q, refs in zip(questions, references)]
-    outs = lm.generate(prompts, max_new_tokens=max_new_tokens, stop=QA_STOP, chat=chat, desc=desc)
-    return [o[0].text.strip() for o in outs]
+    return [t.strip() for t in _generate(lm, prompts, max_new_tokens, QA_STOP, chat, desc)], prompts
 
 
-def closed_book_batch(lm: Generator, questions: Sequence[str], max_new_tokens: int = 128, chat: bool = False) -> list[str]:
-    """Table 2's closed-book row: answers without references, one generate call (greedy)."""
-    outs = lm.generate([closed_book_prompt(q) for q in questions], max_new_tokens=max_new_tokens, stop=QA_STOP,
-                       chat=chat, desc="closed-book answer")
-    return [o[0].text.strip() for o in outs]
+def _verifications(lm: Generator, questions: Sequence[str], answers: Sequence[str],
+                   references: Sequence[Sequence[Passage]], max_new_tokens: int, chat: bool, desc: str, chain: bool,
+                   labels: Sequence[Sequence[str]] | None = None) -> tuple[list[Verification], list[str]]:
+    """Step 3, untraced: (parsed verifications, prompts)."""
+    prompts = [verification_prompt(q, a, refs, label=labels[i] if labels else None)
+               for i, (q, a, refs) in enumerate(zip(questions, answers, references))]
+    return [parse_verification(t, chain=chain) for t in _generate(lm, prompts, max_new_tokens, VERIFY_STOP, chat,
+                                                                   desc)], prompts
+
+
+def _search(retriever: Retriever, queries: Sequence[str], k: int) -> tuple[list[list[Passage]], list[list[Any]]]:
+    """The top-k passages per query (as `retrieval.search_passages`) and the hits with their scores."""
+    hits = retriever.search_batch(list(queries), k=k)
+    return [[h.passage for h in hs] for hs in hits], hits
+
+
+def answer_batch(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]],
+                 max_new_tokens: int = 128, chat: bool = False, desc: str = "CoV-RAG answer",
+                 golds: Sequence[Sequence[str]] | None = None) -> list[str]:
+    """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy). `golds` only adds the gold
+    answers and correctness to the trace."""
+    with trace.open_batch("answer", lm, desc, len(questions), max_new_tokens=max_new_tokens, chat=chat) as tr:
+        answers, prompts = _answers(lm, questions, references, max_new_tokens, chat, desc)
+        trace.write_answers(tr, lm, questions, prompts, answers, references, golds, max_new_tokens=max_new_tokens,
+                            stop=QA_STOP, chat=chat)
+    return answers
+
+
+def closed_book_batch(lm: Generator, questions: Sequence[str], max_new_tokens: int = 128, chat: bool = False,
+                      golds: Sequence[Sequence[str]] | None = None) -> list[str]:
+    """Table 2's closed-book row: answers without references, one generate call (greedy). `golds` only adds the
+    gold answers and correctness to the trace."""
+    desc = "closed-book answer"
+    with trace.open_batch(desc, lm, desc, len(questions), max_new_tokens=max_new_tokens, chat=chat) as tr:
+        prompts = [closed_book_prompt(q) for q in questions]
+        answers = [t.strip() for t in _generate(lm, prompts, max_new_tokens, QA_STOP, chat, desc)]
+        trace.write_answers(tr, lm, questions, prompts, answers, None, golds, max_new_tokens=max_new_tokens,
+                            stop=QA_STOP, chat=chat)
+    return answers
 
 
 def verify_batch(lm: Generator, questions: Sequence[str], answers: Sequence[str],
@@ -166,10 +206,12 @@ def verify_batch(lm: Generator, questions: Sequence[str], answers: Sequence[str]
                  labels: Sequence[Sequence[str]] | None = None) -> list[Verification]:
     """Step 3 for many answers: one generate call with Table 6's verification prompt (greedy), parsed (`chain=False`:
     a verifier trained without the chain of scores). `labels` adds each gold answer (a teacher labelling data)."""
-    prompts = [verification_prompt(q, a, refs, label=labels[i] if labels else None)
-               for i, (q, a, refs) in enumerate(zip(questions, answers, references))]
-    outs = lm.generate(prompts, max_new_tokens=max_new_tokens, stop=VERIFY_STOP, chat=chat, desc=desc)
-    return [parse_verification(o[0].text, chain=chain) for o in outs]
+    with trace.open_batch("verify", lm, desc, len(questions), max_new_tokens=max_new_tokens, chat=chat, chain=chain,
+                          labels=bool(labels)) as tr:
+        checks, prompts = _verifications(lm, questions, answers, references, max_new_tokens, chat, desc, chain, labels)
+        trace.write_verifications(tr, lm, questions, answers, prompts, checks, labels, max_new_tokens=max_new_tokens,
+                                  stop=VERIFY_STOP, chat=chat)
+    return checks
 
 
 def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Retriever, *, verifier: Generator | None = None,
@@ -180,34 +222,49 @@ def cov_rag(lm: Generator, examples: Sequence[Example], retriever: Retriever, *,
     `verifier` defaults to `lm` (the paper's one CoV-augmented model does both tasks). The answer
     of a round past the first is verified only when another round may follow (`max_rounds`).
     `chain=False` reads verifications written without the chain of scores (see `sigma`).
+    Traced (`covlib.core.traces`): one record per question, written when its answer settles.
     """
     if max_rounds < 0:
         raise ValueError(f"max_rounds must be >= 0, not {max_rounds}")
     if k < 1:
         raise ValueError(f"k must be >= 1, not {k}")
     verifier = verifier or lm
-    records = [CovRagRecord(ex.id, ex.question, list(ex.answers)) for ex in examples]
-    refs = search_passages(retriever, [ex.question for ex in examples], k)
-    answers = answer_batch(lm, [ex.question for ex in examples], refs, max_new_tokens, chat)
-    for rec, r, a in zip(records, refs, answers):
-        rec.rounds.append(Round(rec.question, r, a))
-    active = list(range(len(records)))
-    for round_no in range(max_rounds + 1):
-        if round_no > 0 and round_no == max_rounds:
-            break  # the last new answer is taken unverified (Algorithm 1 line 9)
-        last = [records[i].rounds[-1] for i in active]
-        checks = verify_batch(verifier, [records[i].question for i in active], [r.answer for r in last],
-                              [r.references for r in last], verify_tokens, chat,
-                              desc=f"CoV-RAG verify (round {round_no})", chain=chain)
-        for r, v in zip(last, checks):
-            r.verification, r.fired = v, sigma(v, thresholds)
-        active = [i for i, r in zip(active, last) if r.fired]
-        if round_no == max_rounds or not active:
-            break  # max_rounds=0: σ is recorded, nothing is re-retrieved
-        queries = [records[i].rounds[-1].verification.revised_query for i in active]
-        new_refs = search_passages(retriever, queries, k)
-        new_answers = answer_batch(lm, [records[i].question for i in active], new_refs, max_new_tokens, chat,
-                                   desc=f"CoV-RAG re-answer (round {round_no + 1})")
-        for i, q, r, a in zip(active, queries, new_refs, new_answers):
-            records[i].rounds.append(Round(q, r, a))
+    tk = trace.CovRagTrace(lm, verifier, examples, retriever, k=k, max_rounds=max_rounds, thresholds=thresholds,
+                           chat=chat, chain=chain, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
+                           qa_stop=QA_STOP, verify_stop=VERIFY_STOP)
+    with tk:
+        records = [CovRagRecord(ex.id, ex.question, list(ex.answers)) for ex in examples]
+        questions = [ex.question for ex in examples]
+        refs, hits = _search(retriever, questions, k)
+        answers, _ = _answers(lm, questions, refs, max_new_tokens, chat, "CoV-RAG answer")
+        active = list(range(len(records)))
+        tk.retrieved(active, questions, hits, 0)
+        tk.answered(active, refs, answers, 0)
+        for rec, r, a in zip(records, refs, answers):
+            rec.rounds.append(Round(rec.question, r, a))
+        for round_no in range(max_rounds + 1):
+            if round_no > 0 and round_no == max_rounds:
+                break  # the last new answer is taken unverified (Algorithm 1 line 9)
+            last = [records[i].rounds[-1] for i in active]
+            checks, _ = _verifications(verifier, [records[i].question for i in active], [r.answer for r in last],
+                                       [r.references for r in last], verify_tokens, chat,
+                                       f"CoV-RAG verify (round {round_no})", chain)
+            for r, v in zip(last, checks):
+                r.verification, r.fired = v, sigma(v, thresholds)
+            if tk:
+                tk.verified(active, [r.answer for r in last], [r.references for r in last], checks, round_no,
+                            [sigma_conditions(v, thresholds) for v in checks], [r.fired for r in last])
+                tk.settled(records, [i for i, r in zip(active, last) if not r.fired])
+            active = [i for i, r in zip(active, last) if r.fired]
+            if round_no == max_rounds or not active:
+                break  # max_rounds=0: σ is recorded, nothing is re-retrieved
+            queries = [records[i].rounds[-1].verification.revised_query for i in active]
+            new_refs, new_hits = _search(retriever, queries, k)
+            new_answers, _ = _answers(lm, [records[i].question for i in active], new_refs, max_new_tokens, chat,
+                                      f"CoV-RAG re-answer (round {round_no + 1})")
+            tk.retrieved(active, queries, new_hits, round_no + 1)
+            tk.answered(active, new_refs, new_answers, round_no + 1)
+            for i, q, r, a in zip(active, queries, new_refs, new_answers):
+                records[i].rounds.append(Round(q, r, a))
+        tk.settled(records, active)
     return records

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from covlib.core.records import Passage
 from covlib.core.references import format_references
 from covlib.generation import Generator
+from covlib.papers.covrag import trace
 from covlib.papers.covrag.prompts import REFERENCE_TEMPLATE, SEP
 
 
@@ -119,25 +120,32 @@ def rank_answers(judge: Generator, kind: str, questions: Sequence[str], answers:
     import random
 
     systems = list(answers)
-    prompts, orders = [], []
+    prompts, orders, shown_answers = [], [], []
     for i, q in enumerate(questions):
         order = list(range(len(systems)))
         random.Random(f"{seed}:{i}:{q}").shuffle(order)
         orders.append(order)
-        shown = [answers[systems[j]][i] for j in order]
-        prompts.append(ranking_prompt(kind, q, shown, references[i] if references else (), golds[i] if golds else ()))
-    outs = judge.generate(prompts, max_new_tokens=max_new_tokens, chat=chat, desc=f"judge ({kind})")
-    ranked = []
-    for order, out in zip(orders, outs):
-        shown_ranks = parse_ranking(out[0].text, criteria, len(systems))
-        back: dict[str, list[int] | None] = {}
-        for criterion, ranks in shown_ranks.items():
-            if ranks is None:
-                back[criterion] = None
-                continue
-            per_system = [0] * len(systems)
-            for position, system_index in enumerate(order):
-                per_system[system_index] = ranks[position]
-            back[criterion] = per_system
-        ranked.append(back)
+        shown_answers.append([answers[systems[j]][i] for j in order])
+        prompts.append(ranking_prompt(kind, q, shown_answers[-1], references[i] if references else (),
+                                      golds[i] if golds else ()))
+    with trace.open_ranking(judge, kind, systems, criteria, len(questions), seed=seed, max_new_tokens=max_new_tokens,
+                            chat=chat) as tr:
+        outs = judge.generate(prompts, max_new_tokens=max_new_tokens, chat=chat, desc=f"judge ({kind})")
+        items, keys = trace.prompts_and_keys(tr, judge, prompts, max_new_tokens=max_new_tokens, chat=chat)
+        ranked = []
+        for i, (order, out) in enumerate(zip(orders, outs)):
+            shown_ranks = parse_ranking(out[0].text, criteria, len(systems))
+            back: dict[str, list[int] | None] = {}
+            for criterion, ranks in shown_ranks.items():
+                if ranks is None:
+                    back[criterion] = None
+                    continue
+                per_system = [0] * len(systems)
+                for position, system_index in enumerate(order):
+                    per_system[system_index] = ranks[position]
+                back[criterion] = per_system
+            ranked.append(back)
+            if tr:
+                trace.write_ranking(tr, judge, i, questions[i], golds[i] if golds else [], systems, order,
+                                    shown_answers[i], items[i], keys[i], out[0].text, shown_ranks, back)
     return ranked
