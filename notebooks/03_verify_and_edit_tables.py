@@ -68,7 +68,7 @@ from covlib.core import metrics, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
-from covlib.runs import claims, plotting, profiles, results
+from covlib.runs import claims, plotting, profiles, results, trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -284,19 +284,25 @@ plotting.caption(axes[0][0], "error bars: 95% bootstrap interval", model=generat
 results.save_figure(fig, "fig-03-ours-vs-paper", params=params, model=generator.name)
 
 # %% [markdown]
-# An edited example, step by step (HotpotQA, first source):
+# ## Which questions did Verify-and-Edit fix, and which did it break?
+# Every run above wrote a per-example trace (`results/traces/03_verify_and_edit_tables/`; how to
+# open one: docs/traces.md). For the first dataset and source that ran: how many questions
+# CoT-SC + VE fixed (wrong before, right after), broke, or left both right or both wrong, and which
+# they are. The book's explorer page lists every run's examples with the same filter.
 
 # %%
-for (name, kind), records in details.items():
-    edited = [r for r in records if r.edited]
-    if edited:
-        r = edited[0]
-        print(f"[{name} / {kind}] Q: {r.question}  gold: {r.gold[:1]}")
-        print("  CoT-SC rationale:", r.original_rationale, "→", r.original_prediction)
-        for q, top, a in zip(r.verifying_questions, r.retrieved, r.verifying_answers):
-            print(f"    verify: {q}\n    found : {top[:1]}\n    answer: {a}")
-        print("  edited rationale:", r.edited_rationale, "→", r.prediction, "(correct)" if r.correct else "(wrong)")
-        break
+ve_run = "verify-edit-{}-{}".format(*next(iter(details))) if details else None
+trace_view.compare("03_verify_and_edit_tables", ve_run) if ve_run else print("no Verify-and-Edit run")
+
+# %% [markdown]
+# One of them step by step, under Algorithm 1's names (a fixed question if there is one, else a
+# broken one, else an edited one). In a live kernel, `trace_view.browse("03_verify_and_edit_tables",
+# ve_run)` adds dropdowns to walk the others.
+
+# %%
+if ve_run:
+    display(trace_view.show("03_verify_and_edit_tables", ve_run,
+                            example=trace_view.pick("03_verify_and_edit_tables", flag="edited", part=ve_run)))
 
 # %% [markdown]
 # The papers' claims this notebook tests, for the ledger (notebook 12): CoT-SC + VE beats CoT-SC

@@ -175,3 +175,11 @@ def test_runs_are_found_by_notebook_and_name(folder, monkeypatch):
     assert trace_view.load("03_verify_and_edit_tables", "hotpotqa").title == "CoT-SC + VE, HotpotQA"
     with pytest.raises(ValueError, match="0 runs of .* match 'fever'; its runs: verify-edit-hotpotqa-bm25"):
         trace_view.load("03_verify_and_edit_tables", "fever")
+
+
+def test_pick_finds_a_telling_example(folder):
+    trace = _write_run(n=4, outcomes=((1, 1), (0, 0), (1, 0), (0, 1)))
+    assert trace_view.pick(trace) == "q3", "fixed first"
+    assert trace_view.pick(trace, outcomes=("broken",)) == "q2"
+    assert trace_view.pick(trace, outcomes=(), flag="parse_failures") == "q1"
+    assert trace_view.pick(trace, outcomes=(), flag="fired") == "q0", "no such flag: the first example"

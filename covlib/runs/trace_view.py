@@ -206,6 +206,20 @@ def compare(a: Any, part_a: str = "", b: Any = None, part_b: str = "", outcome: 
     return View("".join(parts))
 
 
+def pick(run: Any, outcomes: Sequence[str] = ("fixed", "broken"), flag: str | None = None, part: str = "") -> str | None:
+    """The id of a telling example: the first with the first outcome found in `outcomes`, else the first whose flag
+    `flag` is set, else the first example (None for an empty run)."""
+    trace = load(run, part)
+    rows = traces.pairs(trace)
+    for wanted in outcomes:
+        for _, after, o in rows:
+            if o == wanted:
+                return after["id"]
+    flagged = [r for r in trace.records if flag and r.get("flags", {}).get(flag)]
+    chosen = flagged or trace.records
+    return chosen[0]["id"] if chosen else None
+
+
 def side_by_side(a: Any, b: Any, example: str, part_a: str = "", part_b: str = "") -> View:
     """One example in two runs, step by step, in two columns."""
     first, second = load(a, part_a), load(b, part_b)
