@@ -37,7 +37,7 @@ from covlib.core import metrics, traces
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.runs import claims
+from covlib.runs import claims, trace_view
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
@@ -146,6 +146,24 @@ for name in names:
     claim_records.append(claims.estimate("cred-partial-beats-closed", scope, diffs[name]["R partial − closed-book"],
                                          "key-fact recall points", model=name))
 claim_records
+
+# %% [markdown]
+# ## Which questions did the gold references help?
+# Every (model, setting) run wrote a per-example trace (docs/traces.md). Closed-book against
+# complete references for the first model, question by question: "fixed" is a key-fact recall
+# below 0.5 closed-book and at least 0.5 with the complete references; the book's explorer page
+# lists each run's answers with their references, citations and the judge's verdict per key fact.
+
+# %%
+closed_run, complete_run = (trace_view.find("06_knowledge_recall", method="cited answer", model=names[0],
+                                             references=s, key_facts=facts[0].source) for s in ("closed-book", "complete"))
+trace_view.compare(closed_run, b=complete_run)
+
+# %% [markdown]
+# One question in both settings, step by step (one the complete references fixed, if any):
+
+# %%
+trace_view.side_by_side(closed_run, complete_run, example=trace_view.pick(closed_run, ("fixed",), b=complete_run))
 
 # %%
 headline = {

@@ -183,3 +183,18 @@ def test_pick_finds_a_telling_example(folder):
     assert trace_view.pick(trace, outcomes=("broken",)) == "q2"
     assert trace_view.pick(trace, outcomes=(), flag="parse_failures") == "q1"
     assert trace_view.pick(trace, outcomes=(), flag="fired") == "q0", "no such flag: the first example"
+    with traces.open_run("credibility", "cited answer", "closed book", STEPS, {}) as tr:
+        for i in range(4):
+            tr.write({**_record(i, "p", 0, 1.0), "correct": 0.0})
+    assert trace_view.pick(traces.read(tr.path), ("fixed",), b=trace) == "q0", "wrong closed-book, right after"
+
+
+def test_find_picks_a_run_by_its_header(folder, monkeypatch):
+    _write_run()
+    with traces.open_run("credibility", "cited answer", "closed book", STEPS, {"references": "closed-book"}, model="m"):
+        pass
+    monkeypatch.setattr(traces, "folder_of", lambda notebook: folder)
+    assert trace_view.find("06_knowledge_recall", method="cited answer", references="closed-book").title == "closed book"
+    assert trace_view.find("06_knowledge_recall", model="smollm2").title == "CoT-SC + VE, HotpotQA"
+    with pytest.raises(ValueError, match="0 runs of '06_knowledge_recall' have method='cited answer', references='complete'"):
+        trace_view.find("06_knowledge_recall", method="cited answer", references="complete")

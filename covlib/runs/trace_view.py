@@ -51,6 +51,20 @@ def load(run: Any, part: str = "") -> traces.Trace:
     return traces.read(found[0])
 
 
+def find(notebook: str, method: str | None = None, model: str | None = None, **params: Any) -> traces.Trace:
+    """The one run of a notebook whose header has this method, model and these params (e.g. references="complete")."""
+    found = []
+    for path in runs(notebook):
+        header = traces.read(path).header
+        if ((method is None or header.get("method") == method) and (model is None or header.get("model") == model)
+                and all(header.get("params", {}).get(k) == v for k, v in params.items())):
+            found.append(path)
+    if len(found) != 1:
+        wanted = ", ".join(f"{k}={v!r}" for k, v in dict(method=method, model=model, **params).items() if v is not None)
+        raise ValueError(f"{len(found)} runs of {notebook!r} have {wanted}: {[p.stem for p in found] or runs(notebook)}")
+    return traces.read(found[0])
+
+
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
@@ -206,11 +220,12 @@ def compare(a: Any, part_a: str = "", b: Any = None, part_b: str = "", outcome: 
     return View("".join(parts))
 
 
-def pick(run: Any, outcomes: Sequence[str] = ("fixed", "broken"), flag: str | None = None, part: str = "") -> str | None:
-    """The id of a telling example: the first with the first outcome found in `outcomes`, else the first whose flag
-    `flag` is set, else the first example (None for an empty run)."""
+def pick(run: Any, outcomes: Sequence[str] = ("fixed", "broken"), flag: str | None = None, part: str = "",
+         b: Any = None) -> str | None:
+    """The id of a telling example: the first with the first outcome found in `outcomes` (within `run`, or from `run`
+    to `b`), else the first whose flag `flag` is set, else the first example (None for an empty run)."""
     trace = load(run, part)
-    rows = traces.pairs(trace)
+    rows = traces.pairs(trace, None if b is None else load(b))
     for wanted in outcomes:
         for _, after, o in rows:
             if o == wanted:
