@@ -4,10 +4,11 @@
 `explore-<notebook>.html` (every run: title, examples, complete or interrupted, outcome counts, then one row per
 example: index, id, question, prediction, correct, outcome, parse failures, edited, σ fired, rounds) and
 `explore/<notebook>/<run>/<i>.html` (one example step by step, `covlib.runs.trace_view.example_html`: markup
-other than its own goes through the book's sanitiser; previous / next / back links). The list page stays light: no step text, one short row per example. Its
-filters (select boxes) are a small inline script that sets `hidden` on the rows that do not match and reads a
-first filter from the address (`explore-03_verify_and_edit_tables.html#outcome=fixed&fired=yes`); without
-JavaScript every row shows. Trace text is model output: everything is escaped, nothing remote is linked.
+other than its own goes through the book's sanitiser; previous / next / back links). The list page stays light:
+no step text, one short row per example. Its filters (select boxes) are a small inline script that sets `hidden`
+on the rows that do not match and reads a first filter from the address
+(`explore-03_verify_and_edit_tables.html#outcome=fixed&fired=yes`); without JavaScript every row shows. Trace
+text is model output: everything is escaped, nothing remote is linked.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ PREDICTION_CAP = 80
 FLAG_FILTERS = (("parse", "parse failures", "parse_failures"), ("edited", "edited", "edited"),
                 ("fired", "σ fired", "fired"), ("rounds", "rounds", "rounds"))
 FILTERS = ("outcome",) + tuple(key for key, _, _ in FLAG_FILTERS)
-_KNOWN = frozenset({"b", "code", "details", "div", "h2", "h3", "i", "li", "ol", "p", "pre", "section", "summary",
-                    "table", "td", "th", "tr", "ul"})  # the elements trace_view.example_html writes
+_KNOWN = frozenset({"b", "br", "code", "dd", "details", "div", "dl", "dt", "em", "h2", "h3", "h4", "i", "li", "ol", "p",
+                    "pre", "section", "small", "span", "strong", "summary", "table", "tbody", "td", "th", "thead", "tr",
+                    "ul"})  # the elements trace_view.example_html writes, and harmless ones like them (no link, no image)
 _MARKUP = re.compile(r"</?([a-z0-9]+)(?:\s+(?:class|title|start|open)(?:='[^'<>]*'|=\"[^\"<>]*\")?)*\s*>", re.I)
 NONE = "-"  # a row's value where the record has no such flag (or no `before`: no outcome)
 
@@ -53,7 +55,8 @@ _SCRIPT = """<script>
     var f = {};
     location.hash.replace(/^#/, "").split("&").forEach(function (part) {
       var kv = part.split("=");
-      if (kv.length === 2 && keys.indexOf(decodeURIComponent(kv[0])) >= 0) f[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]);
+      var k = decodeURIComponent(kv[0]);
+      if (kv.length === 2 && keys.indexOf(k) >= 0) f[k] = decodeURIComponent(kv[1]).replace(/ /g, "-");
     });
     return f;
   }
@@ -256,7 +259,8 @@ def example_page(stem: str, run: str, trace: traces.Trace, position: int, page: 
                  banner: str = "", anchor: str = "") -> str:
     """One example's page: its steps (`trace_view.example_html`, sanitised) with previous / next / back links."""
     up = "../../../"
-    links = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{up}explore-{_e(safe_name(stem))}.html{"#" + _e(anchor) if anchor else ""}">back to the list</a>']
+    back = f'{up}explore-{_e(safe_name(stem))}.html' + (f"#{_e(anchor)}" if anchor else "")
+    links = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{back}">back to the list</a>']
     if position > 0:
         links.append(f'<a href="{position - 1}.html">← example {position - 1}</a>')
     if position + 1 < len(trace.records):

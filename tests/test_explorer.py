@@ -197,7 +197,7 @@ def test_the_list_page_in_chromium_filters_from_the_address(site, chromium):
     assert len(fixed) == sum(VE_OUTCOMES[i % 4] == (0, 1) for i in range(N_VE))
     fired = [r for r in _rows(chromium.dump_dom(cov, "#fired=yes")) if not r["hidden"]]
     assert len(fired) == 4 and all(r["fired"] == "yes" for r in fired)
-    both = _rows(chromium.dump_dom(ve, "#outcome=both-right&parse=1%2B"))
+    both = _rows(chromium.dump_dom(ve, "#outcome=both%20right&parse=1%2B"))  # as the page names it, or both-right
     assert [r for r in both if not r["hidden"]] == [r for r in both if r["outcome"] == "both-right" and r["parse"] != "0"]
 
 
