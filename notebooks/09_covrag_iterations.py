@@ -51,7 +51,7 @@ import pandas as pd
 from covlib.core import metrics, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
-from covlib.runs import claims, plotting, results
+from covlib.runs import claims, plotting, results, trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -98,7 +98,8 @@ print(f"answerable: {len(ok_ids)} of {len(examples)}")
 # %%
 runs, closed = {}, {}
 for generator in S.generators:
-    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in examples], max_new_tokens, chat)
+    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in examples], max_new_tokens, chat,
+                                                 golds=[ex.answers for ex in examples], ids=[ex.id for ex in examples])
     runs[generator.name] = C.cov_rag(generator, examples, retriever, k=k, max_rounds=max_rounds,
                                      thresholds=thresholds, max_new_tokens=max_new_tokens,
                                      verify_tokens=verify_tokens, chat=chat)
@@ -310,7 +311,23 @@ plotting.caption(ax, max_rounds=max_rounds, sigma=sigma_mode)
 results.save_figure(fig, "fig-09-rounds", params=params)
 
 # %% [markdown]
-# ## 6. The claims this run tests, and the headline numbers with their intervals
+# ## 6. Why did σ fire? Question by question
+# Every run above wrote a per-example trace (docs/traces.md). For the first model: how many
+# first-round verifications met each of footnote 2's conditions, how often σ fired, and whether
+# the revision fixed or broke the answer (round 1 against the final round); then one question
+# step by step, σ's conditions one by one (one the revision fixed or broke, else one where σ
+# fired, else the first). The book's explorer page lists every question with a filter on σ.
+
+# %%
+cov_trace = trace_view.find("09_covrag_iterations", method="cov_rag", model=S.generators[0].name)
+display(pd.DataFrame(C.sigma_counts(cov_trace)).fillna(""))
+trace_view.compare(cov_trace)
+
+# %%
+trace_view.show(cov_trace, example=trace_view.pick(cov_trace, ("fixed", "broken"), flag="fired"))
+
+# %% [markdown]
+# ## 7. The claims this run tests, and the headline numbers with their intervals
 #
 # Per dataset and model, paired over the same questions: multi- minus single-iteration accuracy
 # (`covrag-multi-round-ge-single`: the paper says at least as accurate) and reference accuracy

@@ -117,7 +117,8 @@ params = dict(profile=profile, model=model or "embedded", teacher=teacher or "go
 test_examples, train = S.examples, S.train
 train_refs = retrieval.search_passages(retriever, [ex.question for ex in train], k)
 predictions = C.answer_batch(base, [ex.question for ex in train], train_refs, max_new_tokens, chat,
-                             desc="training predictions (base model, not a fine-tuned M1)")
+                             desc="training predictions (base model, not a fine-tuned M1)",
+                             golds=[ex.answers for ex in train], ids=[ex.id for ex in train])
 all_test_questions = [ex.question for ex in test_examples]
 with_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, teacher=labeller)
 without_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, chain=False,

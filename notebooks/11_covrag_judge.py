@@ -83,7 +83,7 @@ params = dict(profile=S.profile, model=model or "embedded", qa_adapter=S.qa_adap
 # %%
 references = retrieval.search_passages(retriever, [ex.question for ex in examples], k)
 rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
-                     desc="RAG answer")
+                     desc="RAG answer", golds=[ex.answers for ex in examples], ids=[ex.id for ex in examples])
 records = C.cov_rag(cov_model, examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
                     verify_tokens=verify_tokens, chat=chat)
 answers = {"RAG": rag, "CoV, single iteration": [r.first_answer for r in records],

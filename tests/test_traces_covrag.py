@@ -93,6 +93,10 @@ def test_cov_rag_writes_algorithm_1_per_question_with_prompts_keys_and_sigma(fol
     assert football["flags"]["fired"] and football["flags"]["rounds"] == 1 and football["flags"]["judgment"] == "false"
     assert football["flags"]["judgment_right"] == 1.0  # judged false, and the first answer was wrong
     assert traces.count_outcomes(traces.pairs(tr)) == {"fixed": 1, "broken": 0, "both right": 1, "both wrong": 0}
+    counts = {r["condition"]: r for r in C.sigma_counts(tr)}
+    assert counts["judged_false"]["questions meeting it"] == 1 and counts["judged_false"]["of"] == 2
+    fired = counts["σ fired (all six)"]
+    assert (fired["questions meeting it"], fired["fixed by the revision"], fired["broken by it"]) == (1, 1, 0)
 
     # retrieval: the query, the retriever, the passages with their scores; the re-retrieval uses x'
     first, again = _steps(football, "retrieve")[0], _steps(football, "re-retrieve with the revised query")[0]
@@ -169,7 +173,8 @@ def test_the_batches_write_one_run_per_call(folder):
     lm = KeyedLM(_script({"Alabama": BAD}), name="answerer")
     refs = [[p for p in CORPUS[:2]], [CORPUS[4], CORPUS[3]]]
     questions = [e.question for e in EXAMPLES]
-    answers = C.answer_batch(lm, questions, refs, golds=[e.answers for e in EXAMPLES], desc="RAG answer")
+    answers = C.answer_batch(lm, questions, refs, golds=[e.answers for e in EXAMPLES], desc="RAG answer",
+                             ids=[e.id for e in EXAMPLES])
     closed = C.closed_book_batch(lm, questions)
     checks = C.verify_batch(lm, questions, answers, refs, labels=[e.answers for e in EXAMPLES], desc="teacher")
     runs = {traces.read(p).header["method"]: traces.read(p) for p in traces.run_files(folder)}
@@ -180,6 +185,8 @@ def test_the_batches_write_one_run_per_call(folder):
     assert [r["prediction"] for r in rag.records] == answers and [r["correct"] for r in rag.records] == [1.0, 0.0]
     assert rag.records[1]["steps"][0]["inputs"]["references"][0] == {"id": "alabama", "title": "Alabama Crimson Tide"}
     book = runs["closed-book answer batch"]
+    assert [r["id"] for r in rag.records] == [e.id for e in EXAMPLES], "ids given: the examples' (joins other runs)"
+    assert [r["id"] for r in book.records] == ["0", "1"], "no ids: positions"
     assert [r["prediction"] for r in book.records] == closed and book.records[0]["gold"] == []
     assert book.records[0]["correct"] is None  # no golds given: no correctness
     ver = runs["verify batch"]

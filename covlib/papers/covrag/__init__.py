@@ -45,6 +45,7 @@ from covlib.papers.covrag.training import (
     TrainingSet, check_no_leak, gold_answer, gold_verification, normalize_question, training_set,
     verification_json, well_formed_question,
 )
+from covlib.papers.covrag.trace import sigma_counts
 from covlib.papers.covrag.ranking import (
     CITATION_RANK_TEMPLATE, OTHERS_RANK_TEMPLATE, RANK_CRITERIA, mean_ranks, parse_ranking, rank_answers,
     rank_values, ranking_prompt,
@@ -74,4 +75,6 @@ __all__ = [
     # ranking
     "CITATION_RANK_TEMPLATE", "OTHERS_RANK_TEMPLATE", "RANK_CRITERIA", "mean_ranks", "parse_ranking", "rank_answers",
     "rank_values", "ranking_prompt",
+    # trace
+    "sigma_counts",
 ]

@@ -177,25 +177,25 @@ def _search(retriever: Retriever, queries: Sequence[str], k: int) -> tuple[list[
 
 def answer_batch(lm: Generator, questions: Sequence[str], references: Sequence[Sequence[Passage]],
                  max_new_tokens: int = 128, chat: bool = False, desc: str = "CoV-RAG answer",
-                 golds: Sequence[Sequence[str]] | None = None) -> list[str]:
-    """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy). `golds` only adds the gold
-    answers and correctness to the trace."""
+                 golds: Sequence[Sequence[str]] | None = None, ids: Sequence[str] | None = None) -> list[str]:
+    """Step 2 for many questions: one generate call with Table 6's QA prompt (greedy). `golds` and `ids` (the
+    examples') only go to the trace: gold answers and correctness, and ids that join it with other runs."""
     with trace.open_batch("answer", lm, desc, len(questions), max_new_tokens=max_new_tokens, chat=chat) as tr:
         answers, prompts = _answers(lm, questions, references, max_new_tokens, chat, desc)
-        trace.write_answers(tr, lm, questions, prompts, answers, references, golds, max_new_tokens=max_new_tokens,
+        trace.write_answers(tr, lm, questions, prompts, answers, references, golds, ids, max_new_tokens=max_new_tokens,
                             stop=QA_STOP, chat=chat)
     return answers
 
 
 def closed_book_batch(lm: Generator, questions: Sequence[str], max_new_tokens: int = 128, chat: bool = False,
-                      golds: Sequence[Sequence[str]] | None = None) -> list[str]:
-    """Table 2's closed-book row: answers without references, one generate call (greedy). `golds` only adds the
-    gold answers and correctness to the trace."""
+                      golds: Sequence[Sequence[str]] | None = None, ids: Sequence[str] | None = None) -> list[str]:
+    """Table 2's closed-book row: answers without references, one generate call (greedy). `golds` and `ids` only go
+    to the trace, as in `answer_batch`."""
     desc = "closed-book answer"
     with trace.open_batch(desc, lm, desc, len(questions), max_new_tokens=max_new_tokens, chat=chat) as tr:
         prompts = [closed_book_prompt(q) for q in questions]
         answers = [t.strip() for t in _generate(lm, prompts, max_new_tokens, QA_STOP, chat, desc)]
-        trace.write_answers(tr, lm, questions, prompts, answers, None, golds, max_new_tokens=max_new_tokens,
+        trace.write_answers(tr, lm, questions, prompts, answers, None, golds, ids, max_new_tokens=max_new_tokens,
                             stop=QA_STOP, chat=chat)
     return answers
 

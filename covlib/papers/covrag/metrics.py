@@ -14,18 +14,13 @@ import numpy as np
 
 from covlib.core.metrics import accuracy_contains, bootstrap, normalize_answer
 from covlib.core.records import Example, Passage
-from covlib.core.references import strip_citations
+from covlib.papers.covrag.correctness import is_correct
 from covlib.papers.covrag.method import CovRagRecord
 from covlib.papers.covrag.paper import PAPER_COUNTS
 from covlib.papers.covrag.verifier import parse_report
 
 
 # --------------------------------------------------------------------------- metrics
-
-
-def is_correct(answer: str, gold: Sequence[str]) -> bool:
-    """Accuracy by containment (§3.3, as WebGLM): a normalised gold alias inside the normalised answer."""
-    return bool(accuracy_contains(strip_citations(answer), list(gold)))
 
 
 def references_hold_answer(references: Sequence[Passage], gold: Sequence[str]) -> bool:

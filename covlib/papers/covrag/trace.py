@@ -5,7 +5,7 @@ the revised query, re-answer) and each question's record is written as soon as i
 `answer_batch`, `closed_book_batch` and `verify_batch` write one run per call (`open_batch` and the
 `write_*` helpers), `rank_answers` one run per judging call (`open_ranking`, `write_ranking`). Every
 function here is a no-op when the writer is falsy (tracing off). Correctness is §3.3's containment
-(`metrics.is_correct`, recomputed here with the same two calls: this module sits below `metrics`).
+(`correctness.is_correct`, the one `metrics` uses).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from covlib.core import traces
-from covlib.core.metrics import accuracy_contains
 from covlib.core.records import Example, Passage
-from covlib.core.references import strip_citations
 from covlib.generation import call_keys
+from covlib.papers.covrag.correctness import is_correct
 from covlib.papers.covrag.prompts import SCORES, qa_prompt, verification_prompt
 
 PAPER = "CoV-RAG"
@@ -60,7 +59,7 @@ def correct(answer: str | None, gold: Sequence[str]) -> float | None:
     """§3.3's accuracy of one answer (a gold alias contained, citations stripped); None without a gold answer."""
     if not gold or answer is None:
         return None
-    return float(bool(accuracy_contains(strip_citations(answer), list(gold))))
+    return float(is_correct(answer, gold))
 
 
 def hits_out(hits: Sequence[Any]) -> list[dict[str, Any]]:
@@ -226,7 +225,7 @@ def open_batch(kind: str, lm: Any, desc: str, n: int, **params: Any) -> Any:
 
 def write_answers(tr: Any, lm: Any, questions: Sequence[str], prompts: list[str], answers: Sequence[str],
                   references: Sequence[Sequence[Passage]] | None, golds: Sequence[Sequence[str]] | None,
-                  **decoding: Any) -> None:
+                  ids: Sequence[str] | None = None, **decoding: Any) -> None:
     """One record per answer of `answer_batch` / `closed_book_batch` (gold and correctness when `golds` is given)."""
     if not tr:
         return
@@ -236,7 +235,8 @@ def write_answers(tr: Any, lm: Any, questions: Sequence[str], prompts: list[str]
         inputs = {"question": q}
         if references is not None:
             inputs["references"] = [{"id": p.id, "title": p.title} for p in references[i]]
-        tr.write({"id": str(i), "question": q, "gold": gold, "prediction": a, "correct": correct(a, gold),
+        tr.write({"id": str(ids[i]) if ids else str(i), "question": q, "gold": gold, "prediction": a,
+                  "correct": correct(a, gold),
                   "flags": {}, "steps": [traces.step("answer", inputs, {"answer": a}, [
                       traces.call("generate", _key(key), model=lm.name, prompt=item, completion=a)])]})
 
@@ -306,3 +306,19 @@ def prompts_and_keys(tr: Any, lm: Any, prompts: list[str], **decoding: Any) -> t
         return [], []
     return tr.prompts(prompts), [_key(k) for k in call_keys(lm, prompts, **decoding)]
 
+
+
+def sigma_counts(trace: traces.Trace) -> list[dict[str, Any]]:
+    """From a `cov_rag` trace: how many first verifications met each of footnote 2's conditions, how many σ fired,
+    and of those how many the revision fixed and broke (round 1 against the final answer)."""
+    firsts = [next((s["outputs"] for s in r["steps"] if s["name"] == "σ"), None) for r in trace.records]
+    firsts = [f for f in firsts if f]
+    names = [c["condition"] for c in firsts[0]["conditions"]] if firsts else []
+    rows = [{"condition": name, "questions meeting it": sum(bool(c["holds"]) for f in firsts for c in f["conditions"]
+                                                             if c["condition"] == name), "of": len(firsts)}
+            for name in names]
+    outcomes = [o for _, after, o in traces.pairs(trace) if after.get("flags", {}).get("fired")]
+    rows.append({"condition": f"σ fired ({firsts[0]['rule'] if firsts else 'no verification'})",
+                 "questions meeting it": sum(bool(f["fired"]) for f in firsts), "of": len(firsts),
+                 "fixed by the revision": outcomes.count("fixed"), "broken by it": outcomes.count("broken")})
+    return rows
