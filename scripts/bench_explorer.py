@@ -1,18 +1,21 @@
 """The book's trace explorer at full-profile size, measured: build time, size on disk, and how long headless Chromium
-takes to load the list page and one example page.
+takes to load the notebook's page, a run's page (its list of examples) and one example page.
 
     .venv/bin/python scripts/bench_explorer.py                    # 3000 examples, 5 sampled paths of ~600 characters
     .venv/bin/python scripts/bench_explorer.py --examples 300 --keep build/bench-explorer
 
 A synthetic Verify-and-Edit-like run (before/after, CoT-SC paths, split rationale, verifying questions, retrieved
 passages, answer again) is written with covlib.core.traces, then `teaching.book.build` renders the book with it.
-Chromium times are `chromium --headless --dump-dom file://...` wall times (median of 3), start-up included.
+Chromium times are `chromium --headless --dump-dom file://...` wall times (median of 3), start-up included, each
+also shown over an empty page's (the page's own share); the run page also reports when its filters were applied
+(`performance.now()` at the end of its script).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -83,15 +86,26 @@ def _size(paths: list[Path]) -> int:
     return sum(p.stat().st_size for p in paths)
 
 
-def _load(binary: str, page: Path, fragment: str = "", repeat: int = 3) -> float:
+def _load(binary: str, page: Path, fragment: str = "", repeat: int = 3) -> tuple[float, float | None]:
+    """Median seconds of `chromium --dump-dom` on the page (start-up included), and median milliseconds from the
+    page's navigation to its filters applied (the run page's `data-ready-ms`; None on a page without it)."""
     import book_screenshots
 
-    times = []
+    times, ready = [], []
     for _ in range(repeat):
         start = time.perf_counter()
-        book_screenshots.dump_dom(page, fragment, binary)
+        dom = book_screenshots.dump_dom(page, fragment, binary)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        found = re.search(r'data-ready-ms="(\d+)"', dom)
+        if found:
+            ready.append(float(found.group(1)))
+    return statistics.median(times), (statistics.median(ready) if ready else None)
+
+
+def _shown(name: str, measured: tuple[float, float | None], blank: float) -> str:
+    total, ready = measured
+    own = f"{total - blank:.2f} s over the empty page" + (f", filters applied at {ready:.0f} ms" if ready else "")
+    return f"{name} {total:.2f} s ({own})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,24 +130,27 @@ def main(argv: list[str] | None = None) -> int:
                    traces=base / "traces")
         built = time.perf_counter() - start
         listing = site / f"explore-{NOTEBOOK}.html"
-        examples = sorted((site / "explore").rglob("*.html"))
+        (run_page,) = sorted((site / "explore" / NOTEBOOK).glob("*.html"))
+        examples = sorted(p for p in (site / "explore").rglob("*/*/*.html") if p.parent != run_page.parent)
         sizes = sorted(p.stat().st_size for p in examples)
         print(f"trace: {args.examples} examples x {args.paths} paths of ~{args.chars} characters, "
               f"{trace.stat().st_size / 1e6:.1f} MB written in {wrote:.1f} s")
         print(f"build (book.build, explorer included): {built:.1f} s, {len(examples)} example pages")
-        print(f"size: {(_size(examples) + listing.stat().st_size) / 1e6:.1f} MB in all; list page "
-              f"{listing.stat().st_size / 1e6:.2f} MB; example page median {sizes[len(sizes) // 2] / 1e3:.1f} kB, "
-              f"largest {sizes[-1] / 1e3:.1f} kB")
+        print(f"size: {(_size(examples) + listing.stat().st_size + run_page.stat().st_size) / 1e6:.1f} MB in all; "
+              f"run page {run_page.stat().st_size / 1e6:.2f} MB; example page median {sizes[len(sizes) // 2] / 1e3:.1f} "
+              f"kB, largest {sizes[-1] / 1e3:.1f} kB")
         binary = book_screenshots.browser()
         if binary is None:
             print("chromium: not found (make browser); load times not measured")
             return 0
         blank = base / "blank.html"
         blank.write_text("<!DOCTYPE html><html><body>x</body></html>")
-        print(f"chromium --dump-dom, median of 3 (start-up included): empty page {_load(binary, blank):.2f} s; "
-              f"list page {_load(binary, listing):.2f} s; list page #outcome=fixed "
-              f"{_load(binary, listing, '#outcome=fixed'):.2f} s; example page "
-              f"{_load(binary, examples[len(examples) // 2]):.2f} s")
+        empty = _load(binary, blank)[0]
+        print(f"chromium --dump-dom, median of 3 (start-up included): empty page {empty:.2f} s")
+        for name, page, fragment in (("notebook page", listing, ""), ("run page", run_page, ""),
+                                     ("run page #outcome=fixed", run_page, "#outcome=fixed"),
+                                     ("example page", examples[len(examples) // 2], "")):
+            print("  " + _shown(name, _load(binary, page, fragment), empty))
     return 0
 
 

@@ -1,14 +1,15 @@
-"""The book's trace explorer: a filterable list of every traced example per notebook, and one page per example.
+"""The book's trace explorer: per notebook its runs, per run a filterable list of its examples, per example a page.
 
 `write` reads results/traces/<notebook>/*.jsonl (covlib.core.traces) and writes, beside the book's pages,
-`explore-<notebook>.html` (every run: title, examples, complete or interrupted, outcome counts, then one row per
-example: index, id, question, prediction, correct, outcome, parse failures, edited, σ fired, rounds) and
-`explore/<notebook>/<run>/<i>.html` (one example step by step, `covlib.runs.trace_view.example_html`: markup
-other than its own goes through the book's sanitiser; previous / next / back links). The list page stays light:
-no step text, one short row per example. Its filters (select boxes) are a small inline script that sets `hidden`
-on the rows that do not match and reads a first filter from the address
-(`explore-03_verify_and_edit_tables.html#outcome=fixed&fired=yes`); without JavaScript every row shows. Trace
-text is model output: everything is escaped, nothing remote is linked.
+`explore-<notebook>.html` (every run: title, examples, complete or interrupted, outcome counts linking to the run's
+page filtered on them), `explore/<notebook>/<run>.html` (one row per example: index, id, question, prediction,
+correct, outcome, parse failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example
+step by step, `covlib.runs.trace_view.example_html`: markup other than its own goes through the book's sanitiser;
+previous / next / back links). A run's page stays light (no step text, one short row per example; a full-profile
+notebook 03 has 13 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
+script that sets `hidden` on the rows that do not match and reads a first filter from the address
+(`explore/03_verify_and_edit_tables/<run>.html#outcome=fixed&fired=yes`); without JavaScript every row shows.
+Trace text is model output: everything is escaped, nothing remote is linked.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ _SCRIPT = """<script>
   keys.forEach(function (k) { document.getElementById("explore-" + k).addEventListener("change", changed); });
   window.addEventListener("hashchange", function () { apply(wanted()); });
   apply(wanted());
+  document.documentElement.setAttribute("data-ready-ms", Math.round(performance.now()));  // for bench_explorer.py
 })();
 </script>"""
 
@@ -198,7 +200,7 @@ def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict
     for i, (record, outcome) in enumerate(rows):
         values = row_values(record, outcome)
         data = " ".join(f'data-{k}="{_e(v)}"' for k, v in values.items())
-        cells = [f'<a href="explore/{_e(stem)}/{_e(run)}/{i}.html">{_e(record.get("index", i))}</a>',
+        cells = [f'<a href="{_e(run)}/{i}.html">{_e(record.get("index", i))}</a>',
                  f"<code>{_e(_cap(record.get('id'), 40))}</code>", _e(_cap(record.get("question"), QUESTION_CAP)),
                  _e(_cap(record.get("prediction"), PREDICTION_CAP)), _mark(record.get("correct")),
                  _e(outcome or NONE), *(_e(values[k]) for k, _, _ in FLAG_FILTERS)]
@@ -211,37 +213,53 @@ def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict
 
 
 
+def run_page(stem: str, run: str, trace: traces.Trace, page: Callable[[str, str], str], banner: str = "",
+             notebook_page: bool = False) -> str:
+    """One run's page: its outcome counts and a filterable table of its examples, each linking to its own page."""
+    up = "../../"
+    nav = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{up}explore-{_e(safe_name(stem))}.html">every run of '
+           f'<code>{_e(stem)}</code></a>']
+    if notebook_page:
+        nav.append(f'<a href="{up}{_e(safe_name(stem))}.html">the notebook</a>')
+    rows = [(after, o) for _, after, o in traces.pairs(trace)]  # outcome None without a before
+    values = [row_values(r, o) for r, o in rows]
+    parts = [banner, f'<nav class="covlib-nav">{"".join(nav)}</nav>', _STYLE,
+             f"<p><code>{_e(stem)}</code>: one row per example; the index opens the example's own page (each step "
+             "under the paper's name, the prompts and the cache keys that reproduce them).</p>",
+             filter_bar(values) if values else "", _run_section(safe_name(stem), run, trace, rows, "run"),
+             _SCRIPT % json.dumps(list(FILTERS)) if values else ""]
+    return page(f"Traces: {stem}: {trace.title}", "".join(parts))
+
+
 def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], page: Callable[[str, str], str],
               banner: str = "", notebook_page: bool = False) -> str:
-    """The explorer page of one notebook: every run, its outcome counts and its filterable table of examples."""
+    """The explorer page of one notebook: every run, its size and outcome counts, each linking to its run page."""
     nav = ['<a href="index.html">↑ index</a>']
     if notebook_page:
         nav.append(f'<a href="{_e(safe_name(stem))}.html">the notebook <code>{_e(stem)}</code></a>')
     parts = [banner, f'<nav class="covlib-nav">{"".join(nav)}</nav>', _STYLE,
              f"<h1>Traces of <code>{_e(stem)}</code>: every example, step by step</h1>",
-             "<p>Each run the notebook made, with one row per example; the index opens the example's own page "
-             "(each step under the paper's name, the prompts and the cache keys that reproduce them). "
-             "An outcome compares the run's before and after (fixed: wrong before, right after).</p>"]
-    sections, values, toc = [], [], []
-    for n, (path, trace, reason) in enumerate(runs):
-        run = safe_name(path.stem)
+             "<p>Each run the notebook made. A run's page lists its examples, filterable by outcome, parse failures, "
+             "edited, σ fired and rounds; an outcome compares the run's before and after (fixed: wrong before, right "
+             "after). A count opens the run's page filtered on it.</p>"]
+    heads = "".join(f"<th>{_e(h)}</th>" for h in ("run", "examples", "state", "before → after", *traces.OUTCOMES))
+    lines = []
+    for path, trace, reason in runs:
         if trace is None:
-            sections.append(f"<section><h2><code>{_e(path.name)}</code></h2><p class='interrupted'>"
-                            f"Skipped: {_e(reason)}.</p></section>")
+            lines.append(f"<tr><td><code>{_e(path.name)}</code></td><td colspan='{3 + len(traces.OUTCOMES)}' "
+                         f"class='interrupted'>Skipped: {_e(reason)}.</td></tr>")
             continue
-        rows = [(after, o) for _, after, o in traces.pairs(trace)]  # outcome None without a before
-        values += [row_values(r, o) for r, o in rows]
-        anchor = f"run-{n}"
-        toc.append(f'<li><a href="#{anchor}">{_e(trace.title)}</a> ({len(rows)} examples'
-                   f'{"" if trace.complete else ", interrupted"})</li>')
-        sections.append(_run_section(safe_name(stem), run, trace, rows, anchor))
-    if toc:
-        parts.append(f"<ul>{''.join(toc)}</ul>")
-    if values:
-        parts.append(filter_bar(values))
-    parts += sections
-    if values:
-        parts.append(_SCRIPT % json.dumps(list(FILTERS)))
+        href = f"explore/{_e(safe_name(stem))}/{_e(safe_name(path.stem))}.html"
+        outcomes = [o for _, _, o in traces.pairs(trace)]
+        compare = trace.header.get("compare") or {}
+        counts = traces.count_outcomes((None, None, o) for o in outcomes)
+        cells = ("".join(f'<td><a href="{href}#outcome={outcome_value(o)}">{counts[o]}</a></td>' for o in traces.OUTCOMES)
+                 if any(o is not None for o in outcomes) else "<td>-</td>" * len(traces.OUTCOMES))
+        state = "complete" if trace.complete else "<span class='interrupted'>interrupted</span>"
+        change = f"{_e(compare.get('before'))} → {_e(compare.get('after'))}" if compare else "-"
+        lines.append(f'<tr><td><a href="{href}">{_e(trace.title)}</a></td><td>{len(trace.records)}</td>'
+                     f"<td>{state}</td><td>{change}</td>{cells}</tr>")
+    parts.append(f"<table class='explore-runs'><thead><tr>{heads}</tr></thead><tbody>{''.join(lines)}</tbody></table>")
     return page(f"Traces: {stem}", "".join(parts))
 
 
@@ -256,10 +274,11 @@ def safe_body(fragment: str) -> str:
 
 
 def example_page(stem: str, run: str, trace: traces.Trace, position: int, page: Callable[[str, str], str],
-                 banner: str = "", anchor: str = "") -> str:
+                 banner: str = "") -> str:
     """One example's page: its steps (`trace_view.example_html`, sanitised) with previous / next / back links."""
     up = "../../../"
-    back = f'{up}explore-{_e(safe_name(stem))}.html' + (f"#{_e(anchor)}" if anchor else "")
+    back = f'../{_e(run)}.html'
+
     links = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{back}">back to the list</a>']
     if position > 0:
         links.append(f'<a href="{position - 1}.html">← example {position - 1}</a>')
@@ -287,15 +306,17 @@ def write(out: Path, folder: Path, stems: Sequence[str], page: Callable[[str, st
         runs = read_runs(folder / stem, notes) if (folder / stem).is_dir() else []
         if not runs:
             continue
-        for n, (path, trace, _) in enumerate(runs):
+        for path, trace, _ in runs:
             if trace is None:
                 continue
             run = safe_name(path.stem)
             target = out / "explore" / safe_name(stem) / run
             target.mkdir(parents=True, exist_ok=True)
             for i in range(len(trace.records)):
-                text = example_page(stem, run, trace, i, page, banner, f"run-{n}")
+                text = example_page(stem, run, trace, i, page, banner)
                 (target / f"{i}.html").write_text(neutral_paths(text), encoding="utf-8")
+            text = run_page(stem, run, trace, page, banner, stem in notebook_pages)
+            (target.parent / f"{run}.html").write_text(neutral_paths(text), encoding="utf-8")
         written[stem] = out / f"explore-{safe_name(stem)}.html"
         text = list_page(stem, runs, page, banner, stem in notebook_pages)
         written[stem].write_text(neutral_paths(text), encoding="utf-8")

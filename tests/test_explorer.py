@@ -91,15 +91,29 @@ def _rows(page: str) -> list[dict[str, str]]:
     return rows
 
 
-def test_the_list_page_lists_every_example_of_every_run(site):
-    ve = (site / f"explore-{VE}.html").read_text()
-    assert len(_rows(ve)) == N_VE and "CoT-SC + Verify-and-Edit, HotpotQA, BM25" in ve and "complete" in ve
+def _run_page(site: Path, stem: str, title: str = "") -> Path:
+    """The run page of notebook `stem` whose title contains `title` (the only one, or the first complete one)."""
+    pages = [p for p in sorted((site / "explore" / stem).glob("*.html")) if title in p.read_text()]
+    assert pages, f"no run page of {stem} with {title!r}"
+    return pages[0]
+
+
+def test_the_notebook_page_lists_its_runs_and_each_run_page_every_example(site):
+    ve_index = (site / f"explore-{VE}.html").read_text()
+    assert "CoT-SC + Verify-and-Edit, HotpotQA, BM25" in ve_index and "complete" in ve_index
+    assert not _rows(ve_index) and "Step 1" not in ve_index, "the notebook's page lists runs, not examples"
+    ve_run = _run_page(site, VE)
+    assert f'href="explore/{VE}/{ve_run.name}#outcome=fixed"' in ve_index, "a count opens the run filtered on it"
+    ve = ve_run.read_text()
+    assert len(_rows(ve)) == N_VE and "CoT-SC + Verify-and-Edit, HotpotQA, BM25" in ve
     assert [r["outcome"] for r in _rows(ve)][:4] == ["fixed", "broken", "both-right", "both-wrong"]
-    assert "Step 1" not in ve and "First, " not in ve, "the list page carries no step text"
-    cov = (site / f"explore-{COV}.html").read_text()
-    assert len(_rows(cov)) == N_COV + 2 and "interrupted" in cov
-    assert sum(r["fired"] == "yes" for r in _rows(cov)) == 3 + 1  # 0, 3, 6 of the full run, 0 of the killed one
-    assert {r["outcome"] for r in _rows(cov)} == {"-"}, "no before: no outcome"
+    assert "Step 1" not in ve and "First, " not in ve, "the run page carries no step text"
+    cov_index = (site / f"explore-{COV}.html").read_text()
+    assert "interrupted" in cov_index and "CoV-RAG, NQ, killed" in cov_index
+    full, killed = _run_page(site, COV, "2 iterations").read_text(), _run_page(site, COV, "killed").read_text()
+    assert len(_rows(full)) == N_COV and len(_rows(killed)) == 2 and "interrupted" in killed
+    assert sum(r["fired"] == "yes" for r in _rows(full)) == 3  # 0, 3, 6
+    assert {r["outcome"] for r in _rows(full)} == {"-"}, "no before: no outcome"
     for run in traces.run_files(site.parent / "traces" / COV):
         assert len(list((site / "explore" / COV / run.stem).glob("*.html"))) == len(traces.read(run).records)
 
@@ -121,19 +135,19 @@ def test_every_link_resolves_and_nothing_remote_is_linked(site):
 
 
 def test_model_output_is_escaped_everywhere(site):
-    for page in [site / f"explore-{VE}.html", *(site / "explore" / VE).rglob("*.html")]:
+    for page in [site / f"explore-{VE}.html", *(site / "explore" / VE).rglob("*.html")]:  # run and example pages
         text = page.read_text()
         assert XSS not in text and "onerror=alert" not in text.replace("onerror=alert(1)&gt;", ""), page
     example = next((site / "explore" / VE).glob("*/1.html")).read_text()
-    assert html.escape(XSS) in example and html.escape(XSS) in (site / f"explore-{VE}.html").read_text()
+    assert html.escape(XSS) in example and html.escape(XSS) in _run_page(site, VE).read_text()
 
 
 def test_an_example_page_shows_its_steps_with_previous_next_and_back(site):
-    run = next((site / "explore" / VE).iterdir())
+    run = next(p for p in (site / "explore" / VE).iterdir() if p.is_dir())
     page = (run / "3.html").read_text()
     for number, (name, _) in enumerate(VE_STEPS, 1):
         assert f"Step {number}. {name}" in page
-    assert 'href="2.html"' in page and 'href="4.html"' in page and f"explore-{VE}.html#run-0" in page
+    assert 'href="2.html"' in page and 'href="4.html"' in page and f'href="../{run.name}.html"' in page
     assert "<details>" in page and "<summary>" in page and "<pre" in page and "<ol" in page, "trace markup survives"
     assert "Teacher&#x27;s copy" in page or "Teacher's copy" in page
     last = (run / f"{N_VE - 1}.html").read_text()
@@ -178,7 +192,7 @@ def chromium():
 
 @pytest.mark.slow
 def test_an_example_page_in_chromium_shows_its_steps(site, chromium, tmp_path):
-    page = next((site / "explore" / VE).iterdir()) / "1.html"
+    page = next(p for p in (site / "explore" / VE).iterdir() if p.is_dir()) / "1.html"
     dom = chromium.dump_dom(page)
     for number, (name, _) in enumerate(VE_STEPS, 1):
         assert f"Step {number}. {name}" in dom
@@ -189,14 +203,14 @@ def test_an_example_page_in_chromium_shows_its_steps(site, chromium, tmp_path):
 
 @pytest.mark.slow
 def test_the_list_page_in_chromium_filters_from_the_address(site, chromium):
-    ve, cov = site / f"explore-{VE}.html", site / f"explore-{COV}.html"
+    ve, cov = _run_page(site, VE), _run_page(site, COV, "2 iterations")
     everything = _rows(chromium.dump_dom(ve))
     assert len(everything) == N_VE and not any(r["hidden"] for r in everything)
     fixed = [r for r in _rows(chromium.dump_dom(ve, "#outcome=fixed")) if not r["hidden"]]
     assert fixed and all(r["outcome"] == "fixed" for r in fixed)
     assert len(fixed) == sum(VE_OUTCOMES[i % 4] == (0, 1) for i in range(N_VE))
     fired = [r for r in _rows(chromium.dump_dom(cov, "#fired=yes")) if not r["hidden"]]
-    assert len(fired) == 4 and all(r["fired"] == "yes" for r in fired)
+    assert len(fired) == 3 and all(r["fired"] == "yes" for r in fired)
     both = _rows(chromium.dump_dom(ve, "#outcome=both%20right&parse=1%2B"))  # as the page names it, or both-right
     assert [r for r in both if not r["hidden"]] == [r for r in both if r["outcome"] == "both-right" and r["parse"] != "0"]
 
