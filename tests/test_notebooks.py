@@ -670,3 +670,48 @@ def test_12_claims_smoke(smoke_root):
             "covrag-multi-round-ge-single"} <= tested
     untestable = {r["id"]: r["reason"] for r in m["ledger"] if r["verdict"] == "not testable here"}
     assert "cred-human-correlation" in untestable  # no ratings in smoke
+
+
+@pytest.mark.notebook
+def test_03_and_09_in_the_book_in_chromium(smoke_root, tmp_path):
+    """The book of this session's smoke runs, as a reader sees it in headless Chromium: notebook 03's Verify-and-Edit
+    run filtered to its fixed questions, and notebook 09's σ, condition by condition, on the notebook's page and on
+    an example page of its explorer."""
+    import sys
+
+    from covlib.core import traces
+    from teaching import book
+
+    for stem in ("03_verify_and_edit_tables", "09_covrag_iterations"):
+        earlier(smoke_root, stem)  # skip (fail under CI) when the notebook did not run in this session
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book_screenshots
+
+    if book_screenshots.browser() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no Chromium under CI: `make test` installs it (`make browser`)")
+        pytest.skip("no Chromium on this machine (make browser)")
+    site = tmp_path / "book"
+    book.build(smoke_root, site, smoke_root / "figures", smoke_root / "tables", docs=tmp_path / "no-docs",
+               results=smoke_root / "results")
+
+    ve = next(p for p in sorted((site / "explore" / "03_verify_and_edit_tables").glob("verify-edit-*.html")))
+    trace = traces.read(smoke_root / "results" / "traces" / "03_verify_and_edit_tables" / f"{ve.stem}.jsonl")
+    fixed = {after["id"] for _, after, o in traces.pairs(trace) if o == "fixed"}
+    dom = book_screenshots.dump_dom(ve, "#outcome=fixed")
+    rows = re.findall(r"<tr\b([^>]*\bdata-outcome=[^>]*)>", dom)
+    assert len(rows) == len(trace.records), "one row per example"
+    shown = [re.search(r'data-outcome="([^"]*)"', attrs).group(1) for attrs in rows if not re.search(r"\bhidden\b", attrs)]
+    assert shown == ["fixed"] * len(fixed), "only the fixed rows are shown"
+    page = book_screenshots.dump_dom(site / "03_verify_and_edit_tables.html")
+    assert "CoT-SC vs CoT-SC + VE" in page and "Step 1. Consistency check" in page, "03's step-through in the book"
+
+    cov = book_screenshots.dump_dom(site / "09_covrag_iterations.html")
+    for text in ("σ fired", "Step 4. σ", "reference_low", "truthfulness_low", "round 1 vs final round"):
+        assert text in cov, f"09's σ view in the book: {text!r} missing"
+    run = sorted((site / "explore" / "09_covrag_iterations").glob("cov-rag-*.html"))[0]
+    example = run.with_suffix("") / "0.html"
+    dom = book_screenshots.dump_dom(example)
+    assert "Step 1. retrieve" in dom and "Step 4. σ" in dom and "Step 3. verify" in dom
+    png = book_screenshots.screenshot(example, tmp_path / "09-example.png", height=1200)
+    assert book_screenshots.has_content(png), "the σ example page rendered blank"
