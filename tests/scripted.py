@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from covlib.generation import Completion, check_pairs, check_prompts
@@ -78,3 +80,57 @@ class ScriptedGenerator:
         if isinstance(self._score, Mapping):
             return self._score[continuation]
         return self._score
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class KeyedGenerator(ScriptedGenerator):
+    """The scripted generator that also says its cache keys, as the real backends' `cache_keys` / `score_keys` do
+    (one per distinct sample), for the traces' tests. It remembers the keys of the calls it served (`served`: prompt
+    -> keys, `served_scores`: (prompt, continuation) -> key) and can fail: on a call whose `desc` contains `fail`, or
+    on its `fail_on`-th generate call."""
+
+    def __init__(self, *args: Any, fail: str | None = None, fail_on: int | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.fail, self.fail_on = fail, fail_on
+        self.served: dict[str, list[str]] = {}
+        self.served_scores: dict[tuple[str, str], str] = {}
+
+    def cache_keys(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
+                   max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0,
+                   chat: bool = False) -> list[list[str]]:
+        """One key per distinct sample (greedy: one) per prompt, of everything that changes the reply."""
+        stop = [stop] if isinstance(stop, str) else list(stop)
+        distinct = 1 if temperature == 0 else n
+        return [[_digest(self.name, p, temperature, top_p, max_new_tokens, stop, seed, chat, i) for i in range(distinct)]
+                for p in prompts]
+
+    def score_keys(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False) -> list[str]:
+        """One key per (prompt, continuation)."""
+        return [_digest(self.name, "score", p, c, chat) for p, c in zip(prompts, continuations)]
+
+    def _check(self, desc: str) -> None:
+        if self.fail and self.fail in desc:
+            raise RuntimeError(f"scripted failure in {desc}")
+        if self.fail_on is not None and len(self.calls) + 1 >= self.fail_on:
+            raise RuntimeError("the model went away")
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0, chat: bool = False,
+                 progress: bool = True, desc: str = "generate") -> list[list[Completion]]:
+        """As `ScriptedGenerator.generate`, remembering each prompt's keys."""
+        self._check(desc)
+        self.served.update(zip(prompts, self.cache_keys(prompts, n=n, temperature=temperature, top_p=top_p,
+                                                        max_new_tokens=max_new_tokens, stop=stop, seed=seed, chat=chat)))
+        return super().generate(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                stop=stop, seed=seed, chat=chat, progress=progress, desc=desc)
+
+    def score(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False, progress: bool = True,
+              desc: str = "score") -> list[float]:
+        """As `ScriptedGenerator.score`, remembering each pair's key."""
+        if self.fail and self.fail in desc:
+            raise RuntimeError(f"scripted failure in {desc}")
+        self.served_scores.update(zip(zip(prompts, continuations), self.score_keys(prompts, continuations, chat=chat)))
+        return super().score(prompts, continuations, chat=chat, progress=progress, desc=desc)

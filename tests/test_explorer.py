@@ -4,9 +4,7 @@ example step by step, filters that work from file:// (checked in headless Chromi
 from __future__ import annotations
 
 import html
-import os
 import re
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -15,6 +13,7 @@ import pytest
 from nbformat import v4
 
 from covlib.core import traces
+from chromium import screenshots
 from teaching import book, explorer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,15 +178,7 @@ def test_an_unreadable_trace_file_is_named_on_the_page(tmp_path):
 
 @pytest.fixture(scope="module")
 def chromium():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import book_screenshots
-
-    if book_screenshots.browser() is None:
-        message = "no Chromium on this machine (make browser, or apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message + ": CI installs it (make test -> browser) and must not skip this")
-        pytest.skip(message + ": the static checks above still ran")
-    return book_screenshots
+    return screenshots()
 
 
 @pytest.mark.slow

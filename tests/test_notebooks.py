@@ -677,20 +677,13 @@ def test_03_and_09_in_the_book_in_chromium(smoke_root, tmp_path):
     """The book of this session's smoke runs, as a reader sees it in headless Chromium: notebook 03's Verify-and-Edit
     run filtered to its fixed questions, and notebook 09's σ, condition by condition, on the notebook's page and on
     an example page of its explorer."""
-    import sys
-
+    from chromium import screenshots
     from covlib.core import traces
     from teaching import book
 
     for stem in ("03_verify_and_edit_tables", "09_covrag_iterations"):
         earlier(smoke_root, stem)  # skip (fail under CI) when the notebook did not run in this session
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import book_screenshots
-
-    if book_screenshots.browser() is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium under CI: `make test` installs it (`make browser`)")
-        pytest.skip("no Chromium on this machine (make browser)")
+    book_screenshots = screenshots()
     site = tmp_path / "book"
     book.build(smoke_root, site, smoke_root / "figures", smoke_root / "tables", docs=tmp_path / "no-docs",
                results=smoke_root / "results")

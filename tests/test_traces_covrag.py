@@ -4,8 +4,6 @@ verify, σ and the re-retrieval steps, the prompts the LM received and its cache
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 
 import pytest
@@ -15,7 +13,7 @@ from covlib.core.records import Example
 from covlib.papers import covrag as C
 from covlib.papers.covrag import trace as T
 from covlib.retrieval import BM25Retriever
-from scripted import ScriptedGenerator
+from scripted import KeyedGenerator
 from test_covrag import BAD, CORPUS, EXAMPLES, _script
 
 NOTEBOOK = "09_covrag_iterations"
@@ -24,31 +22,7 @@ SETTLED = ["retrieve", "answer", "verify", "σ"]
 REVISED = SETTLED + ["re-retrieve with the revised query", "re-answer"]
 
 
-def _digest(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class KeyedLM(ScriptedGenerator):
-    """The scripted generator that also says its cache keys, and remembers the keys of the calls it served."""
-
-    def __init__(self, script, *args, fail: str | None = None, **kw):
-        super().__init__(script, *args, **kw)
-        self.fail, self.served = fail, {}
-
-    def cache_keys(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False):
-        distinct = 1 if temperature == 0 else n
-        return [[_digest(self.name, p, temperature, top_p, max_new_tokens, list(stop), seed, chat, i)
-                 for i in range(distinct)] for p in prompts]
-
-    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False,
-                 progress=True, desc="generate"):
-        if self.fail and self.fail in desc:
-            raise RuntimeError(f"scripted failure in {desc}")
-        keys = self.cache_keys(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                               stop=stop, seed=seed, chat=chat)
-        self.served.update(zip(prompts, (k[0] for k in keys)))
-        return super().generate(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                stop=stop, seed=seed, chat=chat, progress=progress, desc=desc)
+KeyedLM = KeyedGenerator
 
 
 @pytest.fixture
@@ -114,7 +88,7 @@ def test_cov_rag_writes_algorithm_1_per_question_with_prompts_keys_and_sigma(fol
             for c in s["calls"]:
                 if c["kind"] == "generate":
                     prompt = tr.prompt_text(c["prompt"])
-                    assert prompt in received and c["key"] == lm.served[prompt], s["name"]
+                    assert prompt in received and c["key"] == lm.served[prompt][0], s["name"]
     verify = _steps(football, "verify")[0]
     assert tr.prompt_text(verify["calls"][0]["prompt"]) == C.verification_prompt(
         EXAMPLES[1].question, "Alabama [1].", records[1].rounds[0].references)
@@ -154,7 +128,7 @@ def test_cov_rag_verify_only_a_failed_parse_and_a_separate_verifier(folder):
         verify = _steps(rec, "verify")[0]
         assert verify["outputs"]["status"] == "failed" and verify["outputs"]["repairs"] == ["no_json"]
         assert verify["calls"][0]["model"] == "local:/m/verifier"
-        assert verify["calls"][0]["key"] == verifier.served[tr.prompt_text(verify["calls"][0]["prompt"])]
+        assert verify["calls"][0]["key"] == verifier.served[tr.prompt_text(verify["calls"][0]["prompt"])][0]
         assert _steps(rec, "σ")[0]["outputs"]["rule"] == "unparsed: never fires"
 
 
@@ -196,7 +170,7 @@ def test_the_batches_write_one_run_per_call(folder):
     for run, prefix in ((rag, "RAG answer"), (book, "closed-book"), (ver, "teacher")):
         got = [run.prompt_text(r["steps"][0]["calls"][0]["prompt"]) for r in run.records]
         assert got == _received(lm, prefix)
-        assert [r["steps"][0]["calls"][0]["key"] for r in run.records] == [lm.served[p] for p in got]
+        assert [r["steps"][0]["calls"][0]["key"] for r in run.records] == [lm.served[p][0] for p in got]
     assert ver.prompt_text(ver.records[0]["steps"][0]["calls"][0]["prompt"]).endswith('Label: ["Beorn"]\nOutput:')
 
 
@@ -222,7 +196,7 @@ def test_rank_answers_writes_the_judges_raw_output_and_ranks_per_system(folder):
         assert parsed["outputs"]["ranks"]["Correctness"] == {"rag": 2, "cov": 1} == dict(zip(answers, want["Correctness"]))
         assert parsed["outputs"]["unparsed"] == ["Truthfulness"] and rec["flags"]["parse_failures"] == 1
         prompt = tr.prompt_text(rank["calls"][0]["prompt"])
-        assert prompt in _received(lm, "judge") and rank["calls"][0]["key"] == lm.served[prompt]
+        assert prompt in _received(lm, "judge") and rank["calls"][0]["key"] == lm.served[prompt][0]
         assert rank["outputs"]["raw"] == judge(prompt)
         assert sorted(s["system"] for s in rank["inputs"]["shown"]) == ["cov", "rag"]
         assert rec["prediction"] == "Correctness: rag 2, cov 1; Truthfulness: unparsed"

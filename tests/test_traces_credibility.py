@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from scripted import ScriptedGenerator
+from scripted import KeyedGenerator, ScriptedGenerator
 
 from covlib import nli
 from covlib.core import traces
@@ -24,23 +24,6 @@ REFS = C.ReferenceSet("q1", "complete", GOLD + (Paragraph("Fruit", ["Bananas are
 PARTIAL = C.ReferenceSet("q2", "partial", (GOLD[0], Paragraph("Fruit", ["Bananas are yellow."])), gold=(1,))
 EX = Example("q1", "What is the capital of France?", ["Paris"], supporting_facts=[("Paris", 0), ("Tower", 0)])
 EX2 = Example("q2", "What is the capital of France?", ["Paris"], supporting_facts=[("Paris", 0), ("Tower", 0)])
-
-
-class KeyedGenerator(ScriptedGenerator):
-    """A scripted generator that says its cache keys (one per prompt and decoding), and can fail on a later call."""
-
-    def __init__(self, *args, fail_on: int | None = None, **kw):
-        super().__init__(*args, **kw)
-        self.fail_on = fail_on
-
-    def cache_keys(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0,
-                   chat=False):
-        return [[f"{self.name}|{max_new_tokens}|{chat}|{p}"] for p in prompts]
-
-    def generate(self, prompts, **kw):
-        if self.fail_on is not None and len(self.calls) + 1 >= self.fail_on:
-            raise RuntimeError("the model went away")
-        return super().generate(prompts, **kw)
 
 
 @pytest.fixture
@@ -81,7 +64,7 @@ def test_cited_answers_trace_one_file_per_model_and_reference_set(folder):
     assert [x["title"] for x in shown["outputs"]["references"]] == ["Paris", "Tower", "Fruit"]
     (call,) = answer["calls"]
     assert t.prompt_text(call["prompt"]) == gens[0].calls[0][1][0] == C.answer_prompt(EX.question, REFS.paragraphs)
-    assert call["key"] == f"a|160|True|{gens[0].calls[0][1][0]}"
+    assert call["key"] == gens[0].served[gens[0].calls[0][1][0]][0]
     assert cites["outputs"]["cited (Cm)"] == [1, 3, 7] and cites["outputs"]["invalid"] == [7]
     assert cites["outputs"]["sentences"][1]["points_to"][0] == {"n": 3, "title": "Fruit", "gold": False}
     verdicts = facts["outputs"]["key_facts"]
@@ -132,7 +115,7 @@ def test_self_reflection_trace_scores_the_refusal_decision(folder):
     assert step["name"] == "self-reflection" and step["inputs"]["insufficient"] is True
     assert t.prompt_text(step["calls"][0]["prompt"]) == gen.calls[0][1][1]
     assert C.REFLECTION_INSTRUCTION in t.prompt_text(step["calls"][0]["prompt"])
-    assert step["calls"][0]["key"] == f"m|160|True|{gen.calls[0][1][1]}"
+    assert step["calls"][0]["key"] == gen.served[gen.calls[0][1][1]][0]
 
 
 def test_a_reflection_call_that_fails_leaves_the_finished_run_whole(folder):
@@ -177,7 +160,7 @@ def test_self_completion_trace_records_every_round_and_the_answer_before(folder)
     prompts = [t.prompt_text(c["prompt"]) for s in r["steps"] for c in s["calls"] if c["kind"] == "generate"]
     assert prompts == [p for _, (p,), _ in gen.calls]
     keys = [c["key"] for s in r["steps"] for c in s["calls"] if c["kind"] == "generate"]
-    assert keys[1] == f"m|64|True|{gen.calls[1][1][0]}" and keys[0] == f"m|160|True|{gen.calls[0][1][0]}"
+    assert keys[1] == gen.served[gen.calls[1][1][0]][0] and keys[0] == gen.served[gen.calls[0][1][0]][0]
     assert r["steps"][2]["outputs"]["queries"] == ["Norway capital"]
     searched = r["steps"][3]["calls"]
     assert searched[0]["kind"] == "retrieve" and searched[0]["query"] == "Norway capital"
@@ -218,7 +201,7 @@ def test_key_fact_extraction_trace(folder):
     assert r["steps"][1]["outputs"]["key_facts"] == out[0].key_facts
     assert t.prompt_text(r["steps"][0]["calls"][0]["prompt"]) == gen.calls[0][1][0]
     assert t.prompt_text(r["steps"][1]["calls"][0]["prompt"]) == gen.calls[1][1][0]
-    assert r["steps"][1]["calls"][0]["key"] == f"m1|256|True|{gen.calls[1][1][0]}"
+    assert r["steps"][1]["calls"][0]["key"] == gen.served[gen.calls[1][1][0]][0]
 
 
 def test_scored_runs_stay_three_nli_calls_when_traced(folder, monkeypatch):

@@ -3,9 +3,6 @@ compute_edits) write one record per example with the paper's steps, the prompts 
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import pytest
 
 from covlib.core import traces
@@ -15,7 +12,7 @@ from covlib.papers.verify_edit import cot as P
 from covlib.papers.verify_edit import knowledge as K
 from covlib.papers.verify_edit import trace as T
 from covlib.retrieval import BM25Retriever, top_sentences
-from scripted import ScriptedGenerator
+from scripted import KeyedGenerator
 from test_verify_edit import ENCODER, N, SHOTS, _examples, _reply
 
 NOTEBOOK = "03_verify_and_edit_tables"
@@ -23,40 +20,9 @@ PROMPTING = ["Prompt", "Sample reasoning paths", "Vote", "Answer log-prob"]
 EDIT = [name for name, _ in T.EDIT_STEPS]
 
 
-def _digest(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class KeyedLM(ScriptedGenerator):
-    """The scripted generator that also says its cache keys, and remembers the keys of the calls it served."""
-
-    def __init__(self, *args, fail: str | None = None, **kw):
-        super().__init__(_reply, *args, **kw)
-        self.fail, self.served, self.served_scores = fail, {}, {}
-
-    def cache_keys(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False):
-        distinct = 1 if temperature == 0 else n
-        return [[_digest(p, temperature, top_p, max_new_tokens, list(stop), seed, chat, i) for i in range(distinct)]
-                for p in prompts]
-
-    def score_keys(self, prompts, continuations, *, chat=False):
-        return [_digest("score", p, c, chat) for p, c in zip(prompts, continuations)]
-
-    def generate(self, prompts, *, n=1, temperature=0.0, top_p=1.0, max_new_tokens=128, stop=(), seed=0, chat=False,
-                 progress=True, desc="generate"):
-        if self.fail and self.fail in desc:
-            raise RuntimeError(f"scripted failure in {desc}")
-        keys = self.cache_keys(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                               stop=stop, seed=seed, chat=chat)
-        self.served.update(zip(prompts, keys))
-        return super().generate(prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                stop=stop, seed=seed, chat=chat, progress=progress, desc=desc)
-
-    def score(self, prompts, continuations, *, chat=False, progress=True, desc="score"):
-        if self.fail and self.fail in desc:
-            raise RuntimeError(f"scripted failure in {desc}")
-        self.served_scores.update(zip(zip(prompts, continuations), self.score_keys(prompts, continuations, chat=chat)))
-        return super().score(prompts, continuations, chat=chat, progress=progress, desc=desc)
+def KeyedLM(**kw) -> KeyedGenerator:
+    """The keyed scripted generator on Verify-and-Edit's scripted replies."""
+    return KeyedGenerator(_reply, **kw)
 
 
 @pytest.fixture
