@@ -1,7 +1,8 @@
 """The book's trace explorer at full-profile size, measured: build time, size on disk, and how long headless Chromium
 takes to load the notebook's page, a run's page (its list of examples) and one example page.
 
-    .venv/bin/python scripts/bench_explorer.py                    # 3000 examples, 5 sampled paths of ~600 characters
+    .venv/bin/python scripts/bench_explorer.py                    # 1000 examples, 5 sampled paths of ~600 characters
+    .venv/bin/python scripts/bench_explorer.py --examples 3000    # three times the largest run of the full profile
     .venv/bin/python scripts/bench_explorer.py --examples 300 --keep build/bench-explorer
 
 A synthetic Verify-and-Edit-like run (before/after, CoT-SC paths, split rationale, verifying questions, retrieved
@@ -110,7 +111,8 @@ def _shown(name: str, measured: tuple[float, float | None], blank: float) -> str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=3000)
+    parser.add_argument("--examples", type=int, default=1000,
+                        help="examples in the run (the full profile's largest run: notebook 03's 1000 2Wiki or FEVER)")
     parser.add_argument("--paths", type=int, default=5, help="sampled reasoning paths per example")
     parser.add_argument("--chars", type=int, default=600, help="characters per path")
     parser.add_argument("--keep", default=None, help="build here and keep it (default: a temporary folder)")
