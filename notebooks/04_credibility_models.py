@@ -48,7 +48,7 @@
 # %%
 import pandas as pd
 
-from covlib.core import metrics, paths, references, traces
+from covlib.core import metrics, paths, references
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -73,10 +73,10 @@ ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, 
 
 # %%
 profiles.check_input_file("ratings", ratings)  # before any generation, not in the last cell
-traces.start("04_credibility_models")  # before setup: it may build key facts with the paper's prompts (key_facts="llm")
 S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
           seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare_key_facts, judge=judge,
-          max_new_tokens=max_new_tokens, n_rating=n_rating)
+          max_new_tokens=max_new_tokens, n_rating=n_rating,
+          notebook="04_credibility_models")
 examples, generators, facts, other_facts, compare = S.examples, S.generators, S.facts, S.other_facts, S.compare
 max_new_tokens, params = S.max_new_tokens, S.params
 

@@ -33,7 +33,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics, traces
+from covlib.core import metrics
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -54,9 +54,9 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-traces.start("06_knowledge_recall")  # before setup: it may build key facts with the paper's prompts (key_facts="llm")
 S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
-          seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+          seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens,
+          notebook="06_knowledge_recall")
 examples, generators, facts = S.examples, S.generators, S.facts
 max_new_tokens, params = S.max_new_tokens, S.params
 

@@ -52,7 +52,7 @@ from collections import Counter
 
 import pandas as pd
 
-from covlib.core import metrics, traces
+from covlib.core import metrics
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -77,10 +77,10 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-traces.start("07_reflection_completion")  # before setup: it may build key facts with the paper's prompts (key_facts="llm")
 S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
           seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial, max_rounds=max_rounds, corpus=corpus,
-          key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens)
+          key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens,
+          notebook="07_reflection_completion")
 examples, generators, facts, q = S.examples, S.generators, S.facts, len(S.examples)
 cap, k_initial, max_new_tokens, params = S.cap, S.k_initial, S.max_new_tokens, S.params
 passages, bm25, corpus_name, corpus_meta = S.passages, S.retriever, S.corpus_name, S.corpus_meta

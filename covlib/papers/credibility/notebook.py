@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from covlib import nli, retrieval
+from covlib.core import traces
 from covlib.core.records import Example, Passage
 from covlib.generation import Generator
 from covlib.papers import credibility as C
@@ -84,9 +85,10 @@ def setup(profile: str = "auto", model: str = "", models: str = "", device: str 
           n_questions: int = 500, seed: int = 0, n_refs: int = 5, key_facts: str = "hand",
           judge: str = nli.DEFAULT_JUDGE, max_new_tokens: int = 160, compare_key_facts: str | None = None,
           cap: int | None = None, k_initial: int | None = None, max_rounds: int | None = None,
-          corpus: str | None = None, n_rating: int | None = None, n_refs_sweep: str | None = None) -> Setup:
-    """Check a credibility notebook's parameters, apply its profile and load its questions, models and key facts
-    (notebook 05 passes its comma-separated `n_refs` as `n_refs_sweep`)."""
+          corpus: str | None = None, n_rating: int | None = None, n_refs_sweep: str | None = None,
+          notebook: str = "") -> Setup:
+    """Check a credibility notebook's parameters, apply its profile, start its traces (`notebook`: its name) and load
+    its questions, models and key facts (notebook 05 passes its comma-separated `n_refs` as `n_refs_sweep`)."""
     nli.check_judge(judge)  # a typo fails here, not after every answer has been generated
     numbers = dict(n_questions=n_questions, seed=seed, n_refs=None if n_refs_sweep is not None else n_refs, cap=cap,
                    k_initial=k_initial, max_rounds=max_rounds, max_new_tokens=max_new_tokens, n_rating=n_rating)
@@ -105,6 +107,8 @@ def setup(profile: str = "auto", model: str = "", models: str = "", device: str 
                          corpus=None if corpus is None else corpus or "offline HotpotQA paragraphs"))
     print(profiles.describe(profile, **caps, **({"n_refs": sizes} if sizes else {}), models=model_ids))
     plotting.set_style()
+    if notebook:
+        traces.start(notebook)  # before `load`: key facts by the paper's prompts (key_facts="llm") are traced too
     S = Setup(profile, params, model_ids, caps["n_questions"], caps["max_new_tokens"], sizes=sizes,
               cap=caps.get("cap"), k_initial=caps.get("k_initial"), compare=compare)
     return load(S, questions, seed, key_facts, device, corpus)
