@@ -45,7 +45,7 @@ from covlib import data, generation
 from covlib.core import metrics, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
-from covlib.runs import claims, plotting, profiles, results
+from covlib.runs import claims, plotting, profiles, results, trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -85,14 +85,14 @@ print(f"{generator.name}: CoT-SC EM {summary['accuracy']:.1f}% on {len(cot_sc)} 
       f"{summary['parse_failures']} of {summary['paths']} paths had no 'The answer is'")
 
 # %% [markdown]
-# One question, its five paths and the vote:
+# One question step by step, from the run's trace (`results/traces/01_consistency_kde/`; how to
+# open one: docs/traces.md): the prompt, its five sampled paths with their parsed answers and mean
+# log-probabilities, and the vote with its majority and wang scores. `example=7` shows the eighth
+# question, `example="<id>"` one by id; the book's explorer page lists them all.
 
 # %%
-r = cot_sc[0]
-print("Q:", r.question, "| gold:", r.gold[0])
-for text, answer in zip(r.texts, r.answers):
-    print(f"  [{answer!s:>20}] {text.strip()[:150]}")
-print(f"prediction: {r.prediction!r}; majority {r.majority}/{r.n}; wang {r.wang:.2f}/{r.n}")
+r = cot_sc[0]  # the question shown here; exercise 1 checks its vote too
+trace_view.show("01_consistency_kde", "cot-sc", example=r.id)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-consistency-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 1 · Consistency on one [0, n] scale
