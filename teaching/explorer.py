@@ -6,7 +6,7 @@ page filtered on them), `explore/<notebook>/<run>.html` (one row per example: in
 correct, outcome, parse failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example
 step by step, `covlib.runs.trace_view.example_html`: markup other than its own goes through the book's sanitiser;
 previous / next / back links). A run's page stays light (no step text, one short row per example; a full-profile
-notebook 03 has 13 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
+notebook 03 has 16 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
 script that sets `hidden` on the rows that do not match and reads a first filter from the address
 (`explore/03_verify_and_edit_tables/<run>.html#outcome=fixed&fired=yes`); without JavaScript every row shows.
 Trace text is model output: everything is escaped, nothing remote is linked.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -56,8 +57,9 @@ _SCRIPT = """<script>
     var f = {};
     location.hash.replace(/^#/, "").split("&").forEach(function (part) {
       var kv = part.split("=");
-      var k = decodeURIComponent(kv[0]);
-      if (kv.length === 2 && keys.indexOf(k) >= 0) f[k] = decodeURIComponent(kv[1]).replace(/ /g, "-");
+      var k, v;
+      try { k = decodeURIComponent(kv[0]); v = decodeURIComponent(kv[1] || ""); } catch (e) { return; }  // a malformed escape in the address
+      if (kv.length === 2 && keys.indexOf(k) >= 0) f[k] = v.replace(/ /g, "-");
     });
     return f;
   }
@@ -120,7 +122,7 @@ def flag_value(flags: Any, name: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
-        return str(int(value))
+        return str(int(value)) if math.isfinite(value) else NONE
     return NONE if value is None else _cap(value, 20)
 
 
@@ -141,8 +143,8 @@ def _mark(correct: Any) -> str:
     right = traces.correct_of(correct)
     if right is None:
         return "–"
-    exact = isinstance(correct, (int, float)) and float(correct) in (0.0, 1.0)
-    return ("✓" if right else "✗") + ("" if exact else f" {float(correct):.2f}")
+    exact = float(correct) in (0.0, 1.0)
+    return ("✓" if right else "✗") + ("" if exact else f" {float(correct):.3g}")
 
 
 def read_runs(folder: Path, notes: list[str] | None = None) -> list[tuple[Path, traces.Trace | None, str]]:
@@ -232,7 +234,7 @@ def run_page(stem: str, run: str, trace: traces.Trace, page: Callable[[str, str]
 
 
 def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], page: Callable[[str, str], str],
-              banner: str = "", notebook_page: bool = False) -> str:
+              banner: str = "", notebook_page: bool = False, names: dict[Path, str] | None = None) -> str:
     """The explorer page of one notebook: every run, its size and outcome counts, each linking to its run page."""
     nav = ['<a href="index.html">↑ index</a>']
     if notebook_page:
@@ -249,7 +251,7 @@ def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], 
             lines.append(f"<tr><td><code>{_e(path.name)}</code></td><td colspan='{3 + len(traces.OUTCOMES)}' "
                          f"class='interrupted'>Skipped: {_e(reason)}.</td></tr>")
             continue
-        href = f"explore/{_e(safe_name(stem))}/{_e(safe_name(path.stem))}.html"
+        href = f"explore/{_e(safe_name(stem))}/{_e((names or run_names([path]))[path])}.html"
         outcomes = [o for _, _, o in traces.pairs(trace)]
         compare = trace.header.get("compare") or {}
         counts = traces.count_outcomes((None, None, o) for o in outcomes)
@@ -291,12 +293,42 @@ def example_page(stem: str, run: str, trace: traces.Trace, position: int, page: 
                        f"(<code>{_e(run)}</code>), example {position + 1} of {len(trace.records)}</p>{body}")
 
 
+def run_names(files: Sequence[Path]) -> dict[Path, str]:
+    """Each trace file's page name: its stem in letters, digits, '_' and '-' (no dot: a page `<run>.html` never meets
+    a folder `<run>/`), made unique with -2, -3, ... when two stems come out the same."""
+    names: dict[Path, str] = {}
+    used: set[str] = set()
+    for path in files:
+        base = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem) or "run"
+        name, n = base, 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name.lower())
+        names[path] = name
+    return names
+
+
+def _write_run(out: Path, stem: str, run: str, trace: traces.Trace, page: Callable[[str, str], str], banner: str,
+               notebook_page: bool) -> None:
+    target = out / "explore" / safe_name(stem) / run
+    target.mkdir(parents=True, exist_ok=True)
+    for i in range(len(trace.records)):
+        text = example_page(stem, run, trace, i, page, banner)
+        (target / f"{i}.html").write_text(neutral_paths(text), encoding="utf-8")
+    text = run_page(stem, run, trace, page, banner, notebook_page)
+    (target.parent / f"{run}.html").write_text(neutral_paths(text), encoding="utf-8")
+
+
 def write(out: Path, folder: Path, stems: Sequence[str], page: Callable[[str, str], str], banner: str = "",
           notebook_pages: Collection[str] = (), notes: list[str] | None = None) -> dict[str, Path]:
     """Write the explorer of every notebook in `stems` with traces under `folder` into `out`; {notebook: list page}.
 
-    Explorer pages of an earlier build are removed first (a run that shrank leaves no stale example page)."""
+    Explorer pages of an earlier build are removed first (a run that shrank leaves no stale example page). A run
+    that cannot be shown (a record the views cannot read) is named on the notebook's page and in `notes`; the rest
+    of the book is built."""
     out, folder = Path(out), Path(folder)
+    notes = notes if notes is not None else []
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "explore", ignore_errors=True)
     for old in out.glob("explore-*.html"):
@@ -306,18 +338,19 @@ def write(out: Path, folder: Path, stems: Sequence[str], page: Callable[[str, st
         runs = read_runs(folder / stem, notes) if (folder / stem).is_dir() else []
         if not runs:
             continue
-        for path, trace, _ in runs:
-            if trace is None:
-                continue
-            run = safe_name(path.stem)
-            target = out / "explore" / safe_name(stem) / run
-            target.mkdir(parents=True, exist_ok=True)
-            for i in range(len(trace.records)):
-                text = example_page(stem, run, trace, i, page, banner)
-                (target / f"{i}.html").write_text(neutral_paths(text), encoding="utf-8")
-            text = run_page(stem, run, trace, page, banner, stem in notebook_pages)
-            (target.parent / f"{run}.html").write_text(neutral_paths(text), encoding="utf-8")
+        names = run_names([path for path, _, _ in runs])
+        shown = []
+        for path, trace, reason in runs:
+            if trace is not None:
+                try:
+                    _write_run(out, stem, names[path], trace, page, banner, stem in notebook_pages)
+                except Exception as err:  # noqa: BLE001 - one unreadable run must not stop the book
+                    reason = f"could not be shown ({type(err).__name__}: {str(err)[:120]})"
+                    notes.append(f"{stem}/{path.name}: trace {reason}")
+                    shutil.rmtree(out / "explore" / safe_name(stem) / names[path], ignore_errors=True)
+                    trace = None
+            shown.append((path, trace, reason))
         written[stem] = out / f"explore-{safe_name(stem)}.html"
-        text = list_page(stem, runs, page, banner, stem in notebook_pages)
+        text = list_page(stem, shown, page, banner, stem in notebook_pages, names)
         written[stem].write_text(neutral_paths(text), encoding="utf-8")
     return written

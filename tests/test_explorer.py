@@ -173,6 +173,32 @@ def test_an_unreadable_trace_file_is_named_on_the_page(tmp_path):
     assert notes and "broken.jsonl" in notes[0]
 
 
+def test_runs_whose_names_meet_get_pages_of_their_own_and_odd_records_still_show(tmp_path, monkeypatch):
+    folder = tmp_path / "traces" / COV
+    traces.start(COV, folder=folder)
+    try:
+        for title in ("first", "second", "third"):
+            with traces.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
+                record = _cov_record(1)
+                record["steps"][0]["calls"] = [traces.call("retrieve", None, query="q", sentences={"not": "a list"}),
+                                               traces.call("retrieve", None, query="q", passages="text")]
+                tr.write(record)
+    finally:
+        traces.stop()
+    files = traces.run_files(folder)
+    for path, name in zip(files, ("a b.jsonl", "a_b.jsonl", "r.jsonl")):
+        path.rename(folder / name)
+    (folder / "r.jsonl").rename(folder / "r.html.jsonl")
+    (folder / "a_b.jsonl").rename(folder / "r.jsonl")  # r.html.jsonl and r.jsonl: a page r.html and a folder r.html
+    written = explorer.write(tmp_path / "site", tmp_path / "traces", [COV], book._page)
+    listing = written[COV].read_text()
+    pages = sorted(p.name for p in (tmp_path / "site" / "explore" / COV).glob("*.html"))
+    assert len(pages) == 3 and len(set(pages)) == 3, pages
+    for page in pages:
+        assert f'href="explore/{COV}/{page}"' in listing
+        assert (tmp_path / "site" / "explore" / COV / page[:-5] / "0.html").is_file()
+
+
 # --------------------------------------------------------------------------- in a browser
 
 

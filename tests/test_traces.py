@@ -198,3 +198,67 @@ def test_find_picks_a_run_by_its_header(folder, monkeypatch):
     assert trace_view.find("06_knowledge_recall", model="smollm2").title == "CoT-SC + VE, HotpotQA"
     with pytest.raises(ValueError, match="0 runs of '06_knowledge_recall' have method='cited answer', references='complete'"):
         trace_view.find("06_knowledge_recall", method="cited answer", references="complete")
+
+
+def _lines_of(path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def test_a_hostile_or_damaged_file_reads_as_what_the_views_can_show(folder):
+    path = _write_run(n=2).path
+    head, prefix, first, second, end = _lines_of(path)
+    bad = [json.dumps({**json.loads(first), "before": "x"}),                       # wrong shapes: skipped
+           json.dumps({**json.loads(first), "gold": 3}),
+           json.dumps({**json.loads(first), "correct": "abc"}),
+           first.replace('"correct":1', '"correct":NaN'),                             # NaN is no number: null
+           '{"type": [1]}', "[1, 2]", '{"type": "example", "id"']                     # not a trace line at all
+    path.write_text("\ufeff" + "\n".join([head, prefix, first, *bad, second, end, first]) + "\n")
+    trace = traces.read(path)
+    assert [r["id"] for r in trace.records] == ["q0", "q0", "q1"], "the NaN record kept, with correct None"
+    assert trace.records[1]["correct"] is None and trace.damaged == 7, "6 bad lines and one after the end line"
+    assert trace.complete
+    problems = traces.validate(path)  # no crash on a list as type, and every bad line named
+    assert len(problems) == 7 and "lines after the end line" in problems[-1]
+
+
+def test_a_run_line_that_is_not_first_is_not_a_trace(folder):
+    path = _write_run(n=1).path
+    lines = _lines_of(path)
+    path.write_text("\n".join([lines[2], *lines[:2], *lines[3:]]) + "\n")
+    with pytest.raises(ValueError, match="not a covlib trace"):
+        traces.read(path)
+
+
+def test_a_line_separator_inside_a_text_stays_in_its_line(folder):
+    with traces.open_run("verify_edit", "cot", "CoT", STEPS, {}) as tr:
+        tr.write({**_record(0, "p", 0, 1), "question": "a\u2028b\x85c"})
+    raw = tr.path.read_text().replace("\\u2028", "\u2028").replace("\\u0085", "\x85")  # as a writer of raw UTF-8 would
+    tr.path.write_text(raw)
+    assert "\u2028" in tr.path.read_text()
+    assert traces.validate(tr.path) == [] and traces.read(tr.path).records[0]["question"] == "a\u2028b\x85c"
+
+
+def test_repeated_ids_pair_as_find_shows_them_and_a_lost_prefix_says_so(folder):
+    with traces.open_run("verify_edit", "cot", "A", STEPS, {"a": 1}) as tr:
+        tr.write({**_record(0, {"prefix": "p-gone", "text": "Q: x"}, 0, 0.0), "id": "x", "prediction": "first"})
+        tr.write({**_record(1, "p", 0, 1.0), "id": "x", "prediction": "second"})
+    a = traces.read(tr.path)
+    with traces.open_run("verify_edit", "cot", "B", STEPS, {"b": 1}) as tr:
+        tr.write({**_record(0, "p", 0, 1.0), "id": "x"})
+    (before, _, outcome), = traces.pairs(a, traces.read(tr.path))
+    assert before is a.find("x") and before["prediction"] == "first" and outcome == "fixed"
+    assert a.prompt_text(a.records[0]["steps"][0]["calls"][0]["prompt"]) == "[shared block p-gone missing from the file]\nQ: x"
+
+
+def test_start_checks_the_name_and_empties_only_trace_files(tmp_path):
+    keep = tmp_path / "notes.jsonl"
+    keep.write_text('{"mine": true}\n')
+    with pytest.raises(ValueError, match="a notebook name like"):
+        traces.start("../../etc", folder=tmp_path)
+    traces.start("03_verify_and_edit_tables", folder=tmp_path)
+    try:
+        old = _write_run(n=1).path
+        traces.start("03_verify_and_edit_tables", folder=tmp_path)
+        assert keep.exists() and not old.exists()
+    finally:
+        traces.stop()

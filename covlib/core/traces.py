@@ -14,7 +14,8 @@ returns a writer that writes nothing. The file format (schema "covlib.trace", `V
 
 A step is `{"name", "inputs", "outputs", "calls"}`; a call is `{"kind", "key", ...}` with the cache key that
 reproduces it (`covlib.core.cache`) and its prompt as text or `{"prefix": id, "text": rest}`. `SCHEMA`
-is the JSON Schema of every line; `validate` checks a file against it. docs/traces.md shows how to open one.
+is the JSON Schema of every line (from `covlib.core.trace_schema`); `validate` checks a file against it. docs/traces.md
+shows how to open one.
 """
 
 from __future__ import annotations
@@ -30,63 +31,14 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from covlib.core import paths
+from covlib.core.trace_schema import FORMAT, SCHEMA, VERSION, checkers, kind_of, lines_of, parse, validate
 
-FORMAT = "covlib.trace"
-VERSION = 1
+__all__ = ["FORMAT", "MIN_SHARED_PREFIX", "NullWriter", "OUTCOMES", "SCHEMA", "Trace", "TraceWriter", "VERSION", "active",
+           "call", "correct_of", "count_outcomes", "folder_of", "open_run", "outcome", "pairs", "plain", "read",
+           "run_files", "start", "step", "stop", "validate"]
+
 MIN_SHARED_PREFIX = 200  # characters a batch's prompts must share before the shared part is stored once
 OUTCOMES = ("fixed", "broken", "both right", "both wrong")
-
-_TEXT = {"type": "string"}
-_CALL = {
-    "type": "object",
-    "required": ["kind", "key"],
-    "properties": {
-        "kind": {"enum": ["generate", "score", "nli", "retrieve"]},
-        "key": {"type": ["string", "null"]},
-        "prompt": {"anyOf": [_TEXT, {"type": "null"}, {
-            "type": "object", "required": ["prefix", "text"],
-            "properties": {"prefix": _TEXT, "text": _TEXT}, "additionalProperties": False}]},
-    },
-}
-_STEP = {
-    "type": "object",
-    "required": ["name", "inputs", "outputs", "calls"],
-    "properties": {"name": _TEXT, "inputs": {"type": "object"}, "outputs": {"type": "object"},
-                   "calls": {"type": "array", "items": _CALL}},
-    "additionalProperties": False,
-}
-_CORRECT = {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]}
-SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "one line of a covlib trace (JSON lines)",
-    "oneOf": [
-        {"type": "object", "required": ["type", "format", "version", "run", "paper", "method", "title", "params",
-                                        "steps", "started"],
-         "properties": {"type": {"const": "run"}, "format": {"const": FORMAT}, "version": {"const": VERSION},
-                        "run": _TEXT, "paper": _TEXT, "method": _TEXT, "title": _TEXT, "notebook": _TEXT,
-                        "model": {"type": ["string", "null"]}, "params": {"type": "object"},
-                        "steps": {"type": "array", "minItems": 1, "items": {
-                            "type": "object", "required": ["name", "paper"],
-                            "properties": {"name": _TEXT, "paper": _TEXT}}},
-                        "compare": {"anyOf": [{"type": "null"}, {
-                            "type": "object", "required": ["before", "after"],
-                            "properties": {"before": _TEXT, "after": _TEXT}}]},
-                        "started": _TEXT, "commit": {"type": ["string", "null"]}}},
-        {"type": "object", "required": ["type", "id", "text"], "additionalProperties": False,
-         "properties": {"type": {"const": "prefix"}, "id": _TEXT, "text": _TEXT}},
-        {"type": "object", "required": ["type", "index", "id", "question", "gold", "prediction", "correct", "flags",
-                                        "steps"],
-         "properties": {"type": {"const": "example"}, "index": {"type": "integer", "minimum": 0}, "id": _TEXT,
-                        "question": _TEXT, "gold": {"type": "array", "items": _TEXT},
-                        "prediction": {"type": ["string", "null"]}, "correct": _CORRECT,
-                        "before": {"type": "object", "required": ["prediction", "correct"],
-                                   "properties": {"prediction": {"type": ["string", "null"]}, "correct": _CORRECT}},
-                        "flags": {"type": "object"},
-                        "steps": {"type": "array", "minItems": 1, "items": _STEP}}},
-        {"type": "object", "required": ["type", "records", "finished"],
-         "properties": {"type": {"const": "end"}, "records": {"type": "integer", "minimum": 0}, "finished": _TEXT}},
-    ],
-}
 
 _STATE: dict[str, Any] = {"folder": None, "notebook": None}
 
@@ -115,12 +67,19 @@ def folder_of(notebook: str) -> Path:
 
 def start(notebook: str, folder: str | Path | None = None) -> Path:
     """Trace every method run from now on into `folder` (default results/traces/<notebook>/), emptied first."""
-    target = Path(folder) if folder is not None else folder_of(notebook)
+    default = folder_of(notebook)  # checks the name, also when a folder is given
+    target = Path(folder) if folder is not None else default
     target.mkdir(parents=True, exist_ok=True)
     for old in target.glob("*.jsonl"):
-        old.unlink()  # a notebook's traces are those of its last run
+        if _is_trace(old):
+            old.unlink()  # a notebook's traces are those of its last run (other files are left alone)
     _STATE.update(folder=target, notebook=notebook)
     return target
+
+
+def _is_trace(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return f'"format":"{FORMAT}"'.encode() in fh.readline(4096)
 
 
 def stop() -> None:
@@ -291,67 +250,45 @@ class Trace:
     def prompt_text(self, prompt: Any) -> str:
         """A call's full prompt, its shared prefix put back."""
         if isinstance(prompt, dict):
-            return self.prefixes.get(prompt.get("prefix", ""), "") + str(prompt.get("text", ""))
+            pid = str(prompt.get("prefix", ""))
+            shared = self.prefixes.get(pid, f"[shared block {pid} missing from the file]\n")
+            return shared + str(prompt.get("text", ""))
         return "" if prompt is None else str(prompt)
 
 
 def read(path: str | Path) -> Trace:
-    """Read a trace file; a run without its `end` line (interrupted) keeps every record written before."""
+    """Read a trace file; a run without its `end` line (interrupted) keeps every record written before. Every line is
+    checked against `SCHEMA` first: a line that fails (damaged, or written by something else) is counted in
+    `damaged` and skipped, so what a reader shows has the shape it expects (trace files are untrusted input)."""
     path = Path(path)
-    header: dict[str, Any] | None = None
-    trace = Trace(path, {})
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                trace.damaged += 1
-                continue
-            kind = obj.get("type") if isinstance(obj, dict) else None
-            if kind == "run" and header is None:
-                header = obj
-            elif kind == "prefix":
-                trace.prefixes[str(obj.get("id"))] = str(obj.get("text", ""))
-            elif kind == "example":
-                trace.records.append(obj)
-            elif kind == "end":
-                trace.complete = True
-            else:
-                trace.damaged += 1
-    if header is None or header.get("format") != FORMAT:
+    checks = checkers()
+    lines = lines_of(path)
+    try:
+        header = parse(lines[0]) if lines else None
+    except ValueError:
+        header = None
+    if kind_of(header) != "run" or header.get("format") != FORMAT:
         raise ValueError(f"{path}: not a covlib trace (no '{FORMAT}' run line first)")
     if header.get("version") != VERSION:
         raise ValueError(f"{path}: trace version {header.get('version')!r}; this covlib reads version {VERSION}")
-    trace.header = header
-    return trace
-
-
-def validate(path: str | Path) -> list[str]:
-    """Every problem of a trace file against `SCHEMA` (one message per bad line); [] when it is valid."""
-    import jsonschema
-
-    checkers = {part["properties"]["type"]["const"]: jsonschema.Draft202012Validator(part) for part in SCHEMA["oneOf"]}
-    problems = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    kinds = []
-    for number, line in enumerate(lines, 1):
+    if not checks["run"].is_valid(header):
+        raise ValueError(f"{path}: its run line does not match the trace schema: {validate(path)[:1]}")
+    trace = Trace(path, header)
+    for line in lines[1:]:
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(f"line {number}: not JSON ({err.msg})")
-            continue
-        kinds.append(obj.get("type") if isinstance(obj, dict) else None)
-        if kinds[-1] not in checkers:
-            problems.append(f"line {number}: not a line of a trace (type {kinds[-1]!r}; one of {sorted(checkers)})")
-            continue
-        for err in sorted(checkers[kinds[-1]].iter_errors(obj), key=lambda e: list(e.path))[:1]:
-            where = "/".join(map(str, err.absolute_path)) or "the line"
-            problems.append(f"line {number}: {where}: {err.message[:200]}")
-    if not kinds or kinds[0] != "run":
-        problems.append("the first line is not the run header")
-    if "end" in kinds and kinds.index("end") != len(kinds) - 1:
-        problems.append("lines after the end line")
-    return problems
+            obj = parse(line)
+        except ValueError:
+            obj = None
+        kind = kind_of(obj)
+        if trace.complete or kind not in ("prefix", "example", "end") or not checks[kind].is_valid(obj):
+            trace.damaged += 1  # not JSON, not a trace line, or a line after the end line
+        elif kind == "prefix":
+            trace.prefixes[obj["id"]] = obj["text"]
+        elif kind == "example":
+            trace.records.append(obj)
+        else:
+            trace.complete = True
+    return trace
 
 
 def run_files(folder: str | Path) -> list[Path]:
@@ -360,8 +297,10 @@ def run_files(folder: str | Path) -> list[Path]:
 
 
 def correct_of(value: Any) -> bool | None:
-    """Right (>= 0.5), wrong, or unknown (None)."""
-    return None if value is None else float(value) >= 0.5
+    """Right (>= 0.5), wrong, or unknown (None: no number, or not a finite one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value >= 0.5
 
 
 def outcome(before: Any, after: Any) -> str | None:
@@ -380,7 +319,9 @@ def pairs(a: Trace, b: Trace | None = None) -> list[tuple[dict, dict, str | None
             before = r.get("before")
             out.append((before or {}, r, outcome(before["correct"], r["correct"]) if before else None))
         return out
-    index = {r["id"]: r for r in a.records}
+    index: dict[str, dict] = {}
+    for r in a.records:
+        index.setdefault(r["id"], r)  # the first of a repeated id, as `Trace.find` returns
     for r in b.records:
         if r["id"] in index:
             out.append((index[r["id"]], r, outcome(index[r["id"]]["correct"], r["correct"])))

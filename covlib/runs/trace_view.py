@@ -104,7 +104,7 @@ def _retrieved_html(calls: Sequence[dict]) -> str:
     for c in calls:
         if c.get("kind") != "retrieve":
             continue
-        found = c.get("passages") if isinstance(c.get("passages"), list) else c.get("sentences") or []
+        found = next((c[k] for k in ("passages", "sentences") if isinstance(c.get(k), list)), [])
         items = "".join(f"<li>{value_html(item)}</li>" for item in found[:LIST_CAP])
         parts.append(f"<p><b>retrieved</b> for <i>{_e(c.get('query', ''))}</i> ({_e(c.get('retriever', ''))})</p>"
                      f"<ol start='0'>{items}</ol>")
@@ -191,6 +191,17 @@ def _names(first: traces.Trace, second: traces.Trace | None) -> tuple[str, str]:
     return compare.get("before", "before"), compare.get("after", first.title)
 
 
+def _coverage(first: traces.Trace, second: traces.Trace | None, rows: Sequence[tuple]) -> str:
+    """How many examples the comparison covers, and what it leaves out (not scored, or in one run only)."""
+    unscored = sum(o is None for _, _, o in rows)
+    text = f"{len(rows) - unscored} examples compared" + (f", {unscored} not scored" if unscored else "")
+    if second is not None:
+        ids_a, ids_b = {r["id"] for r in first.records}, {r["id"] for r in second.records}
+        if ids_a != ids_b:
+            text += f"; only in the first run: {len(ids_a - ids_b)}, only in the second: {len(ids_b - ids_a)}"
+    return text
+
+
 def compare(a: Any, part_a: str = "", b: Any = None, part_b: str = "", outcome: str | None = None) -> View:
     """Two runs of the same examples side by side, counted and listed by outcome (fixed, broken, both right,
     both wrong); `outcome` opens one group. With one run, its records' `before` is the first run."""
@@ -204,7 +215,7 @@ def compare(a: Any, part_a: str = "", b: Any = None, part_b: str = "", outcome: 
     head = "".join(f"<th>{_e(o)}</th>" for o in traces.OUTCOMES)
     cells = "".join(f"<td>{counts[o]}</td>" for o in traces.OUTCOMES)
     parts = [f"<div class='trace-compare'><h3>{_e(left)} vs {_e(right)}</h3>",
-             f"<p>{len(rows)} examples in both; right means correct &ge; 0.5.</p>",
+             f"<p>{_coverage(first, second, rows)}; right means correct &ge; 0.5.</p>",
              f"<table class='trace-counts'><tr>{head}</tr><tr>{cells}</tr></table>"]
     for o in (traces.OUTCOMES if outcome is None else (outcome,)):
         group = [r for r in rows if r[2] == o]
@@ -221,11 +232,11 @@ def compare(a: Any, part_a: str = "", b: Any = None, part_b: str = "", outcome: 
 
 
 def pick(run: Any, outcomes: Sequence[str] = ("fixed", "broken"), flag: str | None = None, part: str = "",
-         b: Any = None) -> str | None:
+         b: Any = None, part_b: str = "") -> str | None:
     """The id of a telling example: the first with the first outcome found in `outcomes` (within `run`, or from `run`
     to `b`), else the first whose flag `flag` is set, else the first example (None for an empty run)."""
     trace = load(run, part)
-    rows = traces.pairs(trace, None if b is None else load(b))
+    rows = traces.pairs(trace, None if b is None else load(b, part_b))
     for wanted in outcomes:
         for _, after, o in rows:
             if o == wanted:
