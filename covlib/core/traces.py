@@ -34,7 +34,7 @@ from covlib.core import paths
 from covlib.core.trace_schema import FORMAT, SCHEMA, VERSION, checkers, kind_of, lines_of, parse, validate
 
 __all__ = ["FORMAT", "MIN_SHARED_PREFIX", "NullWriter", "OUTCOMES", "SCHEMA", "Trace", "TraceWriter", "VERSION", "active",
-           "call", "correct_of", "count_outcomes", "folder_of", "open_run", "outcome", "pairs", "plain", "read",
+           "call", "correct_of", "count_outcomes", "folder_of", "open_run", "outcome", "pairs", "plain", "read", "read_header",
            "run_files", "start", "step", "stop", "validate"]
 
 MIN_SHARED_PREFIX = 200  # characters a batch's prompts must share before the shared part is stored once
@@ -256,24 +256,32 @@ class Trace:
         return "" if prompt is None else str(prompt)
 
 
-def read(path: str | Path) -> Trace:
-    """Read a trace file; a run without its `end` line (interrupted) keeps every record written before. Every line is
-    checked against `SCHEMA` first: a line that fails (damaged, or written by something else) is counted in
-    `damaged` and skipped, so what a reader shows has the shape it expects (trace files are untrusted input)."""
+def read_header(path: str | Path) -> dict[str, Any]:
+    """A trace file's run line alone (what `find`-like lookups need), checked as `read` checks it."""
     path = Path(path)
-    checks = checkers()
-    lines = lines_of(path)
+    with path.open(encoding="utf-8-sig") as fh:
+        first = fh.readline()
     try:
-        header = parse(lines[0]) if lines else None
+        header = parse(first)
     except ValueError:
         header = None
     if kind_of(header) != "run" or header.get("format") != FORMAT:
         raise ValueError(f"{path}: not a covlib trace (no '{FORMAT}' run line first)")
     if header.get("version") != VERSION:
         raise ValueError(f"{path}: trace version {header.get('version')!r}; this covlib reads version {VERSION}")
-    if not checks["run"].is_valid(header):
+    if not checkers()["run"].is_valid(header):
         raise ValueError(f"{path}: its run line does not match the trace schema: {validate(path)[:1]}")
-    trace = Trace(path, header)
+    return header
+
+
+def read(path: str | Path) -> Trace:
+    """Read a trace file; a run without its `end` line (interrupted) keeps every record written before. Every line is
+    checked against `SCHEMA` first: a line that fails (damaged, or written by something else) is counted in
+    `damaged` and skipped, so what a reader shows has the shape it expects (trace files are untrusted input)."""
+    path = Path(path)
+    checks = checkers()
+    trace = Trace(path, read_header(path))
+    lines = lines_of(path)
     for line in lines[1:]:
         try:
             obj = parse(line)

@@ -55,7 +55,7 @@ def find(notebook: str, method: str | None = None, model: str | None = None, **p
     """The one run of a notebook whose header has this method, model and these params (e.g. references="complete")."""
     found = []
     for path in runs(notebook):
-        header = traces.read(path).header
+        header = traces.read_header(path)
         if ((method is None or header.get("method") == method) and (model is None or header.get("model") == model)
                 and all(header.get("params", {}).get(k) == v for k, v in params.items())):
             found.append(path)
