@@ -1,13 +1,14 @@
 """Run every notebook in order with papermill (what `make reproduce` calls).
 
 Executed copies go to notebooks/executed/ (git-ignored); each notebook writes its
-own figures/, tables/ and results/. Run times are recorded in results/run_times.json.
+own figures/, tables/ and results/. Each notebook's run time is recorded in results/run_times.json as it
+finishes (covlib.runs.run_times); before each notebook the script prints the time left across the rest, and at the
+end (or when one fails) a table of the times with the judge's training time from its card.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -19,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from covlib.core import paths  # noqa: E402
-from covlib.generation import spec  # noqa: E402
-from covlib.runs import profiles  # noqa: E402
+from covlib.generation import default_device, spec  # noqa: E402
+from covlib.nli.registry import trained_judge_dir  # noqa: E402
+from covlib.runs import profiles, run_times  # noqa: E402
 
 
 NUMBERED = re.compile(r"^\d{2}[a-z]?_\w+\.ipynb$")  # 00_data_tour, 00b_nli_judges, 01_...
@@ -57,16 +59,11 @@ def check_arguments(model: str, device: str) -> None:
         raise SystemExit(f"DEVICE={device!r}: use cpu, cuda, cuda:N or mps (or leave it empty)")
 
 
-def read_times(path: Path) -> dict:
-    """results/run_times.json, or {} (with a note) when it is missing or unreadable."""
-    if not path.exists():
-        return {}
-    try:
-        times = json.loads(path.read_text(encoding="utf-8"))
-        return times if isinstance(times, dict) else {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        print(f"note: {path} is unreadable; starting a new one")
-        return {}
+def report(finished: list[tuple[str, float]], stopped: tuple[str, float, str] | None, profile: str, model: str,
+           device: str) -> None:
+    """Print the run-time table of the finished notebooks (and the one that stopped), with the judge's training time."""
+    print(f"\nrun times (profile {profile}, model {model}, device {device}; recorded in {run_times.times_path()}):")
+    print(run_times.table(finished, stopped, judge=run_times.judge_line(trained_judge_dir())), flush=True)
 
 
 def main() -> None:
@@ -87,10 +84,19 @@ def main() -> None:
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
     out_dir = ROOT / "notebooks" / "executed"
     out_dir.mkdir(parents=True, exist_ok=True)
-    times_path = paths.results_dir() / "run_times.json"
-    times = read_times(times_path)
-    for nb in selected:
-        print(f"\n=== {nb.name} ===", flush=True)
+    model, device = args.model or run_times.EMBEDDED, args.device or default_device()
+    try:
+        times = run_times.read()
+    except ValueError as err:
+        kept = run_times.times_path().replace(run_times.times_path().with_name("run_times.unreadable.json"))
+        print(f"note: {err}; kept as {kept.name}, starting a new one")
+        times = []
+    finished: list[tuple[str, float]] = []
+    began = time.time()
+    for index, nb in enumerate(selected, start=1):
+        ahead = run_times.estimate([n.stem for n in selected[index - 1:]], times, profile, model, device)
+        print(f"\n=== {nb.name} ===\n{run_times.progress_line(index, len(selected), nb.stem, time.time() - began, ahead)}",
+              flush=True)
         start = time.time()
         try:
             pm.execute_notebook(
@@ -101,15 +107,20 @@ def main() -> None:
                 progress_bar=True,
             )
         except pm.PapermillExecutionError as err:
+            report(finished, (nb.stem, time.time() - start, "FAILED"), profile, model, device)
             reason = " ".join(str(err.evalue).split())[:500]
             raise SystemExit(f"\n{nb.name} failed in cell {err.exec_count} ({err.ename}: {reason}).\n"
                              f"The executed copy, with the traceback, is {out_dir / nb.name}. Finished calls are "
                              "cached: fix the cause and run the same command again to resume.") from None
+        except BaseException:  # interrupted, or papermill itself failed: show what finished, then stop
+            report(finished, (nb.stem, time.time() - start, "stopped"), profile, model, device)
+            raise
         elapsed = time.time() - start
-        times[nb.stem] = {"profile": profile, "model": args.model or "embedded", "seconds": round(elapsed, 1)}
-        paths.results_dir().mkdir(parents=True, exist_ok=True)
-        times_path.write_text(json.dumps(times, indent=2))
+        finished.append((nb.stem, elapsed))
+        times = run_times.record(times, run_times.entry(nb.stem, profile, model, device, elapsed))
+        run_times.write(times)
         print(f"{nb.name}: {elapsed:.0f} s")
+    report(finished, None, profile, model, device)
     print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")
 
 

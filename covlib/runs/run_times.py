@@ -1,0 +1,227 @@
+"""Notebook run times: results/run_times.json (read, migrated, written atomically), the ETA across notebooks, the table.
+
+`make reproduce` (scripts/reproduce.py) records one entry per notebook it finishes:
+
+    {"format": 2, "runs": [{"notebook": "01_consistency_kde", "profile": "cpu", "model": "embedded",
+                            "device": "cpu", "seconds": 324.1, "finished_at": "2026-11-24T10:02:03+00:00",
+                            "commit": "f690260"}, ...]}
+
+There is one entry per (notebook, profile, model, device): a new run replaces only its own, so a smoke run keeps
+the cpu timing. The flat file of earlier versions, {stem: {profile, model, seconds}}, is read as entries whose
+device, time and commit are unknown (None); a later run of the same notebook, profile and model replaces them.
+
+Before each notebook the runner prints the time left across the notebooks still to run: for each, the last
+recorded time of the same profile, model and device (an entry of unknown device counts), else `REFERENCE_SECONDS`
+of the profile when the model is the embedded one; a notebook with neither is counted as not yet timed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from covlib.core import paths
+from covlib.runs import results
+
+FORMAT = 2
+EMBEDDED = "embedded"  # the model label of a run on the default (embedded) model
+FIELDS = ("notebook", "profile", "model", "device", "seconds", "finished_at", "commit")
+
+# Expected seconds per notebook, per profile, with the embedded model on the 2-core CPU reference machine
+# (docs/benchmarks.md, "The whole `cpu` reproduction", shows the same numbers in minutes; a test keeps them equal).
+# None: NOT MEASURED YET. The ETA counts such a notebook as "not yet timed" until a run has recorded it.
+REFERENCE_SECONDS: dict[str, dict[str, float | None]] = {
+    "cpu": {
+        "00_data_tour": None,  # not measured yet
+        "00b_nli_judges": None,  # not measured yet
+        "01_consistency_kde": None,  # not measured yet
+        "02_threshold_ablation": None,  # not measured yet
+        "03_verify_and_edit_tables": None,  # not measured yet
+        "04_credibility_models": None,  # not measured yet
+        "05_knowledge_precision": None,  # not measured yet
+        "06_knowledge_recall": None,  # not measured yet
+        "07_reflection_completion": None,  # not measured yet
+        "08_covrag_verifier": None,  # not measured yet
+        "09_covrag_iterations": None,  # not measured yet
+        "10_covrag_finetune": None,  # not measured yet
+        "11_covrag_judge": None,  # not measured yet
+        "12_claims": None,  # not measured yet
+    },
+}
+
+
+def times_path() -> Path:
+    """Where the run times are kept: <root>/results/run_times.json."""
+    return paths.results_dir() / "run_times.json"
+
+
+def _number(value: Any) -> float | None:
+    """A finite, non-negative number of seconds, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _clean(raw: Any) -> dict[str, Any] | None:
+    """One entry with every field of FIELDS (missing ones None), or None when it names no notebook or time."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("notebook"), str) or _number(raw.get("seconds")) is None:
+        return None
+    out = {key: raw.get(key) for key in FIELDS}
+    out["seconds"] = _number(raw["seconds"])
+    out["model"] = out["model"] or EMBEDDED
+    return out
+
+
+def migrate(raw: Any) -> list[dict[str, Any]]:
+    """The entries of a parsed run_times.json, in this format or the old flat {stem: {profile, model, seconds}}."""
+    if isinstance(raw, dict) and isinstance(raw.get("runs"), list):
+        found = [_clean(item) for item in raw["runs"]]
+    elif isinstance(raw, dict):  # the flat format: one entry per notebook stem
+        found = [_clean({**value, "notebook": stem}) if isinstance(value, dict) else None for stem, value in raw.items()]
+    else:
+        found = []
+    return [e for e in found if e is not None]
+
+
+def read(path: Path | None = None) -> list[dict[str, Any]]:
+    """The entries of run_times.json ([] when it does not exist); ValueError when it is not readable JSON."""
+    path = path or times_path()
+    if not path.exists():
+        return []
+    try:
+        return migrate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({err})") from None
+
+
+def write(entries: Iterable[dict[str, Any]], path: Path | None = None) -> Path:
+    """Write the entries to run_times.json through a temporary file renamed into place (a crash leaves the old file)."""
+    path = path or times_path()
+    rows = sorted((e for e in (_clean(x) for x in entries) if e is not None),
+                  key=lambda e: (e["notebook"], str(e["profile"]), str(e["model"]), str(e["device"])))
+    return results._atomic_write(path, json.dumps({"format": FORMAT, "runs": rows}, indent=2) + "\n")
+
+
+def short_commit() -> str | None:
+    """The code's git HEAD as a short sha ('-dirty' when tracked files changed), or None outside git."""
+    commit = results.git_commit()
+    if not commit:
+        return None
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def entry(notebook: str, profile: str, model: str, device: str, seconds: float, *,
+          finished_at: str | None = None, commit: str | None = None) -> dict[str, Any]:
+    """One notebook's run; `finished_at` defaults to now (ISO, UTC) and `commit` to `short_commit()`."""
+    return {"notebook": notebook, "profile": profile, "model": model or EMBEDDED, "device": device,
+            "seconds": round(float(seconds), 1),
+            "finished_at": finished_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit if commit is not None else short_commit()}
+
+
+def _same(old: dict[str, Any], notebook: str, profile: str, model: str, device: str | None) -> bool:
+    """Whether `old` times this notebook, profile and model on this device (an old entry of unknown device counts)."""
+    return (old["notebook"] == notebook and old["profile"] == profile and (old["model"] or EMBEDDED) == (model or EMBEDDED)
+            and (old["device"] is None or device is None or old["device"] == device))
+
+
+def record(entries: Sequence[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries with `new` in place of any earlier run of the same notebook, profile, model and device."""
+    kept = [e for e in entries if not _same(e, new["notebook"], new["profile"], new["model"], new["device"])]
+    return [*kept, new]
+
+
+def previous_seconds(entries: Sequence[dict[str, Any]], notebook: str, profile: str, model: str,
+                     device: str) -> float | None:
+    """The recorded time of the notebook in this profile, model and device (the latest), or None."""
+    found = [e for e in entries if _same(e, notebook, profile, model, device)]
+    found.sort(key=lambda e: (e["device"] is not None, e["finished_at"] or ""))
+    return found[-1]["seconds"] if found else None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The expected seconds for a list of notebooks and where each estimate came from."""
+
+    seconds: float
+    from_runs: int  # notebooks timed by an earlier run of the same profile, model and device
+    from_reference: int  # notebooks estimated from REFERENCE_SECONDS
+    unknown: int  # notebooks with neither: not counted in `seconds`
+
+
+def estimate(notebooks: Sequence[str], entries: Sequence[dict[str, Any]], profile: str, model: str,
+             device: str) -> Estimate:
+    """The time the notebooks (stems) should take: earlier runs first, else the profile's reference table."""
+    reference = REFERENCE_SECONDS.get(profile, {}) if (model or EMBEDDED) == EMBEDDED else {}
+    seconds, runs, table, unknown = 0.0, 0, 0, 0
+    for stem in notebooks:
+        earlier = previous_seconds(entries, stem, profile, model, device)
+        if earlier is not None:
+            seconds, runs = seconds + earlier, runs + 1
+        elif reference.get(stem) is not None:
+            seconds, table = seconds + float(reference[stem]), table + 1
+        else:
+            unknown += 1
+    return Estimate(seconds, runs, table, unknown)
+
+
+def mmss(seconds: float) -> str:
+    """Seconds as minutes:seconds, e.g. 754.2 -> '12:34' (minutes go past 59: 5400 -> '90:00')."""
+    whole = int(round(seconds))
+    return f"{whole // 60:02d}:{whole % 60:02d}"
+
+
+def progress_line(index: int, total: int, notebook: str, elapsed: float, remaining: Estimate) -> str:
+    """Before notebook `index` (1-based) of `total`: elapsed time and the estimate for it and the rest."""
+    head = f"[{index}/{total}] {notebook}: {mmss(elapsed)} elapsed"
+    left = total - index + 1
+    if remaining.from_runs + remaining.from_reference == 0:
+        return f"{head}; remaining: unknown ({left} notebook{'s' if left != 1 else ''} not yet timed)"
+    sources = [f"{n} from {what}" for n, what in ((remaining.from_runs, "earlier runs"),
+                                                   (remaining.from_reference, "the reference table")) if n]
+    line = f"{head}; remaining ~{mmss(remaining.seconds)} ({', '.join(sources)})"
+    if remaining.unknown:
+        line += f" + {remaining.unknown} notebook{'s' if remaining.unknown != 1 else ''} not yet timed"
+    return line
+
+
+def table(finished: Sequence[tuple[str, float]], stopped: tuple[str, float, str] | None = None,
+          judge: str | None = None) -> str:
+    """The run-time table: one row per finished notebook (seconds, mm:ss), the total, then the notebook that stopped
+    (name, seconds, why: 'FAILED', 'stopped') and the judge line when given."""
+    total_label = f"total ({len(finished)} notebook{'s' if len(finished) != 1 else ''})"
+    width = max([len(name) for name, _ in finished] + ([len(stopped[0])] if stopped else []) + [len(total_label)])
+    lines = [f"{'notebook':<{width}}  {'seconds':>8}  {'mm:ss':>6}", "-" * (width + 18)]
+    lines += [f"{name:<{width}}  {seconds:>8.1f}  {mmss(seconds):>6}" for name, seconds in finished]
+    if stopped:
+        name, seconds, why = stopped
+        lines.append(f"{name:<{width}}  {seconds:>8.1f}  {mmss(seconds):>6}  {why} (not in the total)")
+    total = sum(seconds for _, seconds in finished)
+    lines += ["-" * (width + 18), f"{total_label:<{width}}  {total:>8.1f}  {mmss(total):>6}"]
+    if judge:
+        lines.append(judge)
+    return "\n".join(lines)
+
+
+def judge_line(model_dir: Path) -> str:
+    """What the trained judge's card.json says its training took and when, as one line (or why it cannot say)."""
+    card_path = model_dir / "card.json"
+    if not card_path.is_file():
+        return f"judge build: no trained judge at {model_dir} (make judge builds it)"
+    try:
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return f"judge build: {card_path} is not readable JSON"
+    seconds = _number(card.get("train_seconds")) if isinstance(card, dict) else None
+    if seconds is None:
+        return f"judge build: no training time in {card_path}"
+    weights = model_dir / "config.json"  # written by the training run; the card is rewritten on recalibration too
+    stamp = weights if weights.is_file() else card_path
+    when = _dt.datetime.fromtimestamp(stamp.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    resumed = "; resumed from a checkpoint: the time after resuming only" if card.get("resumed_from_checkpoint") else ""
+    return (f"judge build (from card.json): {seconds / 60:.1f} min of training, measured when it was trained, {when} "
+            f"(pair building and held-out evaluation not included{resumed})")

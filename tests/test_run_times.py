@@ -1,0 +1,181 @@
+"""Run times of `make reproduce`: results/run_times.json (migration, one entry per profile, atomic writes), the ETA
+across notebooks, the printed table, and the script's loop with papermill replaced (no notebook runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from covlib.core import paths
+from covlib.runs import run_times as R
+
+OLD_FLAT = {"01_consistency_kde": {"profile": "cpu", "model": "embedded", "seconds": 324.1},
+            "02_threshold_ablation": {"profile": "smoke", "model": "embedded", "seconds": 20.0}}
+
+
+def _entry(notebook: str, profile: str = "cpu", seconds: float = 100.0, model: str = "embedded",
+           device: str = "cpu", finished_at: str = "2026-11-24T10:00:00+00:00") -> dict:
+    return R.entry(notebook, profile, model, device, seconds, finished_at=finished_at, commit="abc1234")
+
+
+def test_the_old_flat_file_is_migrated_and_a_new_run_replaces_its_entry(tmp_path):
+    path = tmp_path / "run_times.json"
+    path.write_text(json.dumps(OLD_FLAT))
+    entries = R.read(path)
+    assert sorted((e["notebook"], e["profile"], e["seconds"], e["device"], e["commit"]) for e in entries) == [
+        ("01_consistency_kde", "cpu", 324.1, None, None), ("02_threshold_ablation", "smoke", 20.0, None, None)]
+    assert R.estimate(["01_consistency_kde"], entries, "cpu", "embedded", "cpu").seconds == 324.1  # still used
+    entries = R.record(entries, _entry("01_consistency_kde", "cpu", 300.0))
+    R.write(entries, path)
+    written = json.loads(path.read_text())
+    assert written["format"] == R.FORMAT
+    cpu = [e for e in written["runs"] if e["profile"] == "cpu"]
+    assert cpu == [{"notebook": "01_consistency_kde", "profile": "cpu", "model": "embedded", "device": "cpu",
+                    "seconds": 300.0, "finished_at": "2026-11-24T10:00:00+00:00", "commit": "abc1234"}]
+    assert R.read(path) == R.migrate(written)
+
+
+def test_a_smoke_run_does_not_overwrite_the_cpu_timing(tmp_path):
+    path = tmp_path / "run_times.json"
+    R.write(R.record([], _entry("03_verify_and_edit_tables", "cpu", 1020.0)), path)
+    entries = R.record(R.read(path), _entry("03_verify_and_edit_tables", "smoke", 55.0))
+    entries = R.record(entries, _entry("03_verify_and_edit_tables", "smoke", 50.0))  # a second smoke run: replaced
+    R.write(entries, path)
+    kept = {(e["profile"], e["seconds"]) for e in R.read(path)}
+    assert kept == {("cpu", 1020.0), ("smoke", 50.0)}
+    other_model = R.record(R.read(path), _entry("03_verify_and_edit_tables", "cpu", 90.0, model="openai:m@http://h/v1"))
+    assert {(e["model"], e["seconds"]) for e in other_model if e["profile"] == "cpu"} == {
+        ("embedded", 1020.0), ("openai:m@http://h/v1", 90.0)}
+
+
+def test_the_estimate_prefers_earlier_runs_then_the_reference_table(monkeypatch):
+    monkeypatch.setitem(R.REFERENCE_SECONDS, "cpu", {"a": 100.0, "b": 200.0, "c": None, "d": None})
+    entries = [_entry("a", "cpu", 30.0), _entry("c", "cpu", 40.0), _entry("d", "smoke", 5.0)]
+    est = R.estimate(["a", "b", "c", "d"], entries, "cpu", "embedded", "cpu")
+    assert est == R.Estimate(seconds=30.0 + 200.0 + 40.0, from_runs=2, from_reference=1, unknown=1)
+    # another model: neither the embedded model's runs nor the reference table apply
+    assert R.estimate(["a", "b"], entries, "cpu", "openai:m@http://h/v1", "cpu") == R.Estimate(0.0, 0, 0, 2)
+    # another device: the reference table applies, the cpu runs do not
+    assert R.estimate(["a", "b"], entries, "cpu", "embedded", "cuda") == R.Estimate(300.0, 0, 2, 0)
+    # the smoke profile has no reference table here: only its own run counts
+    assert R.estimate(["a", "d"], entries, "smoke", "embedded", "cpu") == R.Estimate(5.0, 1, 0, 1)
+
+
+def test_the_latest_run_of_a_notebook_is_the_one_the_estimate_uses():
+    older = {**_entry("a", seconds=10.0), "finished_at": "2026-01-01T00:00:00+00:00", "device": None}
+    newer = _entry("a", seconds=20.0, finished_at="2026-02-01T00:00:00+00:00")
+    assert R.previous_seconds([newer, older], "a", "cpu", "embedded", "cpu") == 20.0
+
+
+def test_the_progress_line_says_how_many_notebooks_are_not_yet_timed():
+    line = R.progress_line(3, 13, "02_threshold_ablation", 754.2, R.Estimate(1500.0, 4, 6, 1))
+    assert line == ("[3/13] 02_threshold_ablation: 12:34 elapsed; remaining ~25:00 "
+                    "(4 from earlier runs, 6 from the reference table) + 1 notebook not yet timed")
+    assert R.progress_line(1, 2, "00_data_tour", 0.0, R.Estimate(0.0, 0, 0, 2)) == \
+        "[1/2] 00_data_tour: 00:00 elapsed; remaining: unknown (2 notebooks not yet timed)"
+    assert R.mmss(5400) == "90:00" and R.mmss(59.6) == "01:00"
+
+
+def test_a_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = tmp_path / "results" / "run_times.json"
+    R.write([_entry("a", seconds=1.0)], path)
+    before = path.read_text()
+
+    def crash(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        R.write([_entry("a", seconds=1.0), _entry("b", seconds=2.0)], path)
+    assert path.read_text() == before and [e["notebook"] for e in R.read(path)] == ["a"]
+    assert [p.name for p in path.parent.iterdir()] == ["run_times.json"]  # no temporary file left behind
+
+
+def test_an_unreadable_file_is_reported_not_silently_replaced(tmp_path):
+    path = tmp_path / "run_times.json"
+    path.write_text('{"01_consistency_kde": {"seconds": 3')
+    with pytest.raises(ValueError, match="not readable JSON"):
+        R.read(path)
+    assert R.read(tmp_path / "missing.json") == []
+
+
+def test_the_table_lists_each_notebook_its_total_and_a_failed_one():
+    text = R.table([("00_data_tour", 12.3), ("01_consistency_kde", 324.0)],
+                   ("02_threshold_ablation", 61.0, "FAILED"), judge="judge build (from card.json): 25.0 min")
+    lines = text.splitlines()
+    assert re.fullmatch(r"notebook\s+seconds\s+mm:ss", lines[0])
+    assert re.fullmatch(r"00_data_tour\s+12\.3\s+00:12", lines[2])
+    assert re.fullmatch(r"01_consistency_kde\s+324\.0\s+05:24", lines[3])
+    assert re.fullmatch(r"02_threshold_ablation\s+61\.0\s+01:01\s+FAILED \(not in the total\)", lines[4])
+    assert re.fullmatch(r"total \(2 notebooks\)\s+336\.3\s+05:36", lines[6])
+    assert lines[7] == "judge build (from card.json): 25.0 min"
+    assert re.fullmatch(r"total \(0 notebooks\)\s+0\.0\s+00:00", R.table([]).splitlines()[-1])
+    one = R.table([("00_data_tour", 49.2)]).splitlines()  # the columns line up, the total's longer label included
+    assert len({len(line) for line in one}) == 1 and one[-1].startswith("total (1 notebook)  ")
+
+
+def test_the_judge_line_reads_the_training_time_from_the_card(tmp_path):
+    assert "no trained judge" in R.judge_line(tmp_path / "absent")
+    (tmp_path / "card.json").write_text(json.dumps({"train_seconds": 1500.0, "resumed_from_checkpoint": False}))
+    line = R.judge_line(tmp_path)
+    assert line.startswith("judge build (from card.json): 25.0 min of training, measured when it was trained, 20")
+    assert "resumed" not in line
+    (tmp_path / "card.json").write_text(json.dumps({"train_seconds": 600, "resumed_from_checkpoint": True}))
+    assert "10.0 min" in R.judge_line(tmp_path) and "resumed from a checkpoint" in R.judge_line(tmp_path)
+
+
+def _notebook_stems() -> set[str]:
+    folder = paths.code_root() / "notebooks"
+    return {p.stem for p in folder.glob("[0-9][0-9]*_*.ipynb") if re.match(r"^\d{2}[a-z]?_\w+$", p.stem)}
+
+
+def test_the_reference_table_names_every_notebook_and_the_docs_show_the_same_minutes():
+    reference = R.REFERENCE_SECONDS["cpu"]
+    assert set(reference) == _notebook_stems()
+    doc = (paths.code_root() / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = doc.split("## The whole `cpu` reproduction", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| (\d{2}[a-z]?) [^|]+\| ([^|]+)\|", section, re.M)}
+    for stem, seconds in reference.items():
+        number = stem.split("_", 1)[0]
+        assert number in rows, f"docs/benchmarks.md has no row for {stem}"
+        if seconds is None:
+            assert rows[number] == "to be measured", f"{stem}: the reference table has no time; docs say {rows[number]}"
+        else:
+            shown = re.match(r"[\d.]+", rows[number])
+            assert shown and abs(float(shown.group()) - seconds / 60) <= 0.05, \
+                f"{stem}: REFERENCE_SECONDS says {seconds / 60:.1f} min, docs/benchmarks.md says {rows[number]!r}"
+
+
+def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp_path, monkeypatch, capsys):
+    import papermill as pm
+
+    monkeypatch.syspath_prepend(str(paths.code_root() / "scripts"))
+    import reproduce
+
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run_times.json").write_text(json.dumps({"00_data_tour": {"profile": "cpu", "seconds": 9}}))
+    ran = []
+
+    def fake_execute(source, target, **_kwargs):
+        ran.append(os.path.basename(source))
+        if len(ran) == 2:
+            raise pm.PapermillExecutionError(3, 7, "x = 1/0", "ZeroDivisionError", "division by zero", [])
+
+    monkeypatch.setattr(reproduce.pm, "execute_notebook", fake_execute)
+    monkeypatch.setattr(reproduce, "default_device", lambda: "cpu")
+    monkeypatch.setattr(sys, "argv", ["reproduce.py", "--profile", "smoke", "--only", "00,00b,01"])
+    with pytest.raises(SystemExit, match="00b_nli_judges.ipynb failed in cell 7"):
+        reproduce.main()
+    out = capsys.readouterr().out
+    assert ran == ["00_data_tour.ipynb", "00b_nli_judges.ipynb"]
+    assert "[1/3] 00_data_tour: 00:00 elapsed; remaining: unknown (3 notebooks not yet timed)" in out
+    assert "[2/3] 00b_nli_judges" in out and re.search(r"00_data_tour\s+\d+\.\d\s+00:00\n", out)
+    assert re.search(r"00b_nli_judges\s+\d+\.\d\s+00:00\s+FAILED", out) and "total (1 notebook)" in out
+    entries = R.read(tmp_path / "results" / "run_times.json")
+    assert {(e["notebook"], e["profile"], e["device"]) for e in entries} == {
+        ("00_data_tour", "cpu", None), ("00_data_tour", "smoke", "cpu")}  # the old cpu timing is kept
