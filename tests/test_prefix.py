@@ -27,12 +27,34 @@ def test_a_prefix_is_shared_only_between_two_or_more_long_enough_prompts():
     assert SharedPrefix.of([block[:-1] + [1], block[:-1] + [2]]) is None  # too short to pay for itself
 
 
-def test_suffix_layout_continues_the_prefix_positions():
-    shared = SharedPrefix([5, 6, 7])
-    input_ids, attn, pos = shared.inputs([[5, 6, 7, 8, 9], [5, 6, 7, 4]], pad=0, device="cpu")
-    assert input_ids.tolist() == [[8, 9], [0, 4]]
-    assert attn.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 1]]
-    assert pos.tolist() == [[3, 4], [3, 3]]  # the pad's position is never attended to
+def _last_logits(model, **args):
+    import torch
+
+    with torch.inference_mode():
+        return model(**args, use_cache=True, logits_to_keep=1).logits[:, -1].float()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_rows_after_a_shared_prefix_see_what_they_would_see_alone(tmp_path, attention):
+    import torch
+
+    lm = lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"))
+    lm.model.set_attn_implementation(attention)
+    block = lm.tokenizer("Q: Which river flows through Paris?\nA: The Seine. So the answer is the Seine.\n\n").input_ids
+    seqs = [block + lm.tokenizer("Q: Who wrote Hamlet?\nA:").input_ids, block + lm.tokenizer("Q: Why?\nA:").input_ids]
+    shared = SharedPrefix(block)
+    args, extra, offset = shared.batch(lm.model, seqs, pad=lm.tokenizer.pad_token_id, device="cpu")
+    n, width = len(block), max(len(s) for s in seqs) - len(block)
+    assert args["input_ids"].shape == (2, width)  # only the rows' own tokens run
+    assert args["position_ids"][:, -1].tolist() == [len(s) - 1 for s in seqs]  # numbered after the prefix
+    if attention == "sdpa":  # cascade: the prefix's keys are read once for all rows; a row's cache holds its own tokens
+        assert shared.cascade and offset == n and len(extra["prefix_kv"]) == lm.model.config.num_hidden_layers
+        assert args["attention_mask"].shape == (2, width) and args["past_key_values"] is None
+    else:  # an attention cascade was not checked against: each row gets a copy of the prefix's cache
+        assert not shared.cascade and offset == 0 and extra == {}
+        assert args["attention_mask"].shape == (2, n + width)
+    alone = torch.cat([_last_logits(lm.model, input_ids=torch.tensor([s])) for s in seqs])
+    assert torch.allclose(_last_logits(lm.model, **args), alone, atol=2e-3)
 
 
 @pytest.fixture(scope="module")

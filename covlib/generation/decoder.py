@@ -191,7 +191,8 @@ class LM:
                                  f"the model's context of {limit}: {t[:80]!r}...")
         texts = sorted(texts, key=lambda t: -len(ids[t]))  # batches of similar length waste little padding
         shared = SharedPrefix.of(list(ids.values())) if self.share_prefix else None
-        per_batch = max(1, self.batch_size // n)
+        rows = shared.prepare(self._model, self.device).rows(self.batch_size) if shared else self.batch_size
+        per_batch = max(1, rows // n)
         bar = tqdm(total=len(texts), desc=desc, disable=not progress, unit="prompt")
         for start in range(0, len(texts), per_batch):
             batch = texts[start : start + per_batch]
@@ -206,19 +207,17 @@ class LM:
         self.forward_calls += shared.forward_calls if shared else 0
 
     def _prefill(self, seqs: list[list[int]], shared: SharedPrefix | None, keep: int):
-        """One forward over `seqs` (after a copy of the shared prefix's cache when there is one): (output,
-        attention mask, the input ids that ran)."""
+        """One forward over `seqs` (after the shared prefix when there is one): (output, attention mask, the input ids
+        that ran, the extra arguments of later steps, the position offset of the rows' own tokens)."""
         pad = self._tok.pad_token_id
         if shared is None:
             input_ids, attn, pos = padded_inputs(seqs, pad, self.device)
-            kv = None
+            args, extra, offset = dict(input_ids=input_ids, attention_mask=attn, position_ids=pos), {}, 0
         else:
-            input_ids, attn, pos = shared.inputs(seqs, pad, self.device)
-            kv = shared.cache_for(self._model, len(seqs), self.device)
-        out = self._model(input_ids=input_ids, attention_mask=attn, position_ids=pos, past_key_values=kv,
-                          use_cache=True, logits_to_keep=keep)
+            args, extra, offset = shared.batch(self._model, seqs, pad, self.device)
+        out = self._model(**args, use_cache=True, logits_to_keep=keep)
         self.forward_calls += 1
-        return out, attn, input_ids
+        return out, args["attention_mask"], args["input_ids"], extra, offset
 
     def _decode(self, texts: list[str], seqs: list[list[int]], n: int, greedy: bool, decoding: dict,
                 shared: SharedPrefix | None = None) -> list[Completion]:
@@ -243,7 +242,7 @@ class LM:
         ends = [[] for _ in range(rows)]  # decoded text length after each token
         done: dict[int, Completion] = {}
         with torch.inference_mode():
-            out, attn, _ = self._prefill(seqs, shared, keep=1)
+            out, attn, _, extra, offset = self._prefill(seqs, shared, keep=1)
             kv = out.past_key_values
             logits = out.logits[:, -1, :].float()
             if n > 1:
@@ -290,8 +289,9 @@ class LM:
                     nxt = nxt[idx]
                     active = [active[b] for b in keep]
                 attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
-                pos = attn.long().sum(-1, keepdim=True) - 1
-                out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True)
+                pos = attn.long().sum(-1, keepdim=True) - 1 + offset
+                out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True,
+                            **extra)
                 self.forward_calls += 1
                 kv = out.past_key_values
                 logits = out.logits[:, -1, :].float()
@@ -356,7 +356,7 @@ class LM:
         n_cont = [len(c) for _, c in pairs]
         keep = max(n_cont) + 1  # only the positions that predict continuation tokens need logits
         with torch.inference_mode():
-            out, _, input_ids = self._prefill(seqs, shared, keep=keep)
+            out, _, input_ids, _, _ = self._prefill(seqs, shared, keep=keep)
             width = input_ids.shape[1]
             logits = out.logits.float()[:, :-1]
             logp = torch.log_softmax(logits, dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
