@@ -177,7 +177,8 @@ def bench_decoder_overhead(args, fresh) -> None:
 
 
 def bench_cross_encoder(args) -> None:
-    """Benchmark 5: the judge `make judge` trains, batched (64) vs one pair at a time."""
+    """Benchmark 5: the judge `make judge` trains, batched (64) vs one pair at a time (torch path); then its ONNX
+    Runtime backends, int8 and fp32, against the torch path (`bench_onnx_judge`)."""
     from covlib import nli
     from covlib.nli import pairs as P
     from covlib.core.cache import Cache
@@ -185,9 +186,10 @@ def bench_cross_encoder(args) -> None:
     if not (nli.trained_judge_dir() / "config.json").is_file():
         print("5. skipped: the trained judge is not built (`make judge`)")
         return
-    test = P.fever_test_pairs()[:192] + P.load_credibility_fixture()[:64]
+    fever, fixture = P.fever_test_pairs(), P.load_credibility_fixture()
+    test = fever[:192] + fixture[:64]
     prem, hyp = [p.premise for p in test], [p.hypothesis for p in test]
-    judge = nli.load_trained_judge(device=args.device or None)
+    judge = nli.load_trained_judge(device=args.device or None, backend="torch")
     judge.probabilities(prem[:4], hyp[:4])  # load the model and warm up
     _, t_one = timed(lambda: [nli.probabilities([p], [h], judge=judge, progress=False) for p, h in zip(prem, hyp)])
     Cache(table=nli.CACHE_TABLE).clear()
@@ -199,6 +201,65 @@ def bench_cross_encoder(args) -> None:
           f"one pair at a time {n / t_one:.0f} pairs/s, batched {n / t_batch:.0f} pairs/s -> {t_one / t_batch:.1f}x "
           f"(target >= 10x); bare model without the cache: {n / t_bare_one:.0f} vs {n / t_bare_batch:.0f} pairs/s "
           f"-> {t_bare_one / t_bare_batch:.1f}x")
+    bench_onnx_judge(test, fever, fixture)
+
+
+def bench_onnx_judge(test, fever, fixture, reps: int = 2, batches: tuple[int, ...] = (1, 8, 64)) -> None:
+    """Benchmark 5's ONNX lines, in one run on the CPU: bare-model pairs/s of torch, ONNX int8 and fp32 on the same
+    pairs at each batch size (best of `reps`); FEVER test accuracy and macro-F1 of each; how often each gives torch's
+    label on the credibility fixture; and each ONNX file against the issue's targets (>= 3x, within 0.01, >= 98%)."""
+    from covlib import nli
+    from covlib.nli import onnx_judge
+
+    folder = nli.trained_judge_dir()
+    missing = [k for k in onnx_judge.FILES if not onnx_judge.onnx_path(folder, k).is_file()]
+    if missing or not onnx_judge.onnxruntime_available():
+        print("5b. ONNX skipped: " + (f"no {', '.join(missing)} export (`python scripts/build_judge.py --onnx-only`)"
+                                      if missing else "onnxruntime is not installed"))
+        return
+    judges = {b: nli.load_trained_judge(device="cpu", backend=b) for b in ("torch", "onnx-int8", "onnx-fp32")}
+    default = {b: j.batch_size for b, j in judges.items()}
+    prem, hyp = [p.premise for p in test], [p.hypothesis for p in test]
+    rate = {}
+    for b, judge in judges.items():
+        judge.probabilities(prem[:4], hyp[:4])  # load and warm up
+        for size in batches:
+            judge.batch_size = size
+            best = min(timed(lambda: [judge.probabilities(prem[i:i + nli.CHUNK], hyp[i:i + nli.CHUNK])  # as
+                                      for i in range(0, len(prem), nli.CHUNK)])[1] for _ in range(reps))  # the cache does
+            rate[b, size] = len(test) / best
+        judge.batch_size = default[b]
+    best_torch = max(rate["torch", size] for size in batches)
+    print(f"5b. NLI backends, bare model, the same {len(test)} pairs on the CPU ({onnx_judge.cores()} cores), "
+          f"pairs/s at batch {' / '.join(map(str, batches))}: " + "; ".join(
+              f"{b} " + " / ".join(f"{rate[b, size]:.0f}" for size in batches)
+              + ("" if b == "torch" else " (" + " / ".join(f"{rate[b, size] / rate['torch', size]:.1f}x" for size in batches)
+                 + ")") for b in judges))
+    speedup = {b: rate[b, default[b]] / rate["torch", default["torch"]] for b in judges}
+    print(f"5b. at each backend's default batch (torch {default['torch']}, ONNX {default['onnx-int8']}) over today's "
+          f"torch path: " + ", ".join(f"{b} {speedup[b]:.1f}x" for b in judges if b != "torch")
+          + " (target >= 3x); over torch at its best batch: "
+          + ", ".join(f"{b} {rate[b, default[b]] / best_torch:.1f}x" for b in judges if b != "torch"))
+    scores, agree, gap = {}, {}, {}
+    gold = [p.label for p in fever]
+    for b, judge in judges.items():
+        scores[b] = nli.nli_scores(gold, judge.probabilities([p.premise for p in fever], [p.hypothesis for p in fever]))
+    fixture_probs = {b: j.probabilities([p.premise for p in fixture], [p.hypothesis for p in fixture])
+                     for b, j in judges.items()}
+    for b in judges:
+        agree[b] = float((fixture_probs[b].argmax(1) == fixture_probs["torch"].argmax(1)).mean())
+        gap[b] = float(abs(fixture_probs[b] - fixture_probs["torch"]).max())
+    print(f"5c. FEVER test ({len(fever)} pairs), accuracy / macro-F1: " + "; ".join(
+        f"{b} {s['accuracy']:.3f} / {s['macro_f1']:.3f}" for b, s in scores.items()) + " (target: ONNX within 0.01)")
+    print(f"5d. credibility fixture ({len(fixture)} pairs), same label as torch: " + "; ".join(
+        f"{b} {agree[b]:.1%} (largest probability difference {gap[b]:.3f})" for b in judges if b != "torch")
+        + " (target >= 98%)")
+    for b in ("onnx-int8", "onnx-fp32"):
+        misses = [what for what, ok in (
+            ("speed", speedup[b] >= 3),
+            ("FEVER scores", all(abs(scores[b][k] - scores["torch"][k]) <= 0.01 for k in ("accuracy", "macro_f1"))),
+            ("fixture labels", agree[b] >= 0.98)) if not ok]
+        print(f"5e. {b}: " + (f"misses the target on {', '.join(misses)}" if misses else "meets every target"))
 
 
 if __name__ == "__main__":

@@ -3,15 +3,19 @@
     python scripts/build_judge.py            # build once; later runs say "up to date"
     python scripts/build_judge.py --force    # retrain
     python scripts/build_judge.py --if-data  # do nothing (exit 0) when ../shared/data is absent
+    python scripts/build_judge.py --onnx-only  # only export the built judge to ONNX (no data, no training)
 
 Writes <models>/minilm-fever-nli/ (weights, tokenizer, card.json with settings, the
 training-data hash, the loss curve, training time and held-out metrics) and the
-pairs under <cache>/nli_pairs/. A killed run resumes from its last checkpoint.
+pairs under <cache>/nli_pairs/. A killed run resumes from its last checkpoint. Then (also
+when the judge is up to date) its ONNX files, onnx/model.onnx and the int8 onnx/model.int8.onnx
+that `load_trained_judge` runs when onnxruntime is installed (covlib.nli.onnx_judge).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -24,10 +28,18 @@ sys.path.insert(0, str(ROOT))
 from covlib import nli  # noqa: E402
 from covlib.core import paths
 from covlib.generation import training  # noqa: E402
-from covlib.nli import evaluation as nli_eval, pairs as P  # noqa: E402
+from covlib.nli import evaluation as nli_eval, onnx_judge, pairs as P  # noqa: E402
 
 
 def main() -> None:
+    args = parse_args()
+    if not args.onnx_only:
+        train(args)
+    export_onnx(args)
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line, checked."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default=nli.TRAINED_JUDGE, help="folder name under the models folder")
     ap.add_argument("--epochs", type=float, default=2.0)
@@ -49,7 +61,9 @@ def main() -> None:
                          "pairs (the key-fact pairs have 19 of 359, 0.05); 0 keeps the argmax, which agreed better with "
                          "people on the key-fact pairs (docs/judges.md); default: the built judge's setting, "
                          "else 0")
-    ap.add_argument("--force", action="store_true", help="retrain even when the model is up to date")
+    ap.add_argument("--force", action="store_true", help="retrain (with --onnx-only: re-export) even when up to date")
+    ap.add_argument("--onnx-only", action="store_true",
+                    help="only export the built judge to ONNX, fp32 and int8 (what a plain run also does after training)")
     ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
     args = ap.parse_args()
     problems = [f"--{name.replace('_', '-')} {value!r}: {rule}" for name, value, ok, rule in (
@@ -70,7 +84,11 @@ def main() -> None:
     ) if not ok]
     if problems:
         ap.error("; ".join(problems))
+    return args
 
+
+def train(args: argparse.Namespace) -> None:
+    """Train the judge (unless up to date) and write its held-out metrics to its card."""
     fever = paths.dataset_path("fever", "paper_test_processed.jsonl")
     if not fever.exists():
         message = f"FEVER data not found at {fever} (set COVLIB_DATA or put ../shared/data beside the repo)"
@@ -128,11 +146,11 @@ def main() -> None:
 def calibrate_and_evaluate(args: argparse.Namespace, splits: dict[str, list[P.NLIPair]], start: float) -> None:
     """Set the judge's decision threshold (none by default: the argmax), then write its held-out metrics to the card."""
     out_dir = nli.trained_judge_dir(args.name)
-    judge = nli.load_trained_judge(args.name)
+    judge = nli.load_trained_judge(args.name, backend="torch")  # the card's numbers are the torch model's
     calibration = calibrate(judge, splits["calibration"], args.calibration_prevalence)
     training.update_card(out_dir, decision_threshold=calibration.get("threshold"),
                          calibration={**calibration, "prevalence": args.calibration_prevalence})
-    judge = nli.load_trained_judge(args.name)
+    judge = nli.load_trained_judge(args.name, backend="torch")
     metrics = {}
     held_out = {"fever_val": splits["val"], "fever_test": splits["test"], "credibility_fixture": P.load_credibility_fixture()}
     for set_name, pairs in held_out.items():
@@ -154,6 +172,39 @@ def calibrate(judge: nli.Judge, pairs: list[P.NLIPair], prevalence: float) -> di
     print(f"decision threshold {best['threshold']:.2f} on {len(pairs)} calibration pairs at prevalence {prevalence}: "
           f"F1 {best['f1']:.3f} (precision {best['precision']:.3f}, recall {best['recall']:.3f})")
     return {**best, "prevalence": prevalence, "n_pairs": len(pairs), "counts": P.label_counts(pairs)}
+
+
+def export_onnx(args: argparse.Namespace) -> None:
+    """Export the built judge to ONNX, fp32 and int8, unless up to date; then how often int8 keeps torch's label."""
+    out_dir = nli.trained_judge_dir(args.name)
+    if not (out_dir / "config.json").is_file():
+        if args.onnx_only:
+            raise SystemExit(f"{args.name} is not built at {out_dir}: run `make judge` first")
+        return
+    missing = [m for m in ("onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if missing:
+        message = f"no ONNX export of {args.name}: {' and '.join(missing)} not installed (`pip install -e .`)"
+        if args.onnx_only:
+            raise SystemExit(message)
+        print(f"note: {message}; the judge runs on torch")
+        return
+    start = time.time()
+    files = onnx_judge.export_onnx(out_dir, force=args.force)
+    if not files["written"]:
+        print(f"ONNX export of {args.name} is up to date at {out_dir / 'onnx'}")
+        return
+    fixture = P.load_credibility_fixture()
+    prem, hyp = [p.premise for p in fixture], [p.hypothesis for p in fixture]
+    torch_labels = nli.load_trained_judge(args.name, backend="torch").probabilities(prem, hyp).argmax(axis=1)
+    agree = {}
+    for precision in onnx_judge.FILES:
+        judge = nli.load_trained_judge(args.name, backend=f"onnx-{precision}")
+        agree[precision] = float((judge.probabilities(prem, hyp).argmax(axis=1) == torch_labels).mean())
+    training.update_card(out_dir, onnx={"files": {k: str(files[k].relative_to(out_dir)) for k in onnx_judge.FILES},
+                                        "fixture_label_agreement_with_torch": agree, "opset": onnx_judge.OPSET})
+    sizes = ", ".join(f"{files[k].name} {files[k].stat().st_size / 2**20:.0f} MiB" for k in onnx_judge.FILES)
+    print(f"ONNX export of {args.name} in {time.time() - start:.0f} s ({sizes}); same label as torch on the "
+          f"credibility fixture's {len(fixture)} pairs: " + ", ".join(f"{k} {v:.1%}" for k, v in agree.items()))
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def test_label_mapping():
     assert map_nli_labels({"0": "entailment", "1": "not_entailment"}) == {0: "entailment", 1: "not_entailment"}
     with pytest.raises(ValueError, match="cannot map"):
         map_nli_labels({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
-    two = nli_judges._three_way(np.array([[0.7, 0.3]]), {0: "entailment", 1: "not_entailment"})
+    two = nli_judges.three_way(np.array([[0.7, 0.3]]), {0: "entailment", 1: "not_entailment"})
     np.testing.assert_allclose(two, [[0.7, 0.15, 0.15]])
 
 

@@ -277,8 +277,8 @@ def test_built_judge_beats_its_accuracy_floor_on_the_credibility_fixture(built_j
 
 def test_built_judge_card_records_its_data_and_held_out_metrics(built_judge):
     judge, floors = built_judge
-    card = training.read_card(nli.trained_judge_dir(judge.name))
-    assert card["name"] == judge.name and len(card["pairs_sha256"]["train"]) == 64
+    card = training.read_card(nli.trained_judge_dir())
+    assert judge.name.startswith(card["name"]) and len(card["pairs_sha256"]["train"]) == 64  # '<name> (<backend>)' on ONNX
     assert card["metrics"]["fever_test"]["accuracy"] >= floors["fever_test_accuracy"], card["metrics"]
     assert card["pair_counts"]["train"]["entailment"] > 3000
     assert card["fingerprint"] == judge.config["files"]

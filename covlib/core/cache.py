@@ -35,9 +35,23 @@ _FINGERPRINTS: dict[tuple, str] = {}
 UNFINGERPRINTED = ("card.json",)  # notes beside the weights that do not change the outputs
 
 
-def fingerprint_dir(model_id_or_dir: str | Path) -> str | None:
-    """For a local folder (model, adapter, judge): SHA-256 of its files' names and contents (card.json aside);
-    None for anything else (a hub id).
+def fingerprint_file(path: str | Path) -> str:
+    """SHA-256 of one file's contents (memoised per file, size and mtime, as `fingerprint_dir`)."""
+    f = Path(path)
+    stat = f.stat()
+    memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo not in _FINGERPRINTS:
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _FINGERPRINTS[memo] = h.hexdigest()
+    return _FINGERPRINTS[memo]
+
+
+def fingerprint_dir(model_id_or_dir: str | Path, exclude: tuple[str, ...] = ()) -> str | None:
+    """For a local folder (model, adapter, judge): SHA-256 of its files' names and contents (card.json aside, and
+    the top-level subfolders named in `exclude`); None for anything else (a hub id).
 
     Retraining or replacing weights under the same name changes it, so cache keys that hold it
     never return the old model's outputs. Hashes are memoised per (file, size, mtime), so a
@@ -46,18 +60,11 @@ def fingerprint_dir(model_id_or_dir: str | Path) -> str | None:
     path = Path(model_id_or_dir)
     if not path.is_dir():
         return None
-    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED)
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name not in UNFINGERPRINTED
+                   and f.relative_to(path).parts[0] not in exclude)
     total = hashlib.sha256()
     for f in files:
-        stat = f.stat()
-        memo = (str(f.resolve()), stat.st_size, stat.st_mtime_ns)
-        if memo not in _FINGERPRINTS:
-            h = hashlib.sha256()
-            with f.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            _FINGERPRINTS[memo] = h.hexdigest()
-        total.update(f"{f.relative_to(path).as_posix()}\0{_FINGERPRINTS[memo]}\n".encode())
+        total.update(f"{f.relative_to(path).as_posix()}\0{fingerprint_file(f)}\n".encode())
     return total.hexdigest()[:16]
 
 

@@ -11,8 +11,9 @@ Backends (pick with `load_judge(spec, device)`; `device` reaches every judge tha
 
 | spec              | judge                                              | needs           |
 |-------------------|----------------------------------------------------|-----------------|
-| "minilm-fever-nli"| `HFNLIJudge` on the cross-encoder `make judge`     | `make judge`    |
-|                   | trains offline on FEVER (`load_trained_judge`)     | (~25 min CPU)   |
+| "minilm-fever-nli"| the cross-encoder `make judge` trains offline on   | `make judge`    |
+|                   | FEVER (`load_trained_judge`): `ONNXNLIJudge`, int8 | (~25 min CPU)   |
+|                   | on ONNX Runtime, once exported; else `HFNLIJudge`  |                 |
 | "overlap"         | `OverlapJudge` -- approximate, NOT an NLI model    | nothing         |
 | "llm", "llm:<m>"  | `LLMJudge(load_lm(m))` -- LLM-as-judge via scores  | covlib.generation model |
 | "true"            | `TrueT5Judge` -- google/t5_xxl_true_nli_mixture    | the TRUE weights|
@@ -36,8 +37,10 @@ contents, so retraining never returns the old model's cached probabilities.
 
 Modules (everything public is re-exported here, so `nli.X` works for all of them):
 `base` (LABELS, the `Judge` protocol, EMPTY_PAIR, `two_label`), `judges` (HF, TRUE, LLM judges),
-`overlap` (the heuristic; its method and limits are in its docstring), `registry` (`load_judge`,
-`get_judge`, the offline defaults), `scoring` (`probabilities` with the cache, the decision `entailed`),
+`overlap` (the heuristic; its method and limits are in its docstring), `onnx_judge` (the trained judge's
+ONNX export, int8 quantisation and `ONNXNLIJudge`; `backend=` or `COVLIB_NLI_BACKEND` picks torch or ONNX),
+`registry` (`load_judge`, `get_judge`, the offline defaults), `scoring` (`probabilities` with the cache, the
+decision `entailed`),
 `evaluation` (scores on gold-labelled pairs; the decision against people's on the key-fact pairs).
 The pair data are submodules, not re-exported: `labelled` (NLIPair, pair files, the hand-labelled
 sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
@@ -45,9 +48,11 @@ sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
 
 from __future__ import annotations
 
-from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, Judge, two_label
+from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, ONNX_DIR, Judge, two_label
 from covlib.nli.evaluation import decision_accuracy, evaluate, f1_difference, judge_note, nli_confusion, nli_scores
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
+from covlib.nli.onnx_judge import (BACKEND_ENV, ONNXNLIJudge, export_onnx, onnx_path, onnx_up_to_date,
+                                   resolve_backend)
 from covlib.nli.overlap import NEGATIONS, STOPWORDS, WORD_NUMBERS, OverlapJudge
 from covlib.nli.registry import (DEFAULT_JUDGE, FALLBACK_JUDGE, TRAINED_JUDGE, check_judge, get_judge, load_judge,
                                  load_trained_judge, offline_judge, trained_judge_dir)
@@ -55,7 +60,7 @@ from covlib.nli.scoring import CACHE_TABLE, CHUNK, entailed, entailment, entailm
 
 __all__ = [
     # base
-    "EMPTY_PAIR", "JUDGE_CHOICES", "LABELS", "Judge", "two_label",
+    "EMPTY_PAIR", "JUDGE_CHOICES", "LABELS", "ONNX_DIR", "Judge", "two_label",
     # registry
     "DEFAULT_JUDGE", "FALLBACK_JUDGE", "TRAINED_JUDGE", "check_judge", "get_judge", "load_judge", "load_trained_judge",
     "offline_judge", "trained_judge_dir",
@@ -64,6 +69,8 @@ __all__ = [
     # judges and the heuristic
     "LLM_TEMPLATE", "HFNLIJudge", "LLMJudge", "TrueT5Judge", "map_nli_labels", "true_input",
     "NEGATIONS", "STOPWORDS", "WORD_NUMBERS", "OverlapJudge",
+    # the trained judge on ONNX Runtime
+    "BACKEND_ENV", "ONNXNLIJudge", "export_onnx", "onnx_path", "onnx_up_to_date", "resolve_backend",
     # evaluation
     "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
 ]

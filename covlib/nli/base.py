@@ -14,6 +14,7 @@ import numpy as np
 
 LABELS = ("entailment", "neutral", "contradiction")
 EMPTY_PAIR = (0.0, 1.0, 0.0)  # what a pair with an empty premise or hypothesis is judged
+ONNX_DIR = "onnx"  # the subfolder of a trained judge holding its ONNX exports (covlib.nli.onnx_judge)
 JUDGE_CHOICES = "'minilm-fever-nli' (after `make judge`), 'overlap', 'llm', 'llm:<model>', 'true', an HF NLI model id " \
     "'owner/name' or a local model folder"
 

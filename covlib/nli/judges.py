@@ -10,13 +10,13 @@ model folders enter `config` (and so the cache key) by a hash of their files' co
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from covlib.core.cache import fingerprint_dir
 from covlib.generation.spec import load_failure
-from covlib.nli.base import JUDGE_CHOICES, LABELS
+from covlib.nli.base import JUDGE_CHOICES, LABELS, ONNX_DIR
 
 
 def _load_error(model_id: str, err: Exception) -> RuntimeError:
@@ -58,7 +58,7 @@ def map_nli_labels(id2label: dict[Any, str]) -> dict[int, str]:
     return mapping
 
 
-def _three_way(probs: np.ndarray, mapping: dict[int, str]) -> np.ndarray:
+def three_way(probs: np.ndarray, mapping: dict[int, str]) -> np.ndarray:
     """Class probabilities -> (entailment, neutral, contradiction); not_entailment splits 50/50."""
     out = np.zeros((probs.shape[0], 3))
     for idx, label in mapping.items():
@@ -68,6 +68,13 @@ def _three_way(probs: np.ndarray, mapping: dict[int, str]) -> np.ndarray:
         else:
             out[:, LABELS.index(label)] += probs[:, idx]
     return out
+
+
+def length_batches(premises: list[str], hypotheses: list[str], batch_size: int) -> Iterator[list[int]]:
+    """Pair indices in batches of `batch_size`, shortest pairs first (similar lengths pad less)."""
+    order = sorted(range(len(premises)), key=lambda i: len(premises[i]) + len(hypotheses[i]))
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
 
 
 class HFNLIJudge:
@@ -102,7 +109,8 @@ class HFNLIJudge:
     @property
     def config(self) -> dict[str, Any]:
         """What, besides the name, changes the output."""
-        return {"max_length": self.max_length, "labels": self.labels, "files": fingerprint_dir(self.model_id)}
+        return {"max_length": self.max_length, "labels": self.labels,
+                "files": fingerprint_dir(self.model_id, exclude=(ONNX_DIR,))}  # exports are not read here
 
     def _load(self) -> None:
         if self._model is not None:
@@ -142,10 +150,8 @@ class HFNLIJudge:
         import torch
 
         self._load()
-        order = sorted(range(len(premises)), key=lambda i: len(premises[i]) + len(hypotheses[i]))
         probs = np.zeros((len(premises), len(self._mapping)))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in length_batches(premises, hypotheses, self.batch_size):
             enc = self._tokenizer(
                 [premises[i] for i in idx],
                 [hypotheses[i] for i in idx],
@@ -157,7 +163,7 @@ class HFNLIJudge:
             with torch.inference_mode():
                 logits = self._model(**enc).logits.float()
             probs[idx] = torch.softmax(logits, dim=-1).cpu().numpy()
-        return _three_way(probs, self._mapping)
+        return three_way(probs, self._mapping)
 
 
 # --------------------------------------------------------------------------- TRUE (T5) judge

@@ -1,20 +1,23 @@
 """Which judge a spec names: `load_judge(spec, device)`, `get_judge`, and the offline defaults.
 
 `judge=None` means `offline_judge()`: `DEFAULT_JUDGE`, the cross-encoder `make judge` trains on FEVER
-(`load_trained_judge`, with the decision threshold its card.json may carry), or `FALLBACK_JUDGE`, the
-overlap heuristic, where it is not built. `device` goes to every judge that runs a model (the trained
-and HF judges, TRUE, the LLM judge's generator); it never enters a cache key.
+(`load_trained_judge`, with the decision threshold its card.json may carry; run by ONNX Runtime, int8, once
+exported, `covlib.nli.onnx_judge`), or `FALLBACK_JUDGE`, the overlap heuristic, where it is not built. `device`
+goes to every judge that runs a model (the trained and HF judges, TRUE, the LLM judge's generator); it never
+enters a cache key.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from covlib.core import paths
 from covlib.generation import load_lm
 from covlib.nli.base import JUDGE_CHOICES, Judge
 from covlib.nli.judges import HFNLIJudge, LLMJudge, TrueT5Judge
+from covlib.nli.onnx_judge import BACKENDS, ONNX_BATCH, ONNXNLIJudge, resolve_backend
 from covlib.nli.overlap import OverlapJudge
 
 TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli.pairs)
@@ -36,8 +39,12 @@ def offline_judge() -> str:
     return DEFAULT_JUDGE if (trained_judge_dir(DEFAULT_JUDGE) / "config.json").is_file() else FALLBACK_JUDGE
 
 
-def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, batch_size: int = 64) -> "HFNLIJudge":
-    """The cross-encoder trained offline on FEVER by `make judge`, named `name` in every cache key and result."""
+def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, batch_size: int | None = None,
+                       backend: str | None = None) -> HFNLIJudge | ONNXNLIJudge:
+    """The cross-encoder trained offline on FEVER by `make judge`, on ONNX Runtime (int8) where it was exported and
+    onnxruntime is installed, else on torch; `backend` (else $COVLIB_NLI_BACKEND) forces 'torch', 'onnx',
+    'onnx-int8' or 'onnx-fp32'. Named `name` (the torch path) or `name (<backend>)` in every cache key and result.
+    `batch_size` defaults to each backend's fastest measured on a 2-core CPU (torch 64, as ever; ONNX 8)."""
     folder = trained_judge_dir(name)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
@@ -45,7 +52,15 @@ def load_trained_judge(name: str = TRAINED_JUDGE, device: str | None = None, bat
             "(about 25 min on a 2-core CPU), or pick another judge: 'overlap', 'llm', 'true' or an HF NLI model id"
         )
     threshold = _card_threshold(folder)
-    return HFNLIJudge(folder, device=device, batch_size=batch_size, max_length=256, name=name, threshold=threshold)
+    chosen, note = resolve_backend(folder, backend, device)
+    if note:
+        warnings.warn(f"{name}: {note}", stacklevel=2)
+    if chosen == "torch":
+        return HFNLIJudge(folder, device=device, batch_size=batch_size or 64, max_length=256, name=name,
+                          threshold=threshold)
+    precision = chosen.split("-")[1]
+    return ONNXNLIJudge(folder, precision=precision, batch_size=batch_size or ONNX_BATCH, max_length=256,
+                        name=f"{name} ({BACKENDS[precision]})", threshold=threshold)
 
 
 def _card_threshold(folder: Path) -> float | None:
