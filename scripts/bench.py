@@ -14,6 +14,11 @@ cache in a temporary folder for every measurement:
 7. concurrency 8 vs 1 against that server
 8. a cached re-run vs the first run through the HTTP backend
 9. the in-process decoder's time outside the model forward (per-row Python work), without and with stop strings
+10. CoT-SC (n=5) on 60 Adversarial HotpotQA questions, end to end, with one prefill of the prompts' shared
+    few-shot block per call vs one prefill per prompt                  target >= 2x
+
+0. first, this machine's matrix-multiply peak (a large fp32 GEMM in torch): the generation and judge figures (1, 5f, 10) are
+   also printed as GFLOP/s and as a share of it, from the model's FLOPs per token.
 
 These are figures to read, not tests; this 2-core machine is noisy, so compare
 ratios from one run rather than absolute times across runs.
@@ -43,9 +48,10 @@ def main() -> None:
     ap.add_argument("--model", default="", help="hub id or local dir (default: embedded SmolLM2)")
     ap.add_argument("--device", default="", help="cpu or cuda")
     ap.add_argument("--tokens", type=int, default=48, help="new tokens per prompt in benchmark 1")
-    ap.add_argument("--only", default="", help="comma-separated benchmark numbers to run, e.g. 5")
+    ap.add_argument("--questions", type=int, default=60, help="questions in benchmark 10 (CoT-SC)")
+    ap.add_argument("--only", default="", help="comma-separated benchmark numbers to run, e.g. 5 (0: the GEMM peak alone)")
     args = ap.parse_args()
-    wanted = {int(x) for x in args.only.split(",") if x.strip()} or {1, 2, 3, 4, 5, 6, 7, 8, 9}
+    wanted = {int(x) for x in args.only.split(",") if x.strip()} or set(range(11))
 
     scratch = Path(tempfile.mkdtemp(prefix="covlib-bench-"))
     os.environ["COVLIB_CACHE"] = str(scratch)  # never touch the project's call cache
@@ -56,17 +62,31 @@ def main() -> None:
         return lm_mod.LM(args.model or None, device=args.device or None, batch_size=batch_size,
                          cache=Cache(scratch / f"{name}.sqlite", table="lm"))
 
+    device = args.device or lm_mod.default_device()
+    peak = gemm_peak(device)
+    print(f"0. matrix-multiply peak (2048 x 2048 fp32 in torch on {device}, {torch_threads()} CPU threads): "
+          f"{peak:.0f} GFLOP/s; "
+          "generation and judge figures below are also given as a share of it")
     if wanted & {1, 2, 3, 4}:
-        bench_lm(args, fresh)
+        bench_lm(args, fresh, peak)
     if 5 in wanted:
-        bench_cross_encoder(args)
+        bench_cross_encoder(args, peak)
     if wanted & {6, 7, 8}:
         bench_endpoint(args, fresh, scratch)
     if 9 in wanted:
         bench_decoder_overhead(args, fresh)
+    if 10 in wanted:
+        bench_prefix(args, fresh, peak)
 
 
-def bench_lm(args, fresh) -> None:
+def torch_threads() -> int:
+    """The threads torch's CPU kernels use."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def bench_lm(args, fresh, peak: float) -> None:
     """Benchmarks 1-4 on the generator."""
     from covlib import data, nli
     from covlib.core.cache import Cache
@@ -85,7 +105,9 @@ def bench_lm(args, fresh) -> None:
     tok_batched = sum(len(c.tokens) for c in outs_b)
     r1 = (tok_batched / t_batched) / (tok_single / t_single)
     print(f"1. generation, 16 prompts x <= {args.tokens} tokens: one at a time {tok_single / t_single:.1f} tok/s, "
-          f"batched {tok_batched / t_batched:.1f} tok/s -> {r1:.1f}x (target >= 4x)")
+          f"batched {tok_batched / t_batched:.1f} tok/s -> {r1:.1f}x (target >= 4x); batched "
+          f"{share_of_peak(tok_batched * decoder_flops(batched.model, 60), t_batched, peak)}, one at a time "
+          f"{share_of_peak(tok_single * decoder_flops(batched.model, 60), t_single, peak)} (decode FLOPs only)")
 
     # 2. shared prefill vs five separate calls, on 6-shot CoT prompts (long prefill, as in the notebooks)
     examples = data.load_adv_hotpotqa(split="test")[:3]
@@ -176,7 +198,7 @@ def bench_decoder_overhead(args, fresh) -> None:
               f"{100 * (total - spent[0]) / total:.0f} % of the time outside the model forward")
 
 
-def bench_cross_encoder(args) -> None:
+def bench_cross_encoder(args, peak: float) -> None:
     """Benchmark 5: the judge `make judge` trains, batched (64) vs one pair at a time (torch path); then its ONNX
     Runtime backends, int8 and fp32, against the torch path (`bench_onnx_judge`)."""
     from covlib import nli
@@ -201,10 +223,10 @@ def bench_cross_encoder(args) -> None:
           f"one pair at a time {n / t_one:.0f} pairs/s, batched {n / t_batch:.0f} pairs/s -> {t_one / t_batch:.1f}x "
           f"(target >= 10x); bare model without the cache: {n / t_bare_one:.0f} vs {n / t_bare_batch:.0f} pairs/s "
           f"-> {t_bare_one / t_bare_batch:.1f}x")
-    bench_onnx_judge(test, fever, fixture)
+    bench_onnx_judge(test, fever, fixture, peak)
 
 
-def bench_onnx_judge(test, fever, fixture, reps: int = 2, batches: tuple[int, ...] = (1, 8, 64)) -> None:
+def bench_onnx_judge(test, fever, fixture, peak: float, reps: int = 2, batches: tuple[int, ...] = (1, 8, 64)) -> None:
     """Benchmark 5's ONNX lines, in one run on the CPU: bare-model pairs/s of torch, ONNX int8 and fp32 on the same
     pairs at each batch size (best of `reps`); FEVER test accuracy and macro-F1 of each; how often each gives torch's
     label on the credibility fixture; and each ONNX file against the issue's targets (>= 3x, within 0.01, >= 98%)."""
@@ -240,6 +262,10 @@ def bench_onnx_judge(test, fever, fixture, reps: int = 2, batches: tuple[int, ..
           f"torch path: " + ", ".join(f"{b} {speedup[b]:.1f}x" for b in judges if b != "torch")
           + " (target >= 3x); over torch at its best batch: "
           + ", ".join(f"{b} {rate[b, default[b]] / best_torch:.1f}x" for b in judges if b != "torch"))
+    flops = encoder_flops(folder, prem, hyp) / len(test)
+    print(f"5f. the judge's FLOPs per pair ({flops / 1e9:.2f} GFLOP, {len(test)} pairs) at each backend's best batch: "
+          + "; ".join(f"{b} {share_of_peak(flops * max(rate[b, size] for size in batches), 1.0, peak)}" for b in judges)
+          + " (the int8 products are counted as fp32 FLOPs)")
     scores, agree, gap = {}, {}, {}
     gold = [p.label for p in fever]
     for b, judge in judges.items():
@@ -260,6 +286,79 @@ def bench_onnx_judge(test, fever, fixture, reps: int = 2, batches: tuple[int, ..
             ("FEVER scores", all(abs(scores[b][k] - scores["torch"][k]) <= 0.01 for k in ("accuracy", "macro_f1"))),
             ("fixture labels", agree[b] >= 0.98)) if not ok]
         print(f"5e. {b}: " + (f"misses the target on {', '.join(misses)}" if misses else "meets every target"))
+
+
+def encoder_flops(folder, premises: list[str], hypotheses: list[str]) -> float:
+    """Forward FLOPs of a BERT-style cross-encoder over these pairs: per token 2 x the layers' weights, plus
+    4 x layers x tokens x width for attention."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg, tok = AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    d, layers = cfg.hidden_size, cfg.num_hidden_layers
+    per_token = 2 * layers * (4 * d * d + 2 * d * cfg.intermediate_size)
+    lengths = [len(ids) for ids in tok(premises, hypotheses, truncation=True, max_length=512).input_ids]
+    return sum(t * per_token + 4 * layers * t * t * d for t in lengths)
+
+
+def gemm_peak(device: str = "cpu", size: int = 2048, reps: int = 8) -> float:
+    """This machine's practical matrix-multiply peak: GFLOP/s of the best of `reps` fp32 size x size GEMMs in torch."""
+    import torch
+
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+
+    def once():
+        out = a @ b
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return out
+
+    once()  # warm up the threads and the allocator
+    best = min(timed(once)[1] for _ in range(reps))
+    return 2 * size**3 / best / 1e9
+
+
+def decoder_flops(model, context: int, head: bool = True) -> float:
+    """Forward FLOPs of one token at `context` tokens of attention: 2 x the non-embedding weights, the output layer
+    when `head` (a prefill token's logits are not computed), and 4 x layers x context x width for attention."""
+    cfg = model.config
+    d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    non_embedding = sum(p.numel() for p in model.parameters()) - vocab * d * (1 if cfg.tie_word_embeddings else 2)
+    return 2 * non_embedding + (2 * vocab * d if head else 0) + 4 * layers * context * d
+
+
+def share_of_peak(flops: float, seconds: float, peak: float) -> str:
+    """`flops` done in `seconds` as GFLOP/s and as a percentage of the GEMM peak."""
+    rate = flops / seconds / 1e9
+    return f"{rate:.1f} GFLOP/s = {100 * rate / peak:.0f} % of the GEMM peak"
+
+
+def bench_prefix(args, fresh, peak: float) -> None:
+    """Benchmark 10: CoT-SC (n=5, the paper's 6-shot HotpotQA prompt) on 60 Adversarial HotpotQA questions, end to
+    end through verify_edit.run_cot_sc, with one prefill of the shared few-shot block per call vs one per prompt."""
+    from covlib import data
+    from covlib.papers.verify_edit import cot
+
+    examples = data.load_adv_hotpotqa(split="test")[: args.questions]
+    runs, times = {}, {}
+    for share in (True, False):
+        lm = fresh(f"prefix-{share}", 16)
+        lm.share_prefix = share
+        lm.generate(["warm up"], max_new_tokens=2, progress=False)
+        runs[share], times[share] = timed(lambda: cot.run_cot_sc(lm, examples, "hotpotqa", n=5, temperature=0.7,
+                                                                  seed=0, progress=False))
+    same = sum(a.texts == b.texts for a, b in zip(runs[True], runs[False]))
+    prompt_tokens = len(lm.tokenizer(runs[True][0].prompt).input_ids)
+    new_tokens = sum(len(lm.tokenizer(t).input_ids) for r in runs[True] for t in r.texts)
+    ctx = prompt_tokens + 40
+    work = {share: new_tokens * decoder_flops(lm.model, ctx) for share in runs}
+    work[False] += 2 * len(examples) * prompt_tokens * decoder_flops(lm.model, prompt_tokens // 2, head=False)
+    work[True] += 2 * prompt_tokens * decoder_flops(lm.model, prompt_tokens // 2, head=False)  # generate + score
+    print(f"10. CoT-SC n=5 on {len(examples)} Adversarial HotpotQA questions (~{prompt_tokens}-token 6-shot prompts, "
+          f"{new_tokens} tokens sampled; generate + score the chosen answers): one prefill per prompt "
+          f"{times[False]:.0f} s, one prefill of the shared block per call {times[True]:.0f} s -> "
+          f"{times[False] / times[True]:.1f}x (target >= 2x); identical paths for {same} of {len(examples)} questions; "
+          f"{share_of_peak(work[True], times[True], peak)} with sharing, "
+          f"{share_of_peak(work[False], times[False], peak)} without")
 
 
 if __name__ == "__main__":
