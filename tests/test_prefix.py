@@ -124,3 +124,15 @@ def test_sharing_is_on_by_default_and_an_environment_variable_turns_it_off(tmp_p
     assert lm_mod.LM(cache=cache).share_prefix
     monkeypatch.setenv("COVLIB_SHARE_PREFIX", "0")
     assert not lm_mod.LM(cache=cache).share_prefix
+
+
+def test_rows_with_long_own_parts_keep_fused_attention_and_the_usual_batch(tmp_path):
+    lm = lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"))
+    block = list(range(100, 100 + MIN_SHARED_TOKENS + 4))
+    # an instruction, then ten reference paragraphs of its own per prompt (notebook 05): cascade would hold
+    # every row's own scores unfused, in 4x the rows
+    long_own = SharedPrefix.of([block + list(range(1000, 1300)), block + list(range(2000, 2290))])
+    assert long_own.longest_own == 300 and not long_own.prepare(lm.model, "cpu").cascade
+    assert long_own.rows(16) == 16
+    few_shot = SharedPrefix.of([block * 3 + [5, 6], block * 3 + [7]])  # a question after a few-shot block
+    assert few_shot.prepare(lm.model, "cpu").cascade and few_shot.rows(16) == 64

@@ -331,7 +331,8 @@ class LM:
             self._load()
             bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="pair")
             seqs = [self._pair_ids(r, c) for r, c in todo]
-            shared = SharedPrefix.of([p for p, _ in seqs]) if self.share_prefix else None
+            longest = max(len(p) + len(c) for p, c in seqs)
+            shared = SharedPrefix.of([p for p, _ in seqs], longest=longest) if self.share_prefix else None
             for start in range(0, len(todo), self.batch_size):
                 batch = todo[start : start + self.batch_size]
                 values = self._score_batch(seqs[start : start + self.batch_size], shared)

@@ -22,6 +22,10 @@ MIN_SHARED_TOKENS = 16  # below this a shared prefill saves less than the copy c
 # With cascade attention a row holds only its own tokens (a few dozen, not ~500), so a batch can hold more rows for the
 # same memory; on the 2-core CPU, CoT-SC decodes 1.9x faster with 64 rows than with 16 (docs/benchmarks.md)
 SHARED_ROW_FACTOR = 4
+# Cascade attention materialises each row's scores over its own tokens (SDPA's fused kernels do not return what the
+# two halves need to be merged); it is used where the rows' own parts are short: a question after a few-shot block,
+# not a question after ten reference paragraphs (notebook 05: 64 rows x 1,500 own tokens would need ~5 GB).
+CASCADE_MAX_OWN = 256
 
 
 def common_prefix(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
@@ -39,8 +43,9 @@ def common_prefix(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
 class SharedPrefix:
     """The key/value cache of one token prefix, computed once, copied per batch."""
 
-    def __init__(self, ids: Sequence[int]):
+    def __init__(self, ids: Sequence[int], longest_own: int = 0):
         self.ids = list(ids)
+        self.longest_own = longest_own  # the most tokens a row adds to the prefix before decoding
         self._kv = None
         self.cascade = False  # set on first use: whether the model reads the prefix through `cascade_attention`
         self.layers = None  # the prefix's (keys, values) per layer, for cascade attention
@@ -50,12 +55,14 @@ class SharedPrefix:
         return len(self.ids)
 
     @classmethod
-    def of(cls, seqs: Sequence[Sequence[int]], keep: int = 1) -> "SharedPrefix | None":
-        """The shared prefix of `seqs` when two or more share enough tokens to be worth a prefill of its own, else None."""
+    def of(cls, seqs: Sequence[Sequence[int]], keep: int = 1, longest: int | None = None) -> "SharedPrefix | None":
+        """The shared prefix of `seqs` when two or more share enough tokens to be worth a prefill of its own, else None;
+        `longest`: the longest sequence a row will prefill (a prompt and its scored continuation), if longer."""
         if len(seqs) < 2:
             return None
         n = common_prefix(seqs, keep)
-        return cls(seqs[0][:n]) if n >= MIN_SHARED_TOKENS else None
+        longest = max(longest or 0, max(len(s) for s in seqs))
+        return cls(seqs[0][:n], longest_own=longest - n) if n >= MIN_SHARED_TOKENS else None
 
     def prepare(self, model, device: str) -> "SharedPrefix":
         """Prefill the prefix (once) and switch the model to cascade attention where its architecture allows."""
@@ -67,7 +74,8 @@ class SharedPrefix:
             with torch.inference_mode():
                 self._kv = model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1).past_key_values
             self.forward_calls += 1
-            self.cascade = enable_cascade(model)
+            # cascade attention computes a row's own scores unfused: only for short own parts after a longer prefix
+            self.cascade = self.longest_own <= min(len(self.ids), CASCADE_MAX_OWN) and enable_cascade(model)
             self.layers = [(layer.keys[0], layer.values[0]) for layer in self._kv.layers] if self.cascade else None
         return self
 
