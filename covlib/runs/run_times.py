@@ -36,12 +36,12 @@ FIELDS = ("notebook", "profile", "model", "device", "seconds", "finished_at", "c
 # None: NOT MEASURED YET. The ETA counts such a notebook as "not yet timed" until a run has recorded it.
 REFERENCE_SECONDS: dict[str, dict[str, float | None]] = {
     "cpu": {
-        "00_data_tour": None,  # not measured yet
-        "00b_nli_judges": None,  # not measured yet
-        "01_consistency_kde": None,  # not measured yet
-        "02_threshold_ablation": None,  # not measured yet
-        "03_verify_and_edit_tables": None,  # not measured yet
-        "04_credibility_models": None,  # not measured yet
+        "00_data_tour": 58.2,  # measured 2026-11-25, commit 20bf817 (torch judge)
+        "00b_nli_judges": 561.2,  # measured 2026-11-25, commit 20bf817 (torch judge)
+        "01_consistency_kde": 137.1,  # measured 2026-11-25, commit 20bf817 (torch judge)
+        "02_threshold_ablation": 205.3,  # measured 2026-11-25, commit 20bf817 (torch judge)
+        "03_verify_and_edit_tables": 632.5,  # measured 2026-11-25, commit 20bf817 (torch judge)
+        "04_credibility_models": 293.0,  # measured 2026-11-25, commit 20bf817 (torch judge)
         "05_knowledge_precision": None,  # not measured yet
         "06_knowledge_recall": None,  # not measured yet
         "07_reflection_completion": None,  # not measured yet
