@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from covlib.core.records import Example, Passage
 from covlib.generation import Generator
-from covlib.papers.covrag import trace
+import covlib.papers.covrag.trace as trace
 from covlib.papers.covrag.prompts import closed_book_prompt, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification, parse_verification
 from covlib.retrieval import Retriever

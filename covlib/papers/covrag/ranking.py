@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from covlib.core.records import Passage
 from covlib.core.references import format_references
 from covlib.generation import Generator
-from covlib.papers.covrag import trace
+import covlib.papers.covrag.trace as trace
 from covlib.papers.covrag.prompts import REFERENCE_TEMPLATE, SEP
 
 
