@@ -136,3 +136,46 @@ def test_rows_with_long_own_parts_keep_fused_attention_and_the_usual_batch(tmp_p
     assert long_own.rows(16) == 16
     few_shot = SharedPrefix.of([block * 3 + [5, 6], block * 3 + [7]])  # a question after a few-shot block
     assert few_shot.prepare(lm.model, "cpu").cascade and few_shot.rows(16) == 64
+
+
+def _whole_logprob(lm, prompt: str, continuation: str) -> float:
+    """The continuation's log-probability from one forward over prompt + continuation, the model called directly."""
+    import torch
+
+    p = lm.tokenizer(prompt, add_special_tokens=False).input_ids
+    c = lm.tokenizer(continuation, add_special_tokens=False).input_ids
+    with torch.inference_mode():
+        logp = torch.log_softmax(lm.model(input_ids=torch.tensor([p + c])).logits[0].float(), dim=-1)
+    return sum(float(logp[len(p) - 1 + j, t]) for j, t in enumerate(c))
+
+
+def test_an_llm_judge_prefills_each_prompt_once_for_its_three_options(tmp_path):
+    from covlib.nli.judges import LLMJudge
+
+    lm = lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"), batch_size=4)
+    judge = LLMJudge(lm)
+    premises = ["The Eiffel Tower, completed in 1889, stands on the Champ de Mars in Paris.",
+                "Marie Curie won the Nobel Prize in Physics in 1903 and in Chemistry in 1911.",
+                "The Nile flows north through eleven countries before reaching the Mediterranean Sea."]
+    hypotheses = ["The Eiffel Tower is in Rome.", "Marie Curie won two Nobel Prizes.", "The Nile is in South America."]
+    prompts = [judge.prompt(p, h) for p, h in zip(premises, hypotheses)]
+    seen = _prefilled_tokens(lm)
+    judge.probabilities(premises, hypotheses)
+    longest = max(len(lm.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts)
+    option_tokens = [len(lm.tokenizer(o, add_special_tokens=False).input_ids) for o in judge.options]
+    # each prompt once (padded to the longest), then each option's tokens but its last: not one prefill per option
+    assert seen[0] <= len(prompts) * longest + len(prompts) * len(option_tokens) * (max(option_tokens) - 1)
+    stored = lm.score([p for p in prompts for _ in judge.options], [o for _ in prompts for o in judge.options], progress=False)
+    alone = [_whole_logprob(lm, p, o) for p in prompts for o in judge.options]
+    assert stored == pytest.approx(alone, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_several_continuations_after_a_shared_prefix_score_as_each_would_alone(tmp_path, cot_prompts):
+    lm = lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"), batch_size=2)
+    conts = [" Paris.", " the United States of America.", " 1994."]
+    prompts = [p for p in cot_prompts for _ in conts]
+    seen = _prefilled_tokens(lm)
+    scores = lm.score(prompts, conts * len(cot_prompts), progress=False)
+    assert seen[0] < sum(len(lm.tokenizer(p, add_special_tokens=False).input_ids) for p in cot_prompts)  # block once
+    assert scores == pytest.approx([_whole_logprob(lm, p, c) for p, c in zip(prompts, conts * 3)], abs=1e-3)

@@ -7,7 +7,7 @@ transformers can load from the hub or a local folder, optionally with a LoRA ada
 `generate` prefills each prompt once and shares its key/value cache among the `n` samples; the token prefix all
 prompts of a call share (a few-shot block) is prefilled once per call and copied to each batch
 (`covlib.generation.prefix`; `score` does the same; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns
-it off). Every
+it off). `score` prefills a prompt once however many continuations it scores (an LLM judge's three options). Every
 completion is stored in the persistent cache keyed by model, dtype, rendered prompt, decoding
 parameters, seed and sample index, and committed batch by batch: a re-run runs no model, an
 interrupted run resumes. Local folders, a model's and an adapter's, enter the cache keys by the
@@ -330,44 +330,62 @@ class LM:
             self.cache.require_writable(len(todo))
             self._load()
             bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="pair")
-            seqs = [self._pair_ids(r, c) for r, c in todo]
-            longest = max(len(p) + len(c) for p, c in seqs)
-            shared = SharedPrefix.of([p for p, _ in seqs], longest=longest) if self.share_prefix else None
-            for start in range(0, len(todo), self.batch_size):
-                batch = todo[start : start + self.batch_size]
-                values = self._score_batch(seqs[start : start + self.batch_size], shared)
-                self.cache.put_many({self._key("score", prompt=r, continuation=c): v for (r, c), v in zip(batch, values)})
-                bar.update(len(batch))
+            branches: dict[str, list[str]] = {}  # each prompt once, with all its continuations (an LLM judge's options)
+            for r, c in todo:
+                branches.setdefault(r, []).append(c)
+            prompts = list(branches)
+            ids = {r: self._tok(r, add_special_tokens=False).input_ids for r in prompts}
+            conts = {c: self._continuation_ids(c) for _, c in todo}
+            longest = max(len(ids[r]) + len(conts[c]) for r, c in todo)
+            shared = SharedPrefix.of([ids[r] for r in prompts], longest=longest) if self.share_prefix else None
+            for start in range(0, len(prompts), self.batch_size):
+                batch = prompts[start : start + self.batch_size]
+                values = self._score_prompts([ids[r] for r in batch], [[conts[c] for c in branches[r]] for r in batch], shared)
+                done = [(r, c) for r in batch for c in branches[r]]
+                self.cache.put_many({self._key("score", prompt=r, continuation=c): v for (r, c), v in zip(done, values)})
+                bar.update(len(done))
             bar.close()
             self.forward_calls += shared.forward_calls if shared else 0
             found = self.cache.get_many(keys, shape=number_shape)
         return [float(found[k]) for k in keys]
 
-    def _pair_ids(self, prompt: str, cont: str) -> tuple[list[int], list[int]]:
-        p = self._tok(prompt, add_special_tokens=False).input_ids
+    def _continuation_ids(self, cont: str) -> list[int]:
         c = self._tok(cont, add_special_tokens=False).input_ids
         if not c:
-            raise ValueError(f"empty continuation for prompt {prompt[:60]!r}")
-        return p, c
+            raise ValueError(f"empty continuation {cont!r}")
+        return c
 
-    def _score_batch(self, pairs: list[tuple[list[int], list[int]]], shared: SharedPrefix | None = None) -> list[float]:
+    def _score_prompts(self, prompts: list[list[int]], conts: list[list[list[int]]],
+                       shared: SharedPrefix | None = None) -> list[float]:
+        """Log-probabilities of each prompt's continuations, flattened: a prompt is prefilled once (after the shared
+        prefix) and its continuations run together on copies of its cache."""
         import torch
 
-        seqs = [p + c for p, c in pairs]
-        n_cont = [len(c) for _, c in pairs]
-        keep = max(n_cont) + 1  # only the positions that predict continuation tokens need logits
+        owner = [b for b, cs in enumerate(conts) for _ in cs]
+        flat = [c for cs in conts for c in cs]
+        width = max(len(c) for c in flat) - 1  # the tokens fed after the prompt: all but each continuation's last
         with torch.inference_mode():
-            out, _, input_ids, _, _ = self._prefill(seqs, shared, keep=keep)
-            width = input_ids.shape[1]
-            logits = out.logits.float()[:, :-1]
-            logp = torch.log_softmax(logits, dim=-1).gather(2, input_ids[:, width - keep + 1 :, None])[..., 0]
-        return [float(logp[b, keep - 1 - k :].sum()) for b, k in enumerate(n_cont)]
+            out, attn, _, extra, offset = self._prefill(prompts, shared, keep=1)
+            first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+            values = [float(first[b, c[0]]) for b, c in zip(owner, flat)]
+            if width == 0:
+                return values
+            idx = torch.tensor(owner, device=self.device)
+            kv = out.past_key_values
+            kv.batch_select_indices(idx)  # one copy of its prompt's cache per continuation
+            pos = attn[idx].sum(-1, keepdim=True) + offset + torch.arange(width, device=self.device)
+            attn = torch.cat([attn[idx], attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
+            feed = torch.tensor([c[:-1] + [c[-1]] * (width + 1 - len(c)) for c in flat], device=self.device)
+            logits = self._model(input_ids=feed, attention_mask=attn, position_ids=pos, past_key_values=kv,
+                                 use_cache=True, **extra).logits.float()
+            self.forward_calls += 1
+            nxt = torch.tensor([c[1:] + [0] * (width + 1 - len(c)) for c in flat], device=self.device)
+            logp = torch.log_softmax(logits, dim=-1).gather(2, nxt[..., None])[..., 0]
+        return [v + float(logp[r, : len(c) - 1].sum()) for r, (v, c) in enumerate(zip(values, flat))]
 
 
 def _as_list(x: Any) -> list[int]:
-    if x is None:
-        return []
-    return list(x) if isinstance(x, (list, tuple, set)) else [int(x)]
+    return [] if x is None else list(x) if isinstance(x, (list, tuple, set)) else [int(x)]
 
 
 def _top_p_filter(probs, top_p: float):
