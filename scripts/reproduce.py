@@ -3,7 +3,8 @@
 Executed copies go to notebooks/executed/ (git-ignored); each notebook writes its
 own figures/, tables/ and results/. Each notebook's run time is recorded in results/run_times.json as it
 finishes (covlib.runs.run_times); before each notebook the script prints the time left across the rest, and at the
-end (or when one fails) a table of the times with the judge's training time from its card.json.
+end (or when one fails) a table of the times with the judge's training time from its card.json. After each notebook
+it prints its slowest cells (papermill's per-cell timings): where the time went.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def notebooks(only: str = "") -> list[Path]:
                              f"choose from {', '.join(sorted(numbers))}")
         found = [nb for nb in found if nb.name.split("_", 1)[0] in wanted]
     return found
+
+
+def executed_dir() -> Path:
+    """Where the executed copies go (git-ignored)."""
+    return ROOT / "notebooks" / "executed"
 
 
 def check_arguments(model: str, device: str) -> None:
@@ -82,7 +88,7 @@ def main() -> None:
     print(f"profile: {profile}; model: {args.model or 'embedded SmolLM2-135M-Instruct'}; device: {args.device or 'auto'}")
     if profile == "cpu":
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
-    out_dir = ROOT / "notebooks" / "executed"
+    out_dir = executed_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     model, device = args.model or run_times.EMBEDDED, args.device or default_device()
     try:
@@ -119,7 +125,7 @@ def main() -> None:
         finished.append((nb.stem, elapsed))
         times = run_times.record(times, run_times.entry(nb.stem, profile, model, device, elapsed))
         run_times.write(times)
-        print(f"{nb.name}: {elapsed:.0f} s")
+        print(f"{nb.name}: {elapsed:.0f} s\n{run_times.cells_line(run_times.slowest_cells(out_dir / nb.name), elapsed)}")
     report(finished, None, profile, model, device)
     print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")
 

@@ -163,19 +163,54 @@ def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp
 
     def fake_execute(source, target, **_kwargs):
         ran.append(os.path.basename(source))
+        _executed(target, [("import covlib", 0.5), ("# the slow part\nruns = score(everything)", 6.0)])
         if len(ran) == 2:
             raise pm.PapermillExecutionError(3, 7, "x = 1/0", "ZeroDivisionError", "division by zero", [])
 
     monkeypatch.setattr(reproduce.pm, "execute_notebook", fake_execute)
     monkeypatch.setattr(reproduce, "default_device", lambda: "cpu")
+    monkeypatch.setattr(reproduce, "executed_dir", lambda: tmp_path / "executed")  # not the repository's
     monkeypatch.setattr(sys, "argv", ["reproduce.py", "--profile", "smoke", "--only", "00,00b,01"])
     with pytest.raises(SystemExit, match="00b_nli_judges.ipynb failed in cell 7"):
         reproduce.main()
     out = capsys.readouterr().out
     assert ran == ["00_data_tour.ipynb", "00b_nli_judges.ipynb"]
     assert "[1/3] 00_data_tour: 00:00 elapsed; remaining: unknown (3 notebooks not yet timed)" in out
+    assert "slowest cells: cell 3 6 s" in out and "runs = score(everything)" in out
     assert "[2/3] 00b_nli_judges" in out and re.search(r"00_data_tour\s+\d+\.\d\s+00:00\n", out)
     assert re.search(r"00b_nli_judges\s+\d+\.\d\s+00:00\s+FAILED", out) and "total (1 notebook)" in out
     entries = R.read(tmp_path / "results" / "run_times.json")
     assert {(e["notebook"], e["profile"], e["device"]) for e in entries} == {
         ("00_data_tour", "cpu", None), ("00_data_tour", "smoke", "cpu")}  # the old cpu timing is kept
+
+
+def _executed(path, cells: list[tuple[str, float | None]]) -> None:
+    """An executed notebook as papermill leaves it: each code cell with its duration in metadata.papermill."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# title")]
+    for source, seconds in cells:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["papermill"] = {"duration": seconds, "status": "completed"}
+        nb.cells.append(cell)
+    nbformat.write(nb, str(path))
+
+
+def test_the_slowest_cells_of_an_executed_notebook_say_where_its_time_went(tmp_path):
+    path = tmp_path / "03.ipynb"
+    _executed(path, [("import x", 1.0), ("# comment\n\nruns = run_all(examples)\nmore()", 300.0), ("plot()", 20.0),
+                     ("never_ran()", None), ("table()", 5.0)])
+    cells = R.slowest_cells(path, top=2)
+    assert cells == [(300.0, 3, "runs = run_all(examples)"), (20.0, 4, "plot()")]  # cell 1 is the markdown title
+    line = R.cells_line(cells, total=400.0)
+    assert line == "  slowest cells: cell 3 300 s (75%): runs = run_all(examples); cell 4 20 s (5%): plot()"
+
+
+def test_a_missing_or_damaged_executed_notebook_gives_no_cells(tmp_path):
+    assert R.slowest_cells(tmp_path / "absent.ipynb") == []
+    (tmp_path / "bad.ipynb").write_text("{not json")
+    assert R.slowest_cells(tmp_path / "bad.ipynb") == []
+    (tmp_path / "odd.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"papermill": {"duration": "x"}}}, 5]}))
+    assert R.slowest_cells(tmp_path / "odd.ipynb") == []
+    assert R.cells_line([], 10.0) == "  slowest cells: no cell timings recorded"

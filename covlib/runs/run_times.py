@@ -225,3 +225,33 @@ def judge_line(model_dir: Path) -> str:
     resumed = "; resumed from a checkpoint: the time after resuming only" if card.get("resumed_from_checkpoint") else ""
     return (f"judge build (from card.json): {seconds / 60:.1f} min of training, measured when it was trained, {when} "
             f"(pair building and held-out evaluation not included{resumed})")
+
+
+def slowest_cells(executed: Path, top: int = 3) -> list[tuple[float, int, str]]:
+    """The `top` slowest code cells of a notebook papermill executed: (seconds, cell number from 1, first code line);
+    empty when the file or its timings cannot be read."""
+    try:
+        cells = json.loads(Path(executed).read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    timed = []
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        timing = meta.get("papermill") if isinstance(meta, dict) else None
+        seconds = _number(timing.get("duration")) if isinstance(timing, dict) else None
+        if seconds is None or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        first = next((line.strip() for line in source.splitlines() if line.strip() and not line.startswith("#")), "")
+        timed.append((seconds, number, first[:70]))
+    return sorted(timed, key=lambda t: -t[0])[:top]
+
+
+def cells_line(cells: Sequence[tuple[float, int, str]], total: float) -> str:
+    """Where a notebook's time went, one line: its slowest cells with their share of the notebook's wall time."""
+    if not cells:
+        return "  slowest cells: no cell timings recorded"
+    parts = [f"cell {n} {s:.0f} s ({s / total:.0%}): {first}" if total > 0 else f"cell {n} {s:.0f} s: {first}"
+             for s, n, first in cells]
+    return "  slowest cells: " + "; ".join(parts)
