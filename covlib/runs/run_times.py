@@ -34,22 +34,24 @@ FIELDS = ("notebook", "profile", "model", "device", "seconds", "finished_at", "c
 # Expected seconds per notebook, per profile, with the embedded model on the 2-core CPU reference machine
 # (docs/benchmarks.md, "The whole `cpu` reproduction", shows the same numbers in minutes; a test keeps them equal).
 # None: NOT MEASURED YET. The ETA counts such a notebook as "not yet timed" until a run has recorded it.
+# cpu: one fresh-clone `make reproduce` at 8b77c33 (2026-11-25/26, ONNX int8 judge), 00b re-run at caded6c after 6e86eff
+# (the LLM judge's three options in one prefill; 488.3 s before).
 REFERENCE_SECONDS: dict[str, dict[str, float | None]] = {
     "cpu": {
-        "00_data_tour": 58.2,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "00b_nli_judges": 561.2,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "01_consistency_kde": 137.1,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "02_threshold_ablation": 205.3,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "03_verify_and_edit_tables": 632.5,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "04_credibility_models": 293.0,  # measured 2026-11-25, commit 20bf817 (torch judge)
-        "05_knowledge_precision": None,  # not measured yet
-        "06_knowledge_recall": None,  # not measured yet
-        "07_reflection_completion": None,  # not measured yet
-        "08_covrag_verifier": None,  # not measured yet
-        "09_covrag_iterations": None,  # not measured yet
-        "10_covrag_finetune": None,  # not measured yet
-        "11_covrag_judge": None,  # not measured yet
-        "12_claims": None,  # not measured yet
+        "00_data_tour": 47.1,
+        "00b_nli_judges": 190.2,
+        "01_consistency_kde": 138.1,
+        "02_threshold_ablation": 212.0,
+        "03_verify_and_edit_tables": 692.5,
+        "04_credibility_models": 96.0,
+        "05_knowledge_precision": 218.0,
+        "06_knowledge_recall": 125.1,
+        "07_reflection_completion": 287.7,
+        "08_covrag_verifier": 236.0,
+        "09_covrag_iterations": 20.0,
+        "10_covrag_finetune": 519.8,
+        "11_covrag_judge": 90.1,
+        "12_claims": 4.1,
     },
 }
 
