@@ -179,3 +179,33 @@ def test_several_continuations_after_a_shared_prefix_score_as_each_would_alone(t
     scores = lm.score(prompts, conts * len(cot_prompts), progress=False)
     assert seen[0] < sum(len(lm.tokenizer(p, add_special_tokens=False).input_ids) for p in cot_prompts)  # block once
     assert scores == pytest.approx([_whole_logprob(lm, p, c) for p, c in zip(prompts, conts * 3)], abs=1e-3)
+
+
+BLOCK = ("Answer each quiz question with a short phrase and a full stop. The questions come from a general-knowledge "
+         "quiz about places, people and dates; answer from what you know, and do not explain the answer.\n\n")
+
+
+@pytest.mark.parametrize("path", ["no prefix", "copied prefix", "cascade"])
+def test_continuations_of_several_tokens_score_as_one_whole_forward_does(tmp_path, path):
+    from covlib.generation.prefix import CASCADE
+
+    lm = lm_mod.LM(cache=Cache(tmp_path / "calls.sqlite", table="lm"), batch_size=2)
+    lm.share_prefix = path != "no prefix"
+    if path == "copied prefix":  # an attention cascade was not checked against: each batch copies the prefix's cache
+        lm.model.set_attn_implementation("eager")
+    prompts = [BLOCK + "Q: What is the capital of France?\nA:",
+               BLOCK + "Q: In which country did the D-Day landings of June 1944 take place?\nA:"]
+    conts = [" Paris.", " the United States of America.", " in 1994.", " France"]
+    rows = []
+    forward = lm.model.forward
+
+    def recording(*args, **kwargs):
+        rows.append(int(kwargs["input_ids"].shape[0]))
+        return forward(*args, **kwargs)
+
+    lm.model.forward = recording
+    scores = lm.score([p for p in prompts for _ in conts], conts * 2, progress=False)
+    lm.model.forward = forward
+    assert (lm.model.config._attn_implementation == CASCADE) == (path == "cascade")
+    assert max(rows) <= 2  # continuation rows come batch_size at a time, however many a prompt has
+    assert scores == pytest.approx([_whole_logprob(lm, p, c) for p in prompts for c in conts], abs=1e-3)

@@ -20,6 +20,7 @@ are those of the model's own distribution (temperature 1), whatever temperature 
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -27,7 +28,8 @@ from typing import Any, Sequence
 
 from covlib.core import paths
 from covlib.core.cache import Cache, completion_shape, fingerprint_dir, make_key, number_shape
-from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache, sample_seed
+from covlib.generation.base import (Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
+                                    sample_seed, top_p_filter)
 from covlib.generation.prefix import SharedPrefix, padded_inputs
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.spec import load_failure, model_source
@@ -257,7 +259,7 @@ class LM:
                 else:
                     probs = torch.softmax(logits / temperature, dim=-1)
                     if top_p < 1.0:
-                        probs = _top_p_filter(probs, top_p)
+                        probs = top_p_filter(probs, top_p)
                     nxt = torch.stack([torch.multinomial(probs[b], 1, generator=gens[r])[0] for b, r in enumerate(active)])
                 chosen = logp.gather(1, nxt[:, None])[:, 0].tolist()
                 nxt_list = nxt.tolist()
@@ -358,42 +360,41 @@ class LM:
     def _score_prompts(self, prompts: list[list[int]], conts: list[list[list[int]]],
                        shared: SharedPrefix | None = None) -> list[float]:
         """Log-probabilities of each prompt's continuations, flattened: a prompt is prefilled once (after the shared
-        prefix) and its continuations run together on copies of its cache."""
+        prefix); continuations of more than one token then run on copies of its cache, `batch_size` rows at a time."""
         import torch
 
         owner = [b for b, cs in enumerate(conts) for _ in cs]
         flat = [c for cs in conts for c in cs]
-        width = max(len(c) for c in flat) - 1  # the tokens fed after the prompt: all but each continuation's last
         with torch.inference_mode():
             out, attn, _, extra, offset = self._prefill(prompts, shared, keep=1)
             first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
             values = [float(first[b, c[0]]) for b, c in zip(owner, flat)]
-            if width == 0:
-                return values
-            idx = torch.tensor(owner, device=self.device)
-            kv = out.past_key_values
-            kv.batch_select_indices(idx)  # one copy of its prompt's cache per continuation
-            pos = attn[idx].sum(-1, keepdim=True) + offset + torch.arange(width, device=self.device)
-            attn = torch.cat([attn[idx], attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
-            feed = torch.tensor([c[:-1] + [c[-1]] * (width + 1 - len(c)) for c in flat], device=self.device)
-            logits = self._model(input_ids=feed, attention_mask=attn, position_ids=pos, past_key_values=kv,
-                                 use_cache=True, **extra).logits.float()
-            self.forward_calls += 1
-            nxt = torch.tensor([c[1:] + [0] * (width + 1 - len(c)) for c in flat], device=self.device)
-            logp = torch.log_softmax(logits, dim=-1).gather(2, nxt[..., None])[..., 0]
-        return [v + float(logp[r, : len(c) - 1].sum()) for r, (v, c) in enumerate(zip(values, flat))]
+            longer = [r for r, c in enumerate(flat) if len(c) > 1]  # the rest are done: their token follows the prompt
+            for start in range(0, len(longer), self.batch_size):
+                rows = longer[start : start + self.batch_size]
+                kv = out.past_key_values if start + self.batch_size >= len(longer) else copy.deepcopy(out.past_key_values)
+                rest = self._continue(kv, attn, extra, offset, [owner[r] for r in rows], [flat[r] for r in rows])
+                for r, lp in zip(rows, rest):
+                    values[r] += lp
+        return values
+
+    def _continue(self, kv, attn, extra: dict, offset: int, owner: list[int], flat: list[list[int]]) -> list[float]:
+        """Log-probability of each continuation's tokens after its first: one right-padded forward on prompt caches."""
+        import torch
+
+        width = max(len(c) for c in flat) - 1
+        idx = torch.tensor(owner, device=self.device)
+        kv.batch_select_indices(idx)  # one copy of its prompt's cache per continuation
+        pos = attn[idx].sum(-1, keepdim=True) + offset + torch.arange(width, device=self.device)
+        attn = torch.cat([attn[idx], attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
+        feed = torch.tensor([c[:-1] + [c[-1]] * (width + 1 - len(c)) for c in flat], device=self.device)
+        logits = self._model(input_ids=feed, attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True,
+                             **extra).logits.float()
+        self.forward_calls += 1
+        nxt = torch.tensor([c[1:] + [0] * (width + 1 - len(c)) for c in flat], device=self.device)
+        logp = torch.log_softmax(logits, dim=-1).gather(2, nxt[..., None])[..., 0]
+        return [float(logp[r, : len(c) - 1].sum()) for r, c in enumerate(flat)]
 
 
 def _as_list(x: Any) -> list[int]:
     return [] if x is None else list(x) if isinstance(x, (list, tuple, set)) else [int(x)]
-
-
-def _top_p_filter(probs, top_p: float):
-    import torch
-
-    sorted_p, order = torch.sort(probs, descending=True, dim=-1)
-    cum = sorted_p.cumsum(-1)
-    drop = cum - sorted_p > top_p
-    sorted_p = sorted_p.masked_fill(drop, 0.0)
-    filtered = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    return filtered / filtered.sum(-1, keepdim=True)
