@@ -10,7 +10,7 @@ from covlib.core import traces
 from covlib.core.records import Example
 from covlib.generation import Generator
 
-from covlib.papers.credibility import trace
+import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.key_facts import KeyFacts
 from covlib.papers.credibility.metrics import score_answers, score_details
 from covlib.papers.credibility.prompts import answer_prompt

@@ -13,7 +13,7 @@ from covlib.core.records import Example
 from covlib.generation import Generator
 from covlib.retrieval import Retriever
 
-from covlib.papers.credibility import trace
+import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.answers import answer_batch
 from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt, is_refusal
 from covlib.papers.credibility.references import ReferenceSet, hits_set, partial, rng, with_gold

@@ -16,7 +16,7 @@ from covlib.core.text import split_sentences
 from covlib.data import iter_records
 from covlib.generation import Generator
 
-from covlib.papers.credibility import trace
+import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
 
 

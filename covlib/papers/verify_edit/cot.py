@@ -74,7 +74,7 @@ from typing import Sequence
 from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
 from covlib.data import load_fewshot
-from covlib.papers.verify_edit import trace
+import covlib.papers.verify_edit.trace as trace
 from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
                                               finish_answer, gold_answers, answer_score, parse_answer, rescore, split_cot)  # noqa: F401
 
