@@ -412,3 +412,56 @@ def test_the_openai_key_goes_only_to_its_bound_url(misbehaving, tmp_path, monkey
     monkeypatch.setenv("COVLIB_API_KEY", "sk-covlib")
     lm.generate(["z"], max_new_tokens=2, progress=False)
     assert handler.seen[-1][1] == "Bearer sk-covlib"  # covlib's own key goes to the server it is configured for
+
+
+@pytest.fixture
+def two_servers():
+    """Two loopback servers, each recording the requests it gets: a local model's ("local", at 127.0.0.1) and one
+    standing in for api.openai.com ("openai", reached as localhost: another host name, as OpenAI's is)."""
+    handlers, servers = {}, []
+    for name in ("local", "openai"):
+        handler = type(f"_{name}", (_Misbehaving,), {"seen": [], "replies": [(200, GOOD, {})]})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        handlers[name], servers = handler, servers + [httpd]
+    host = {"local": "127.0.0.1", "openai": "localhost"}
+    urls = {name: f"http://{host[name]}:{httpd.server_address[1]}/v1" for name, httpd in zip(handlers, servers)}
+    yield handlers, urls
+    for httpd in servers:
+        httpd.shutdown()
+
+
+def test_each_key_goes_only_to_its_own_server(two_servers, tmp_path, monkeypatch):
+    """A local vLLM model with judge=openai:gpt-4o, both keys set (issue 32): OpenAI gets OPENAI_API_KEY, the
+    local server COVLIB_API_KEY, and neither key reaches the other's server."""
+    import covlib.generation.http as http
+
+    handlers, urls = two_servers
+    monkeypatch.setattr(http, "OPENAI_HOST_URL", urls["openai"].removesuffix("v1"))  # the stand-in is OpenAI's host
+    monkeypatch.delenv("COVLIB_API_KEY_URL", raising=False)
+    monkeypatch.setenv("COVLIB_API_KEY", "sk-local-vllm")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    local = EndpointLM("Qwen/Qwen2.5-7B-Instruct", urls["local"], cache=Cache(tmp_path / "a.sqlite", table="lm"))
+    judge = EndpointLM("gpt-4o", urls["openai"], cache=Cache(tmp_path / "b.sqlite", table="lm"), retries=0)
+    local.generate(["a", "b"], max_new_tokens=2, progress=False)
+    judge.generate(["c", "d"], max_new_tokens=2, progress=False)
+    sent = {name: [auth for _, auth, _ in handler.seen] for name, handler in handlers.items()}
+    assert sent == {"local": ["Bearer sk-local-vllm"] * 2, "openai": ["Bearer sk-openai"] * 2}
+    monkeypatch.delenv("OPENAI_API_KEY")  # the local key alone: still not to OpenAI
+    judge.generate(["e"], max_new_tokens=2, progress=False)
+    assert handlers["openai"].seen[-1][1] is None
+    monkeypatch.setenv("COVLIB_API_KEY_URL", urls["openai"])  # unless the user binds it there
+    judge.generate(["f"], max_new_tokens=2, progress=False)
+    assert handlers["openai"].seen[-1][1] == "Bearer sk-local-vllm"
+    monkeypatch.setattr(http, "OPENAI_HOST_URL", "https://api.openai.com/")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("COVLIB_API_KEY_URL", urls["openai"])  # a proxy bound to OpenAI's key gets that key
+    judge.generate(["g"], max_new_tokens=2, progress=False)
+    assert handlers["openai"].seen[-1][1] == "Bearer sk-openai"
+    monkeypatch.delenv("COVLIB_API_KEY_URL")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    from covlib.generation.http import api_key
+
+    for openai in ("https://api.openai.com/v1", "http://api.openai.com/v1", "https://api.openai.com:443/v1"):
+        assert api_key(openai) is None, openai  # covlib's key never to OpenAI's host, plain http included
+    assert api_key("http://gpu1:8000/v1") == "sk-local-vllm"  # any other host: a server covlib was configured with

@@ -15,9 +15,9 @@ server, SGLang, `transformers serve` or a hosted API:
   honoured); anything else raises `EndpointError` with the URL, the status and the server's message.
 * The API key comes from `COVLIB_API_KEY` or `OPENAI_API_KEY` at request time (surrounding whitespace, such
   as the `\\r` of a CRLF `.env` file, stripped); it is never stored, never part of a name, a cache key or a
-  recorded result. `COVLIB_API_KEY` goes to the configured server; `OPENAI_API_KEY` only to
-  https://api.openai.com, or to base URLs starting with a prefix listed (comma-separated) in
-  `COVLIB_API_KEY_URL` -- never to another host, plain http included, unless so bound.
+  recorded result. Each key goes only to its own servers: `OPENAI_API_KEY` to https://api.openai.com and to
+  base URLs starting with a prefix listed (comma-separated) in `COVLIB_API_KEY_URL`, and it wins there;
+  `COVLIB_API_KEY` to the configured server otherwise, never to api.openai.com unless listed there too.
 * Each request waits at most `timeout` seconds for an answer (`COVLIB_REQUEST_TIMEOUT`, default 300 s),
   then is retried; the error says which setting to raise.
 * A reply must hold exactly one choice with index 0 (every request asks for n=1) and finite
@@ -43,8 +43,8 @@ from covlib.core import paths
 from covlib.core.cache import Cache, completion_shape, make_key, number_shape
 from covlib.generation.base import (Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
                        sample_seed)
-from covlib.generation.http import (EndpointError, Stopped, key_bound, key_value, only_choice, request_timeout,
-                                    retryable, server_message)
+from covlib.generation.http import (EndpointError, Stopped, api_key, only_choice, request_timeout, retryable,
+                                    server_message)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
 DEFAULT_CONCURRENCY = 8
@@ -90,9 +90,7 @@ class EndpointLM:
             return self._client
 
     def _headers(self) -> dict[str, str]:
-        key = key_value("COVLIB_API_KEY")
-        if key is None and key_bound(self.base_url):
-            key = key_value("OPENAI_API_KEY")
+        key = api_key(self.base_url)  # each key only to its own servers: never the local one's to OpenAI
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def post(self, route: str, payload: dict[str, Any]) -> dict[str, Any]:

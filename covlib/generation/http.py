@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
-KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read in this order, at request time
+KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read at request time, each bound to its servers (api_key)
 RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
 OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
@@ -18,13 +19,26 @@ def key_value(variable: str) -> str | None:
     return (os.environ.get(variable) or "").strip() or None
 
 
+def _listed(base_url: str) -> bool:
+    """Whether `base_url` starts with one of the comma-separated prefixes in COVLIB_API_KEY_URL."""
+    url = base_url.rstrip("/") + "/"
+    return any(url.startswith(u.strip().rstrip("/") + "/") for u in
+               os.environ.get("COVLIB_API_KEY_URL", "").split(",") if u.strip())
+
+
 def key_bound(base_url: str) -> bool:
     """Whether OPENAI_API_KEY may be sent to `base_url`: OpenAI's own API over https, or a base URL starting
     with one of the comma-separated prefixes in COVLIB_API_KEY_URL."""
-    url = base_url.rstrip("/") + "/"
-    bound = [OPENAI_HOST_URL] + [u.strip().rstrip("/") + "/" for u in
-                                 os.environ.get("COVLIB_API_KEY_URL", "").split(",") if u.strip()]
-    return any(url.startswith(prefix) for prefix in bound)
+    return (base_url.rstrip("/") + "/").startswith(OPENAI_HOST_URL) or _listed(base_url)
+
+
+def api_key(base_url: str) -> str | None:
+    """The key a request to `base_url` carries: OPENAI_API_KEY where it is bound (key_bound), else COVLIB_API_KEY,
+    the configured server's key, which never goes to OpenAI's host unless COVLIB_API_KEY_URL lists that URL."""
+    key = key_value("OPENAI_API_KEY") if key_bound(base_url) else None
+    if key is None and (urlsplit(base_url).hostname != urlsplit(OPENAI_HOST_URL).hostname or _listed(base_url)):
+        key = key_value("COVLIB_API_KEY")
+    return key
 
 
 def request_timeout(timeout: float | None) -> float:
