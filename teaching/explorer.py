@@ -1,11 +1,12 @@
 """The book's trace explorer: per notebook its runs, per run a filterable list of its examples, per example a page.
 
 `write` reads results/traces/<notebook>/*.jsonl (covlib.core.traces) and writes, beside the book's pages,
-`explore-<notebook>.html` (every run: title, examples, complete or interrupted, outcome counts linking to the run's
-page filtered on them), `explore/<notebook>/<run>.html` (one row per example: index, id, question, prediction,
-correct, outcome, parse failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example
-step by step, `covlib.runs.trace_view.example_html`: markup other than its own goes through the book's sanitiser;
-previous / next / back links). A run's page stays light (no step text, one short row per example; a full-profile
+`explore-<notebook>.html` (every run: title, examples and damaged lines, complete, interrupted or incomplete (its
+end line counts other records than were read), outcome counts linking to the run's page filtered on them),
+`explore/<notebook>/<run>.html` (one row per example: index, id, question, prediction, correct, outcome, parse
+failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example step by step,
+`covlib.runs.trace_view.example_html`: markup other than its own goes through the book's sanitiser; previous / next /
+back links). A run's page stays light (no step text, one short row per example; a full-profile
 notebook 03 has 16 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
 script that sets `hidden` on the rows that do not match and reads a first filter from the address
 (`explore/03_verify_and_edit_tables/<run>.html#outcome=fixed&fired=yes`); without JavaScript every row shows.
@@ -22,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
-from covlib.core import traces
+from covlib.core import trace_schema, traces
 from covlib.runs import trace_view
 from teaching.safe_html import neutral_paths, sanitize
 
@@ -161,6 +162,43 @@ def read_runs(folder: Path, notes: list[str] | None = None) -> list[tuple[Path, 
     return out
 
 
+def end_records(trace: traces.Trace) -> int | None:
+    """The record count the trace's `end` line states (the first valid one, as `traces.read` takes it), or None."""
+    if not trace.complete:
+        return None
+    check = trace_schema.checkers()["end"]
+    for line in trace_schema.lines_of(trace.path)[1:]:
+        if "end" not in line and "\\u" not in line:  # cheap: only a line that can spell "end" can be the end line
+            continue
+        try:
+            obj = trace_schema.parse(line)
+        except ValueError:
+            continue
+        if trace_schema.kind_of(obj) == "end" and check.is_valid(obj):
+            return obj["records"]
+    return None
+
+
+def run_state(trace: traces.Trace, long: bool = False) -> str:
+    """A run's state as HTML: complete, interrupted (no end line), or incomplete (its end line counts other records
+    than were read: records lost or damaged); `long` adds what interrupted means."""
+    said = end_records(trace)
+    if not trace.complete:
+        why = " (no end line: the records written before it stopped)" if long else ""
+        return f"<span class='interrupted'>interrupted{why}</span>"
+    if said is not None and said != len(trace.records):
+        return (f"<span class='interrupted'>incomplete: end line says {said} records, "
+                f"{len(trace.records)} read</span>")
+    return "complete"
+
+
+def examples_text(trace: traces.Trace) -> str:
+    """How many examples the run has, and how many of its lines are damaged (fail the trace schema: skipped) if any."""
+    damaged = (f", <span class='interrupted' title='lines that fail the trace schema, skipped'>{trace.damaged} "
+               "damaged</span>" if trace.damaged else "")
+    return f"{len(trace.records)} examples{damaged}"
+
+
 def _options(key: str, values: Sequence[str]) -> str:
     present = sorted(set(values), key=lambda v: (v == NONE, len(v), v))
     if key == "outcome":
@@ -182,10 +220,7 @@ def filter_bar(values: Sequence[dict[str, str]]) -> str:
 def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict, str | None]], anchor: str) -> str:
     header = trace.header
     compare = header.get("compare") or {}
-    state = ("complete" if trace.complete else
-             "<span class='interrupted'>interrupted (no end line: the records written before it stopped)</span>")
-    damaged = f", {trace.damaged} damaged line(s) skipped" if trace.damaged else ""
-    about = [f"{len(rows)} examples, {state}{damaged}",
+    about = [f"{examples_text(trace)}, {run_state(trace, long=True)}",
              f"paper <code>{_e(header.get('paper', ''))}</code>, method <code>{_e(header.get('method', ''))}</code>",
              f"model <code>{_e(header.get('model'))}</code>" if header.get("model") else "",
              f"file <code>{_e(trace.path.name)}</code>"]
@@ -257,10 +292,10 @@ def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], 
         counts = traces.count_outcomes((None, None, o) for o in outcomes)
         cells = ("".join(f'<td><a href="{href}#outcome={outcome_value(o)}">{counts[o]}</a></td>' for o in traces.OUTCOMES)
                  if any(o is not None for o in outcomes) else "<td>-</td>" * len(traces.OUTCOMES))
-        state = "complete" if trace.complete else "<span class='interrupted'>interrupted</span>"
         change = f"{_e(compare.get('before'))} → {_e(compare.get('after'))}" if compare else "-"
-        lines.append(f'<tr><td><a href="{href}">{_e(trace.title)}</a></td><td>{len(trace.records)}</td>'
-                     f"<td>{state}</td><td>{change}</td>{cells}</tr>")
+        size = examples_text(trace) if trace.damaged else str(len(trace.records))
+        lines.append(f'<tr><td><a href="{href}">{_e(trace.title)}</a></td><td>{size}</td>'
+                     f"<td>{run_state(trace)}</td><td>{change}</td>{cells}</tr>")
     parts.append(f"<table class='explore-runs'><thead><tr>{heads}</tr></thead><tbody>{''.join(lines)}</tbody></table>")
     return page(f"Traces: {stem}", "".join(parts))
 

@@ -4,6 +4,7 @@ example step by step, filters that work from file:// (checked in headless Chromi
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -197,6 +198,62 @@ def test_runs_whose_names_meet_get_pages_of_their_own_and_odd_records_still_show
     for page in pages:
         assert f'href="explore/{COV}/{page}"' in listing
         assert (tmp_path / "site" / "explore" / COV / page[:-5] / "0.html").is_file()
+
+
+def _text(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def _list_row(listing: str, title: str) -> tuple[str, str]:
+    """The examples and state cells of the list page's row of the run titled `title`, as text."""
+    found = re.search(rf">{re.escape(title)}</a></td><td>(.*?)</td><td>(.*?)</td>", listing)
+    assert found, f"no row for {title!r}"
+    return _text(found.group(1)), _text(found.group(2))
+
+
+def test_a_run_whose_end_line_disagrees_or_whose_records_fail_the_schema_is_not_shown_as_complete(tmp_path):
+    """Issue 32, item 17: real traces (`traces.open_run`), then damaged as a cut copy or another writer would."""
+    folder = tmp_path / "traces" / COV
+    traces.start(COV, folder=folder)
+    try:
+        for title, n in (("whole", 3), ("lost", 2), ("all bad", 3), ("one bad", 3)):
+            with traces.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
+                for i in range(n):
+                    tr.write(_cov_record(i))
+    finally:
+        traces.stop()
+    files = {traces.read_header(p)["title"]: p for p in traces.run_files(folder)}
+
+    def damage(title: str, change) -> None:
+        lines = [json.loads(line) for line in files[title].read_text().splitlines()]
+        files[title].write_text("".join(json.dumps(change(obj)) + "\n" for obj in lines))
+
+    def off_schema(obj: dict) -> dict:  # a record another writer made: correct out of [0, 1], no steps
+        return {**obj, "correct": 7, "steps": []} if obj["type"] == "example" else obj
+
+    damage("CoV-RAG lost", lambda obj: {**obj, "records": 1000} if obj["type"] == "end" else obj)
+    damage("CoV-RAG all bad", off_schema)
+    damage("CoV-RAG one bad", lambda obj: off_schema(obj) if obj.get("index") == 1 else obj)
+    assert traces.validate(files["CoV-RAG lost"]) == [] and len(traces.validate(files["CoV-RAG all bad"])) == 3
+
+    written = explorer.write(tmp_path / "site", tmp_path / "traces", [COV], book._page)
+    listing = written[COV].read_text()
+    assert _list_row(listing, "CoV-RAG whole") == ("3", "complete")
+    assert _list_row(listing, "CoV-RAG lost") == ("2", "incomplete: end line says 1000 records, 2 read")
+    assert _list_row(listing, "CoV-RAG all bad") == ("0 examples, 3 damaged",
+                                                      "incomplete: end line says 3 records, 0 read")
+    assert _list_row(listing, "CoV-RAG one bad") == ("2 examples, 1 damaged",
+                                                      "incomplete: end line says 3 records, 2 read")
+
+    pages = {title: _run_page(tmp_path / "site", COV, title).read_text() for title in files}
+    assert "3 examples, complete;" in _text(pages["CoV-RAG whole"])
+    assert "2 examples, incomplete: end line says 1000 records, 2 read;" in _text(pages["CoV-RAG lost"])
+    assert "0 examples, 3 damaged, incomplete: end line says 3 records, 0 read;" in _text(pages["CoV-RAG all bad"])
+    one_bad = pages["CoV-RAG one bad"]
+    assert "2 examples, 1 damaged, incomplete: end line says 3 records, 2 read;" in _text(one_bad)
+    assert re.findall(r"<code>(nq-\d)</code>", one_bad) == ["nq-0", "nq-2"], "the good records are kept"
+    kept = tmp_path / "site" / "explore" / COV / _run_page(tmp_path / "site", COV, "one bad").stem
+    assert sorted(p.name for p in kept.glob("*.html")) == ["0.html", "1.html"]
 
 
 # --------------------------------------------------------------------------- in a browser
