@@ -2,9 +2,11 @@
 
 Executed copies go to notebooks/executed/ (git-ignored); each notebook writes its
 own figures/, tables/ and results/. Each notebook's run time is recorded in results/run_times.json as it
-finishes (covlib.runs.run_times); before each notebook the script prints the time left across the rest, and at the
-end (or when one fails) a table of the times with the judge's training time from its card.json. After each notebook
-it prints its slowest cells (papermill's per-cell timings): where the time went.
+finishes (covlib.runs.run_times: merged, under a lock, into what the file holds by then, so two runs at once keep each
+other's times; a file of another shape is kept aside with a warning, never replaced); before each notebook the script
+prints the time left across the rest, and at the end (or when one fails) a table of the times with the judge's
+training time from its card.json. After each notebook it prints its slowest cells (papermill's per-cell timings):
+where the time went.
 """
 
 from __future__ import annotations
@@ -91,12 +93,8 @@ def main() -> None:
     out_dir = executed_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     model, device = args.model or run_times.EMBEDDED, args.device or default_device()
-    try:
-        times = run_times.read()
-    except ValueError as err:
-        kept = run_times.times_path().replace(run_times.times_path().with_name("run_times.unreadable.json"))
-        print(f"note: {err}; kept as {kept.name}, starting a new one")
-        times = []
+    times = run_times.load()  # a damaged or wrong-shape file is kept aside, with a warning
+    mine: list[dict] = []  # this run's entries, merged again into the file as it is on disk after each notebook
     finished: list[tuple[str, float]] = []
     began = time.time()
     for index, nb in enumerate(selected, start=1):
@@ -123,8 +121,8 @@ def main() -> None:
             raise
         elapsed = time.time() - start
         finished.append((nb.stem, elapsed))
-        times = run_times.record(times, run_times.entry(nb.stem, profile, model, device, elapsed))
-        run_times.write(times)
+        mine.append(run_times.entry(nb.stem, profile, model, device, elapsed))
+        times = run_times.update(mine)  # re-read under the lock: another run's entries are kept
         print(f"{nb.name}: {elapsed:.0f} s\n{run_times.cells_line(run_times.slowest_cells(out_dir / nb.name), elapsed)}")
     report(finished, None, profile, model, device)
     print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")

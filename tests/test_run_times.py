@@ -1,12 +1,15 @@
-"""Run times of `make reproduce`: results/run_times.json (migration, one entry per profile, atomic writes), the ETA
-across notebooks, the printed table, and the script's loop with papermill replaced (no notebook runs)."""
+"""Run times of `make reproduce`: results/run_times.json (migration, one entry per profile, atomic writes, two runs
+at once, files of another shape kept aside), the ETA across notebooks, the printed table, and the script's loop with
+papermill replaced (no notebook runs)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -92,7 +95,8 @@ def test_a_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         R.write([_entry("a", seconds=1.0), _entry("b", seconds=2.0)], path)
     assert path.read_text() == before and [e["notebook"] for e in R.read(path)] == ["a"]
-    assert [p.name for p in path.parent.iterdir()] == ["run_times.json"]  # no temporary file left behind
+    # no temporary file left behind (the lock file stays: deleting it would let two runs hold two locks)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["run_times.json", "run_times.json.lock"]
 
 
 def test_an_unreadable_file_is_reported_not_silently_replaced(tmp_path):
@@ -182,6 +186,122 @@ def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp
     entries = R.read(tmp_path / "results" / "run_times.json")
     assert {(e["notebook"], e["profile"], e["device"]) for e in entries} == {
         ("00_data_tour", "cpu", None), ("00_data_tour", "smoke", "cpu")}  # the old cpu timing is kept
+
+
+
+# A `make reproduce` in a process of its own, papermill replaced (no notebook runs): before each "notebook" it waits
+# until the other run has reached the same step, so the two runs read, then write the file in turn, interleaved.
+LOCKSTEP_RUN = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+
+    scripts, me, other, only, meeting = sys.argv[1:6]
+    sys.path.insert(0, scripts)
+    import reproduce
+
+    steps = []
+
+    def in_lockstep(source, target, **_kwargs):
+        steps.append(source)
+        Path(meeting, f"{me}-{len(steps)}").touch()
+        deadline = time.time() + 120
+        while not Path(meeting, f"{other}-{len(steps)}").exists():
+            if time.time() > deadline:
+                raise RuntimeError(f"{other} never reached step {len(steps)}")
+            time.sleep(0.01)
+
+    reproduce.pm.execute_notebook = in_lockstep
+    reproduce.executed_dir = lambda: Path(meeting, f"executed-{me}")
+    sys.argv = ["reproduce.py", "--profile", "smoke", "--device", "cpu", "--only", only]
+    reproduce.main()
+""")
+
+
+def test_two_reproduce_runs_at_once_keep_every_entry_of_both(tmp_path, scratch_root):
+    results_dir = scratch_root / "results"
+    results_dir.mkdir(parents=True)
+    path = results_dir / "run_times.json"
+    R.write([_entry("00_data_tour", "cpu", 47.0)], path)  # an earlier cpu run: neither smoke run may drop it
+    script, meeting = tmp_path / "lockstep_run.py", tmp_path / "meeting"
+    script.write_text(LOCKSTEP_RUN)
+    meeting.mkdir()
+    scripts = str(paths.code_root() / "scripts")
+    runs = {"a": ("b", "00,01,02"), "b": ("a", "03,04,05")}
+    procs = {me: subprocess.Popen([sys.executable, str(script), scripts, me, other, only, str(meeting)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for me, (other, only) in runs.items()}
+    outputs = {me: proc.communicate(timeout=300)[0] for me, proc in procs.items()}
+    for me, proc in procs.items():
+        assert proc.returncode == 0, f"run {me} failed:\n{outputs[me]}"
+    met = sorted(p.name for p in meeting.iterdir() if p.name[0] in "ab")
+    assert met == [f"{x}-{i}" for x in "ab" for i in (1, 2, 3)]  # both runs reached each step
+    got = {(e["notebook"][:2], e["profile"], e["device"]) for e in R.read(path)}
+    assert got == {("00", "cpu", "cpu")} | {(f"0{i}", "smoke", "cpu") for i in range(6)}, \
+        "entries lost when two runs wrote run_times.json at once"
+    assert not list(results_dir.glob("run_times.unreadable*"))
+
+
+WRONG_SHAPES = {
+    "a list": '[{"notebook": "00_data_tour", "profile": "cpu", "seconds": 47.0}]\n',
+    "runs not a list": '{"runs": "oops"}',
+    "an entry not a dict": '{"format": 2, "runs": [{"notebook": "01_consistency_kde", "profile": "cpu", '
+                           '"seconds": 138.1}, "not a run"]}',
+    "a flat value not a dict": '{\n  "01_consistency_kde": 138.1\n}\n',
+    "a future format": '{"format": 3, "runs": [{"notebook": "01_consistency_kde", "seconds": 138.1}]}',
+    "truncated": '{"format": 2, "runs": [{"notebook": "01_consistency_kde", "seconds": 13',
+}
+
+
+@pytest.mark.parametrize("shape", list(WRONG_SHAPES))
+def test_reproduce_keeps_a_file_of_another_shape_aside_and_says_where(tmp_path, monkeypatch, capsys, shape):
+    monkeypatch.syspath_prepend(str(paths.code_root() / "scripts"))
+    import reproduce
+
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    path = tmp_path / "results" / "run_times.json"
+    path.parent.mkdir()
+    path.write_text(WRONG_SHAPES[shape])
+    monkeypatch.setattr(reproduce.pm, "execute_notebook", lambda source, target, **_kwargs: None)
+    monkeypatch.setattr(reproduce, "executed_dir", lambda: tmp_path / "executed")
+    monkeypatch.setattr(sys, "argv", ["reproduce.py", "--profile", "smoke", "--device", "cpu", "--only", "00"])
+    reproduce.main()
+    kept = tmp_path / "results" / "run_times.unreadable.json"
+    assert kept.read_text() == WRONG_SHAPES[shape]  # moved aside whole, not replaced
+    captured = capsys.readouterr()
+    warnings = [line for line in (captured.out + captured.err).splitlines() if "run_times.unreadable.json" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: ") and str(path) in warnings[0] \
+        and str(kept) in warnings[0], warnings
+    assert [(e["notebook"], e["profile"]) for e in R.read(path)] == [("00_data_tour", "smoke")]  # a new file
+
+
+def test_a_second_refused_file_does_not_overwrite_the_first_kept_one(tmp_path, capsys):
+    path = tmp_path / "run_times.json"
+    path.write_text('{"runs": "first"}')
+    assert R.load(path) == [] and not path.exists()
+    path.write_text("[2]")
+    assert R.update([_entry("a")], path)[0]["notebook"] == "a"
+    assert (tmp_path / "run_times.unreadable.json").read_text() == '{"runs": "first"}'
+    assert (tmp_path / "run_times.unreadable.1.json").read_text() == "[2]"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "a JSON list, not an object" in err[1] and "run_times.unreadable.1.json" in err[1]
+
+
+def test_update_merges_into_the_file_and_the_later_run_of_a_notebook_wins(tmp_path):
+    path = tmp_path / "run_times.json"
+    path.write_text(json.dumps(OLD_FLAT))  # 01 (cpu, unknown device and time) and 02 (smoke)
+    later = _entry("01_consistency_kde", seconds=300.0, finished_at="2026-11-24T12:00:00+00:00")
+    merged = R.update([later], path)
+    assert R.read(path) == sorted(merged, key=lambda e: e["notebook"])
+    assert {(e["notebook"], e["seconds"]) for e in R.read(path)} == {("01_consistency_kde", 300.0),
+                                                                      ("02_threshold_ablation", 20.0)}
+    earlier = _entry("01_consistency_kde", seconds=999.0, finished_at="2026-11-24T11:00:00+00:00")
+    R.update([earlier], path)  # another run that finished this notebook earlier: the later time stays
+    assert {(e["notebook"], e["seconds"]) for e in R.read(path)} == {("01_consistency_kde", 300.0),
+                                                                      ("02_threshold_ablation", 20.0)}
+    R.update([_entry("01_consistency_kde", seconds=280.0, finished_at="2026-11-24T12:30:00+01:00")], path)
+    assert {e["seconds"] for e in R.read(path) if e["notebook"] == "01_consistency_kde"} == {300.0}  # 11:30 UTC
+    R.update([_entry("01_consistency_kde", seconds=250.0, finished_at="2026-11-24T13:00:00+00:00")], path)
+    assert {e["seconds"] for e in R.read(path) if e["notebook"] == "01_consistency_kde"} == {250.0}
 
 
 def _executed(path, cells: list[tuple[str, float | None]]) -> None:

@@ -10,6 +10,13 @@ There is one entry per (notebook, profile, model, device): a new run replaces on
 the cpu timing. The flat file of earlier versions, {stem: {profile, model, seconds}}, is read as entries whose
 device, time and commit are unknown (None); a later run of the same notebook, profile and model replaces them.
 
+Two runs may share the file (two `make reproduce` at once): `update` holds an exclusive lock (flock on the sibling
+run_times.json.lock) while it re-reads the file, merges this run's entries into what is there (for the same notebook,
+profile, model and device the later finished_at wins) and writes it atomically, so neither run loses the other's
+entries. A file that is not readable JSON, or JSON of another shape (a list, {"runs": "oops"}, an entry that is not a
+run), is never replaced: it is kept aside as run_times.unreadable.json (then .unreadable.1.json, ...) with a one-line
+warning on stderr naming both paths, and a new file is started.
+
 Before each notebook the runner prints the time left across the notebooks still to run: for each, the last
 recorded time of the same profile, model and device (an entry of unknown device counts), else `REFERENCE_SECONDS`
 of the profile when the model is the embedded one; a notebook with neither is counted as not yet timed.
@@ -17,12 +24,20 @@ of the profile when the model is the embedded one; a notebook with neither is co
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the file is then written without a lock (make reproduce needs a POSIX shell)
+    fcntl = None  # type: ignore[assignment]
 
 from covlib.core import paths
 from covlib.runs import results
@@ -89,23 +104,115 @@ def migrate(raw: Any) -> list[dict[str, Any]]:
     return [e for e in found if e is not None]
 
 
+def _problem(raw: Any) -> str | None:
+    """Why a parsed run_times.json is of neither known shape (this format, the old flat one), or None when it is one."""
+    if not isinstance(raw, dict):
+        return f"a JSON {type(raw).__name__}, not an object"
+    if "runs" in raw or "format" in raw:
+        if "format" in raw and raw["format"] != FORMAT:
+            return f"format {json.dumps(raw['format'])[:40]}, not {FORMAT}"
+        if not isinstance(raw.get("runs"), list):
+            return f'"runs" is {json.dumps(raw.get("runs"))[:40]}, not a list'
+        items = [(f"runs[{i}]", item) for i, item in enumerate(raw["runs"])]
+    else:  # the flat format
+        items = [(json.dumps(stem), {**value, "notebook": stem} if isinstance(value, dict) else value)
+                 for stem, value in raw.items()]
+    bad = next((where for where, item in items if _clean(item) is None), None)
+    return f"entry {bad} is not a run (an object with a notebook and its seconds)" if bad else None
+
+
 def read(path: Path | None = None) -> list[dict[str, Any]]:
-    """The entries of run_times.json ([] when it does not exist); ValueError when it is not readable JSON."""
+    """The entries of run_times.json ([] when absent); ValueError when it is not readable JSON or of another shape."""
     path = path or times_path()
     if not path.exists():
         return []
     try:
-        return migrate(json.loads(path.read_text(encoding="utf-8")))
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not readable JSON ({err})") from None
+    problem = _problem(raw)
+    if problem:
+        raise ValueError(f"{path} is not a run-times file ({problem})")
+    return migrate(raw)
 
 
-def write(entries: Iterable[dict[str, Any]], path: Path | None = None) -> Path:
-    """Write the entries to run_times.json through a temporary file renamed into place (a crash leaves the old file)."""
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (flock on its sibling <name>.lock, never deleted) while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a", encoding="utf-8") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the handle closes
+        yield
+
+
+def _kept_name(path: Path) -> Path:
+    """The first free name to keep a refused file under: run_times.unreadable.json, then .unreadable.1.json, ..."""
+    kept, n = path.with_name(f"{path.stem}.unreadable{path.suffix}"), 0
+    while kept.exists():
+        n += 1
+        kept = path.with_name(f"{path.stem}.unreadable.{n}{path.suffix}")
+    return kept
+
+
+def _load_locked(path: Path) -> list[dict[str, Any]]:
+    """`read`, the caller holding the lock; a file it refuses is moved aside (a one-line warning) and [] returned."""
+    try:
+        return read(path)
+    except ValueError as err:
+        kept = _kept_name(path)
+        os.replace(path, kept)
+        print(f"warning: {err}; kept it as {kept}, starting a new one", file=sys.stderr, flush=True)
+        return []
+
+
+def load(path: Path | None = None) -> list[dict[str, Any]]:
+    """The entries of run_times.json, read under its lock; a file `read` refuses is kept aside, with a warning."""
     path = path or times_path()
+    with _locked(path):
+        return _load_locked(path)
+
+
+def _write_locked(entries: Iterable[dict[str, Any]], path: Path) -> Path:
+    """Write the entries, sorted, through a temporary file renamed into place; the caller holds the lock."""
     rows = sorted((e for e in (_clean(x) for x in entries) if e is not None),
                   key=lambda e: (e["notebook"], str(e["profile"]), str(e["model"]), str(e["device"])))
     return results._atomic_write(path, json.dumps({"format": FORMAT, "runs": rows}, indent=2) + "\n")
+
+
+def write(entries: Iterable[dict[str, Any]], path: Path | None = None) -> Path:
+    """Replace run_times.json by the entries, under its lock, through a temporary file renamed into place (atomic)."""
+    path = path or times_path()
+    with _locked(path):
+        return _write_locked(entries, path)
+
+
+def _when(e: dict[str, Any]) -> float:
+    """An entry's finished_at in seconds since the epoch (-inf when unknown or unreadable; no zone means UTC)."""
+    try:
+        when = _dt.datetime.fromisoformat(str(e.get("finished_at")))
+    except ValueError:
+        return -math.inf
+    return (when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)).timestamp()
+
+
+def merge(entries: Sequence[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """`record`, unless the entries hold a later run of the same notebook, profile, model and device (it stays)."""
+    if any(_same(e, new["notebook"], new["profile"], new["model"], new["device"]) and _when(e) > _when(new)
+           for e in entries):
+        return list(entries)
+    return record(entries, new)
+
+
+def update(new: Iterable[dict[str, Any]], path: Path | None = None) -> list[dict[str, Any]]:
+    """Under the file's lock: re-read run_times.json, merge this run's entries into it, write it; the merged entries."""
+    path = path or times_path()
+    with _locked(path):
+        entries = _load_locked(path)
+        for item in filter(None, map(_clean, new)):
+            entries = merge(entries, item)
+        _write_locked(entries, path)
+    return entries
 
 
 def short_commit() -> str | None:
