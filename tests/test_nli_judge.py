@@ -14,6 +14,7 @@ from covlib import nli
 from covlib.core.records import DataError, Example, Paragraph
 from covlib.generation import training
 from covlib.nli import fever, pairs as P
+from covlib.nli.scoring import pair_keys
 
 # Accuracy floors of the judge `make judge` builds, set from the measured values
 # (docs/judges.md) minus a margin for retraining noise: a judge that
@@ -252,6 +253,68 @@ def test_retrained_weights_change_the_cache_key(tiny_judge_dir, tmp_path, isolat
     assert retrained.config["files"] != fingerprint
     second = nli.probabilities(premises, hypotheses, judge=retrained, progress=False)
     assert not np.allclose(first, second), "retrained judge returned the old model's cached probabilities"
+
+
+@pytest.fixture(scope="module")
+def random_judges(tmp_path_factory):
+    """Three randomly initialised 2-layer BERT NLI cross-encoders (seeds 0, 1, 2) with MiniLM's tokenizer."""
+    import torch
+    import transformers
+
+    from offline_models import minilm_tokenizer_dir
+
+    folders = []
+    for seed in range(3):
+        folder = tmp_path_factory.mktemp("random-judges") / f"seed{seed}"
+        folder.mkdir()
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if (minilm_tokenizer_dir() / name).exists():
+                shutil.copy(minilm_tokenizer_dir() / name, folder / name)
+        torch.manual_seed(seed)
+        config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=128, id2label=dict(enumerate(P.LABELS)),
+                                         label2id={k: i for i, k in enumerate(P.LABELS)})
+        model = transformers.BertForSequenceClassification(config)
+        with torch.no_grad():
+            model.classifier.weight.mul_(50)  # logits of a few units, so two seeds' probabilities differ clearly
+        model.save_pretrained(folder)
+        folders.append(folder)
+    return folders
+
+
+def _replace_weights(source, folder):
+    """Put `source`'s weights in `folder` under the same name, renamed into place as a rebuild does."""
+    tmp = folder / ".model.safetensors.tmp"
+    shutil.copy(source / "model.safetensors", tmp)
+    os.replace(tmp, folder / "model.safetensors")
+
+
+def test_a_judge_kept_alive_across_retraining_never_caches_the_old_model_under_the_new_files_key(
+        random_judges, tmp_path, isolated_cache):
+    """Issue 32, item 7 (the torch judge): a judge used, its weights replaced, used again; a fresh judge on the new
+    weights gets their probabilities, not the live judge's old ones cached under the new weights' key."""
+    premises, hypotheses = [t[0] for t in TINY], [t[1] for t in TINY]
+    folder = tmp_path / "judge"
+    shutil.copytree(random_judges[0], folder)
+    kept = nli.HFNLIJudge(folder, device="cpu", name="same-name")
+    old, key = nli.probabilities(premises, hypotheses, judge=kept, progress=False), kept.config
+    _replace_weights(random_judges[1], folder)  # retrained: the same file name, new weights
+    new = nli.HFNLIJudge(folder, device="cpu").probabilities(premises, hypotheses)  # the new weights, no cache
+    assert np.abs(new - old).max() > 0.05, "the two models must give different probabilities"
+
+    again = nli.probabilities(premises, hypotheses, judge=kept, progress=False)  # the live judge, once more
+    fresh = nli.HFNLIJudge(folder, device="cpu", name="same-name")
+    np.testing.assert_allclose(nli.probabilities(premises, hypotheses, judge=fresh, progress=False), new, atol=1e-6,
+                               err_msg="a fresh judge got the old model's probabilities from the cache")
+    assert fresh.config["files"] != key["files"]
+    assert kept.config == key, "the live judge keeps the key of the weights it runs"
+    np.testing.assert_allclose(again, old, atol=1e-6)
+
+    cold = nli.HFNLIJudge(folder, device="cpu", name="cold")  # another name: nothing of it is cached yet
+    pair_keys(premises[:1], hypotheses[:1], cold)  # its key is taken (a cache hit would end here), not loaded
+    _replace_weights(random_judges[2], folder)
+    with pytest.raises(RuntimeError, match="changed on disk after this judge took its cache key"):
+        nli.probabilities(premises, hypotheses, judge=cold, progress=False)
 
 
 # --------------------------------------------------------------------------- the judge `make judge` builds

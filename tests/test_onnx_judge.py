@@ -122,6 +122,40 @@ def test_onnx_cache_keys_name_the_backend_and_the_files_content(exported, tmp_pa
     assert not np.allclose(nli.probabilities(PREMISES, HYPOTHESES, judge=changed, progress=False), probs, atol=1e-6)
 
 
+def test_a_judge_kept_alive_across_a_re_export_never_caches_the_old_session_under_the_new_files_key(
+        exported, tmp_path, isolated_cache):
+    """Issue 32, item 7: a judge used, then its model.int8.onnx replaced (`build_judge.py --onnx-only` while a
+    kernel holds the judge), then used again: a fresh judge on the new file gets the new file's probabilities."""
+    folder = tmp_path / "judge"
+    shutil.copytree(exported[0], folder)
+    kept = ONNXNLIJudge(folder, "int8", name="j")
+    old, key = nli.probabilities(PREMISES, HYPOTHESES, judge=kept, progress=False), kept.config
+    int8 = folder / "onnx" / "model.int8.onnx"
+    os.replace(shutil.copy(folder / "onnx" / "model.onnx", folder / "onnx" / "new.tmp"), int8)  # re-exported
+    new = ONNXNLIJudge(folder, "int8").probabilities(PREMISES, HYPOTHESES)  # the new file, no cache
+    assert np.abs(new - old).max() > 1e-3, "the two files must give different probabilities"
+
+    again = nli.probabilities(PREMISES, HYPOTHESES, judge=kept, progress=False)  # the live judge, once more
+    fresh = ONNXNLIJudge(folder, "int8", name="j")
+    np.testing.assert_allclose(nli.probabilities(PREMISES, HYPOTHESES, judge=fresh, progress=False), new, atol=1e-6,
+                               err_msg="a fresh judge got the old session's probabilities from the cache")
+    assert fresh.config["onnx"] != key["onnx"]
+    assert kept.config == key, "the live judge keeps the key of the bytes its session runs"
+    np.testing.assert_allclose(again, old, atol=1e-9)
+
+
+def test_a_judge_whose_file_changed_after_its_first_key_refuses_to_load(exported, tmp_path, isolated_cache):
+    folder = tmp_path / "judge"
+    shutil.copytree(exported[0], folder)
+    cold = ONNXNLIJudge(folder, "int8", name="j")
+    pair_keys(PREMISES[:1], HYPOTHESES[:1], cold)  # its key is taken (a cache hit would end here), nothing loaded
+    shutil.copy(folder / "onnx" / "model.onnx", folder / "onnx" / "model.int8.onnx")
+    with pytest.raises(RuntimeError, match="changed on disk after this judge took its cache key"):
+        nli.probabilities(PREMISES, HYPOTHESES, judge=cold, progress=False)
+    assert len(nli.probabilities(PREMISES, HYPOTHESES, judge=ONNXNLIJudge(folder, "int8", name="j"),
+                                 progress=False)) == len(PAIRS)  # a new judge runs the new file
+
+
 def test_the_torch_judges_key_ignores_its_onnx_exports(tiny_model, exported):
     assert nli.HFNLIJudge(tiny_model).config["files"] == nli.HFNLIJudge(exported[0]).config["files"]
 

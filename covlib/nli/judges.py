@@ -4,13 +4,15 @@
 not-entailment mass is split 50/50 over neutral and contradiction. `TrueT5Judge` reads the first
 decoder step's '1' vs '0' logits. `LLMJudge` takes the softmax of a generator's log-probs of three
 one-word answers. Models load lazily, on first use, on `device` (cuda when available if None); local
-model folders enter `config` (and so the cache key) by a hash of their files' contents.
+model folders enter `config` (and so the cache key) by a hash of their files' contents, taken once per judge
+(`pin_files`): a judge keeps the key of the files it loaded even when they are replaced on disk while it lives,
+and refuses to load files that changed after it gave its first key (a new judge takes the new files' key).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -23,6 +25,22 @@ def _load_error(model_id: str, err: Exception) -> RuntimeError:
     """A model that transformers could not load, explained."""
     return RuntimeError(f"could not load NLI model {model_id!r}: {load_failure(model_id, err)}. "
                         f"Offline choices: {JUDGE_CHOICES}")
+
+
+def pin_files(judge: Any, current: Callable[[], Any]) -> Any:
+    """The fingerprint `current()` gives the first time a judge asks, kept in `judge._pinned` ever after."""
+    if not hasattr(judge, "_pinned"):
+        judge._pinned = current()
+    return judge._pinned
+
+
+def check_unchanged(source: Any, pinned: Any, loaded: Any) -> None:
+    """Raise unless the files just loaded (`loaded`, their fingerprint) are those the judge's cache key names."""
+    if loaded != pinned:
+        raise RuntimeError(
+            f"{source} changed on disk after this judge took its cache key ({pinned} -> {loaded}): its outputs "
+            "would be cached under a key that names other files. Load the judge again (e.g. "
+            "nli.load_trained_judge() or nli.load_judge(...)) to run the new files under their own key")
 
 
 def _default_device(device: str | None) -> str:
@@ -108,9 +126,12 @@ class HFNLIJudge:
 
     @property
     def config(self) -> dict[str, Any]:
-        """What, besides the name, changes the output."""
-        return {"max_length": self.max_length, "labels": self.labels,
-                "files": fingerprint_dir(self.model_id, exclude=(ONNX_DIR,))}  # exports are not read here
+        """What, besides the name, changes the output; `files` is pinned at the judge's first key or load."""
+        return {"max_length": self.max_length, "labels": self.labels, "files": self._files()}
+
+    def _files(self) -> str | None:
+        """The model folder's fingerprint, taken once (`pin_files`); exports (onnx/) are not read here."""
+        return pin_files(self, lambda: fingerprint_dir(self.model_id, exclude=(ONNX_DIR,)))
 
     def _load(self) -> None:
         if self._model is not None:
@@ -118,11 +139,14 @@ class HFNLIJudge:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.device = _default_device(self.device)
+        pinned = self._files()  # the key's files: those loaded must still be them
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            tokenizer = AutoTokenizer.from_pretrained(self.model_id)
             model = AutoModelForSequenceClassification.from_pretrained(self.model_id)
         except (OSError, ValueError) as err:
             raise _load_error(self.model_id, err) from err
+        check_unchanged(self.model_id, pinned, fingerprint_dir(self.model_id, exclude=(ONNX_DIR,)))
+        self._tokenizer = tokenizer
         self._mapping = map_nli_labels(self.labels or model.config.id2label)
         self._model = model.to(self.device).eval()
 
@@ -206,7 +230,8 @@ class TrueT5Judge:
     @property
     def config(self) -> dict[str, Any]:
         """What, besides the name, changes the output."""
-        return {"max_length": self.max_length, "dtype": self.dtype, "files": fingerprint_dir(self.model_id)}
+        return {"max_length": self.max_length, "dtype": self.dtype,
+                "files": pin_files(self, lambda: fingerprint_dir(self.model_id))}  # pinned, as HFNLIJudge's
 
     def _load(self) -> None:
         if self._model is not None:
@@ -216,11 +241,14 @@ class TrueT5Judge:
 
         self.device = _default_device(self.device)
         kwargs = {"dtype": getattr(torch, self.dtype)} if self.dtype else {}
+        pinned = self.config["files"]
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model_id)
-            self._model = AutoModelForSeq2SeqLM.from_pretrained(self.model_id, **kwargs).to(self.device).eval()
+            tokenizer = AutoTokenizer.from_pretrained(self.model_id)
+            model = AutoModelForSeq2SeqLM.from_pretrained(self.model_id, **kwargs)
         except (OSError, ValueError) as err:
             raise _load_error(self.model_id, err) from err
+        check_unchanged(self.model_id, pinned, fingerprint_dir(self.model_id))
+        self._tokenizer, self._model = tokenizer, model.to(self.device).eval()
         self._ids = (self._token_id("1"), self._token_id("0"))
 
     def _token_id(self, text: str) -> int:

@@ -6,12 +6,16 @@ quantisation: int8 weights with a scale per output channel, activations quantise
 temporary file renamed into place; files newer than the weights, made by the same `RECIPE`, are kept ("up to
 date"). `ONNXNLIJudge` runs one of them with the torch judge's tokenisation, label mapping and threshold; its
 `config` names the backend and the ONNX file's SHA-256, so its cache entries never mix with the torch judge's
-(int8 probabilities differ from torch's by about 0.02 on average). `resolve_backend` picks torch or ONNX for
-`load_trained_judge`: `backend=` or `COVLIB_NLI_BACKEND` ('auto', 'torch', 'onnx', 'onnx-int8', 'onnx-fp32').
+(int8 probabilities differ from torch's by about 0.02 on average). That SHA-256 is taken once per judge and kept:
+the session runs the very bytes it names, so a file re-exported while a judge lives never gets the old session's
+outputs under its key (the judge keeps its old key; a new judge takes the new file's). `resolve_backend` picks
+torch or ONNX for `load_trained_judge`: `backend=` or `COVLIB_NLI_BACKEND` ('auto', 'torch', 'onnx', 'onnx-int8',
+'onnx-fp32').
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
@@ -25,7 +29,7 @@ import numpy as np
 
 from covlib.core.cache import fingerprint_dir, fingerprint_file
 from covlib.nli.base import ONNX_DIR
-from covlib.nli.judges import length_batches, map_nli_labels, three_way
+from covlib.nli.judges import check_unchanged, length_batches, map_nli_labels, pin_files, three_way
 
 FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}  # under <judge folder>/onnx/
 BACKENDS = {"fp32": "onnx-fp32", "int8": "onnxruntime-int8"}  # what `config` and the judge's name say
@@ -140,7 +144,8 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _session(path: Path, threads: int | None = None) -> Any:
+def _session(model: Path | bytes, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session of a file, or of a file's bytes (what `ONNXNLIJudge` hashed: no external data)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -148,7 +153,8 @@ def _session(path: Path, threads: int | None = None) -> Any:
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                providers=["CPUExecutionProvider"])
 
 
 def resolve_backend(folder: str | Path, backend: str | None = None, device: str | None = None) -> tuple[str, str]:
@@ -186,6 +192,10 @@ class ONNXNLIJudge:
 
     The same tokenisation (premise first, longest-first truncation to `max_length`), length-sorted batches,
     label mapping (`map_nli_labels` of config.json's id2label) and threshold as `HFNLIJudge` on that folder.
+    Its cache key is pinned, not re-read: the folder's and the ONNX file's fingerprints are taken at its first key
+    or its load, whichever comes first, and kept for its life; the session is made from the bytes that were hashed,
+    and a judge whose files changed between its first key and its load refuses to load. A file replaced on disk
+    (`build_judge.py --onnx-only` while a kernel holds the judge) is not reloaded: load a new judge to run it.
     """
 
     def __init__(self, folder: str | Path, precision: str = DEFAULT_PRECISION, batch_size: int = ONNX_BATCH,
@@ -210,9 +220,16 @@ class ONNXNLIJudge:
 
     @property
     def config(self) -> dict[str, Any]:
-        """What, besides the name, changes the output: the backend, tokenisation, the weights and the ONNX file."""
+        """What, besides the name, changes the output: the backend, tokenisation, the weights and the ONNX file
+        (the two fingerprints pinned at the judge's first key or load)."""
+        files, onnx = self._fingerprints()
         return {"backend": self.backend, "max_length": self.max_length, "labels": self.labels,
-                "files": fingerprint_dir(self.folder, exclude=(ONNX_DIR,)), "onnx": fingerprint_file(self.path)[:16]}
+                "files": files, "onnx": onnx}
+
+    def _fingerprints(self) -> tuple[str | None, str]:
+        """(the folder's fingerprint, onnx/ aside; the ONNX file's SHA-256[:16]), taken once (`pin_files`)."""
+        return pin_files(self, lambda: (fingerprint_dir(self.folder, exclude=(ONNX_DIR,)),
+                                        fingerprint_file(self.path)[:16]))
 
     @property
     def mapping(self) -> dict[int, str]:
@@ -229,8 +246,12 @@ class ONNXNLIJudge:
             return
         from transformers import AutoTokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(self.folder)
-        self._session = _session(self.path, self.threads)
+        pinned = self._fingerprints()  # the key's files: the session is made from bytes checked against it
+        model = self.path.read_bytes()
+        tokenizer = AutoTokenizer.from_pretrained(self.folder)
+        loaded = (fingerprint_dir(self.folder, exclude=(ONNX_DIR,)), hashlib.sha256(model).hexdigest()[:16])
+        check_unchanged(self.path, pinned, loaded)
+        self._tokenizer, self._session = tokenizer, _session(model, self.threads)
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
