@@ -198,3 +198,97 @@ def test_wrong_shaped_nli_entries_name_the_file_table_and_remedy(isolated_cache)
             nli.probabilities(premises, hypotheses, judge="overlap", progress=False)
     cache.clear()
     assert (nli.probabilities(premises, hypotheses, judge="overlap", progress=False) == good).all()  # recomputed
+
+
+_FILE_SIZE_LIMITED_WRITER = """
+import sys
+from covlib.core.cache import Cache, CacheError
+try:
+    Cache(sys.argv[1]).put_many({str(i): "value " * 500 for i in range(200)})
+    print("no error")
+except CacheError as err:
+    print(err)
+"""
+
+
+def _write_under_file_size_limit(path, limit: int) -> str:
+    """What a real process whose RLIMIT_FSIZE (`ulimit -f`) is `limit` bytes prints when it writes to the cache."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, not a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-B", "-c", _FILE_SIZE_LIMITED_WRITER, str(path)], preexec_fn=limited,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+def _integrity(path) -> str:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        return "; ".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="RLIMIT_FSIZE is POSIX")
+def test_file_size_limit_keeps_the_intact_cache_and_names_the_limit(tmp_path):
+    """SQLite reports EFBIG (`ulimit -f`) as "disk I/O error": the cache is intact, so it must not advise deleting."""
+    path = tmp_path / "calls.sqlite"
+    done = {f"done{i}": [float(i), "finished"] for i in range(20)}
+    cache = Cache(path)
+    cache.put_many(done)
+    cache.close()
+    message = _write_under_file_size_limit(path, 64 * 1024)  # 64 KiB: the -shm fits, the batch's WAL frames do not
+    assert message.startswith(f"cache {path}: writing failed (")
+    assert "file-size limit" in message and "ulimit -f" in message and "65,536 bytes" in message
+    assert "intact" in message and "kept" in message and "do not delete it" in message
+    assert "delete the file" not in message and "not a usable" not in message
+    assert _integrity(path) == "ok"
+    resumed = Cache(path)  # without the limit, the next run resumes from what was committed and finishes
+    assert resumed.get_many(done) == done
+    resumed.put_many({str(i): "value " * 500 for i in range(200)})
+    assert len(resumed) == 220 and _integrity(path) == "ok"
+    resumed.close()
+
+
+def _damage_an_overflow_page(path) -> None:
+    """Point one overflow page of an old entry at a page that does not exist: real damage that a new write does not
+    touch, but that PRAGMA quick_check finds."""
+    blob = bytearray(path.read_bytes())
+    page_size = int.from_bytes(blob[16:18], "big")
+    for start in range(page_size, len(blob), page_size):
+        if blob[start + 4 : start + 40] in (b"old " * 9, b"ld o" * 9, b"d ol" * 9, b" old" * 9):
+            blob[start : start + 4] = (2**31 - 1).to_bytes(4, "big")
+            path.write_bytes(bytes(blob))
+            return
+    raise AssertionError("no overflow page found")
+
+
+def test_a_full_write_on_a_damaged_cache_still_advises_deleting_it(tmp_path):
+    """A write that finds no room on a file quick_check finds damaged gets the delete advice, naming the damage."""
+    path = tmp_path / "calls.sqlite"
+    cache = Cache(path)
+    cache.put_many({f"old{i}": "old " * 3000 for i in range(10)})  # 12 KB values: each spills onto overflow pages
+    cache.close()
+    _damage_an_overflow_page(path)
+    assert _integrity(path) != "ok"
+    cache = Cache(path)
+    pages = cache._db().execute("PRAGMA page_count").fetchall()[0][0]
+    cache._db().execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLITE_FULL, a lack of room
+    with pytest.raises(CacheError) as err:
+        cache.put_many({str(i): "value " * 500 for i in range(50)})
+    message = str(err.value)
+    assert "database or disk is full" in message and "quick_check" in message
+    assert "not a usable SQLite cache" in message and "delete the file" in message and "intact" not in message
+    cache.close()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import bz2
 import csv
 import gzip
 import json
+import lzma
+import os
 import re
+import sys
 import time
 
 import pytest
@@ -271,3 +275,163 @@ def test_a_field_over_the_csv_default_limit_loads(w, default_csv_limit):
     assert example.question.strip() == long.strip()
     (passage,) = D.read_dpr_tsv(w(gzip.compress(f"id\ttext\ttitle\n1\t{long}\tT\n".encode()), "psgs_w100.tsv.gz"))
     assert passage.text == long
+
+
+# --------------------------------------------------------------------------- gzip bombs, other compressions (32)
+
+
+def _expanding_gzip(line: bytes, total: int) -> bytes:
+    """A real multi-member gzip of `line` repeated to about `total` bytes (a valid gzip, as `cat a.gz b.gz` makes)."""
+    member = gzip.compress(line * (2**20 // len(line)))  # 1 MiB of text per member
+    return member * (total // 2**20)
+
+
+def _peak_while(read) -> tuple[BaseException | None, float, int]:
+    """(the exception `read()` raised, seconds, peak bytes allocated by Python meanwhile)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        read()
+        raised = None
+    except BaseException as err:  # noqa: BLE001 - returned to the test, which checks what it is
+        raised = err
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return raised, seconds, peak
+
+
+def test_a_gzip_bomb_stops_at_the_cap_naming_the_file_in_little_time_and_memory(w, monkeypatch):
+    from covlib.data import readers
+
+    cap = 8 * 2**20
+    monkeypatch.setattr(readers, "MAX_DECOMPRESSED_BYTES", cap, raising=False)
+    row = FEVER_ROW.format(id=1, q="Paris is in France.").encode()
+    path = w(_expanding_gzip(row, 50 * 2**20), "fever.jsonl.gz")  # ~50 KB that expands to 50 MiB
+    assert path.stat().st_size < 500_000
+    raised, seconds, peak = _peak_while(lambda: D.load_fever(path))
+    assert isinstance(raised, DataError), repr(raised)
+    message = str(raised)
+    assert message.startswith(f"{path}: expands to over 8,388,608 bytes (stopped after decompressing 8,388,609 bytes)")
+    assert "gzip bomb" in message and "covlib.data.readers.MAX_DECOMPRESSED_BYTES" in message
+    assert peak < 4 * cap and seconds < 10  # it stopped at the cap: the 50 MiB were never held
+
+
+def test_a_streamed_corpus_reads_past_the_whole_file_cap_but_not_a_bomb_line(w, monkeypatch):
+    from covlib.data import readers
+
+    monkeypatch.setattr(readers, "MAX_DECOMPRESSED_BYTES", 2**20, raising=False)
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 2**20, raising=False)
+    passage = json.dumps({"id": "p", "title": "T", "text": "a passage " * 5}).encode() + b"\n"
+    streamed = w(_expanding_gzip(passage, 4 * 2**20), "c.jsonl.gz")  # 4 MiB of passages: a stream has no total cap
+    assert sum(1 for _ in D.iter_jsonl_corpus(streamed)) == (2**20 // len(passage)) * 4
+    first = b'{"id": "p", "title": "T", "text": "a short passage"}\n'
+    huge = b'{"id": "q", "title": "T", "text": "' + b"a" * (40 * 2**20) + b'"}\n'  # one 40 MiB line
+    bomb = w(gzip.compress(first + huge), "bomb.jsonl.gz")
+    with pytest.raises(DataError, match=re.escape(f"{bomb}: line 2 is over 1,048,576 bytes (stopped after "
+                                                  "decompressing 1,048,577 bytes)")) as err:
+        list(D.iter_jsonl_corpus(bomb))
+    assert "MAX_LINE_BYTES" in str(err.value)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/status are Linux's")
+def test_running_out_of_memory_on_a_gzip_names_the_file(tmp_path):
+    """A real MemoryError (the address space capped below what the expansion needs) names the file, not only
+    "MemoryError: Unable to allocate output buffer."."""
+    import subprocess
+    from pathlib import Path
+
+    path = tmp_path / "q.jsonl.gz"
+    path.write_bytes(_expanding_gzip(b"\0" * 4096, 2**30))  # 1 MB that expands to 1 GiB, under the 2 GiB cap
+    child = """
+import re, resource, sys
+from covlib import data as D
+from covlib.core.records import DataError
+size = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + 256 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    D.load_nq_open(sys.argv[1])
+except DataError as err:
+    print("DataError:", err)
+"""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.stdout.startswith(f"DataError: {path}: ran out of memory after reading "), done.stderr[-2000:]
+    assert "(decompressed)" in done.stdout and "gzip bomb" in done.stdout
+
+
+def _zip(path, inner: str, text: str):
+    path.write_bytes(_zip_bytes(inner, text.encode()))
+    return path
+
+
+def _zip_bytes(inner: str, data: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(inner, data)
+    return buffer.getvalue()
+
+
+NQ_TEXT = "".join(json.dumps(r) + "\n" for r in NQ_ROWS)
+CORPUS_TEXT = "id\ttext\ttitle\n1\tFirst\tA\n2\tSecond\tB\n"
+
+
+@pytest.mark.parametrize("name, pack, kind, command", [
+    ("q.jsonl.gz", lambda b: gzip.compress(gzip.compress(b)), "gzip-compressed inside its gzip (compressed twice)",
+     "gunzip -c q.jsonl.gz | gunzip -c > q.jsonl"),
+    ("q.jsonl", lambda b: bz2.compress(b), "bzip2-compressed, not text", "bunzip2 -c q.jsonl > plain-q.jsonl"),
+    ("q.jsonl.bz2", lambda b: bz2.compress(b), "bzip2-compressed, not text", "bunzip2 -c q.jsonl.bz2 > q.jsonl"),
+    ("q.jsonl.xz", lambda b: lzma.compress(b), "xz-compressed, not text", "unxz -c q.jsonl.xz > q.jsonl"),
+    ("q.jsonl.gz", lambda b: gzip.compress(bz2.compress(b)), "bzip2-compressed inside its gzip",
+     "gunzip -c q.jsonl.gz | bunzip2 -c > q.jsonl"),
+    ("q.jsonl.gz", lambda b: gzip.compress(_zip_bytes("q.jsonl", b)), "zip-compressed inside its gzip",
+     "gunzip -c q.jsonl.gz | funzip > q.jsonl"),
+])
+def test_a_file_compressed_another_way_says_to_decompress_it(w, name, pack, kind, command):
+    for text, loaders in ((NQ_TEXT, (D.load_nq_open, D.load_web_questions)),
+                          (CORPUS_TEXT, (D.read_dpr_tsv, D.load_corpus, lambda p: list(D.iter_dpr_tsv(p))))):
+        path = w(pack(text.encode()), name)
+        for loader in loaders:
+            with pytest.raises(DataError) as err:
+                loader(path)
+            message = str(err.value)
+            assert message.startswith(f"{path}: is {kind}"), message
+            assert command in message and "UTF-8" not in message and "re-encode" not in message
+
+
+def test_a_zip_archive_says_to_unzip_it(w, tmp_path):
+    for path in (_zip(tmp_path / "q.zip", "q.jsonl", NQ_TEXT), _zip(tmp_path / "q.jsonl", "q.jsonl", NQ_TEXT)):
+        with pytest.raises(DataError, match=re.escape(f"{path}: is zip-compressed, not text: decompress it "
+                                                      f"(unzip -p {path.name} > ")):
+            D.load_nq_open(path)
+    corpus = _zip(tmp_path / "c.jsonl", "c.jsonl", '{"id": 1, "title": "A", "text": "a"}\n')
+    for read in (D.read_jsonl_corpus, D.load_corpus, lambda p: list(D.iter_jsonl_corpus(p))):
+        with pytest.raises(DataError, match=re.escape(f"{corpus}: is zip-compressed, not text")):
+            read(corpus)
+
+
+def test_zstd_compressed_input_says_to_decompress_it(w, tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("zstd") is None:
+        pytest.skip("the zstd command is not installed")
+    plain = w(NQ_TEXT, "q.jsonl")
+    subprocess.run(["zstd", "-q", "-f", str(plain), "-o", str(tmp_path / "q.jsonl.zst")], check=True)
+    with pytest.raises(DataError, match=re.escape(f"q.jsonl.zst: is zstd-compressed, not text: decompress it "
+                                                  "(zstd -dc q.jsonl.zst > q.jsonl)")):
+        D.load_nq_open(tmp_path / "q.jsonl.zst")
+
+
+def test_text_that_starts_like_a_magic_number_is_still_text(w):
+    (example,) = D.load_nq_open(w("BZh9 is a question?\t\"['yes']\"\n", "nq-dev.qa.csv"))
+    assert example.question == "BZh9 is a question?"
+    (passage,) = D.read_dpr_tsv(w("id\ttext\ttitle\nPK1\tPK\x03 text\tT\n", "psgs_w100.tsv"))
+    assert passage.id == "PK1"

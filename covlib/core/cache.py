@@ -4,8 +4,9 @@ Each finished batch is committed at once, so a run killed mid-way keeps all
 that it generated and the next run resumes from there. Keys are hashes of
 everything that changes the output (model, prompt, decoding, sample index).
 
-A cache that cannot be used raises `CacheError` naming the file and what to do; a full disk says so and keeps
-the cache (every committed entry stays), and an entry of the wrong shape (written by another version) names
+A cache that cannot be used raises `CacheError` naming the file and what to do; a full disk, a file-size limit
+(`ulimit -f`) or a quota says so and keeps the cache (every committed entry stays): deleting is advised only for a
+file that SQLite or `PRAGMA quick_check` finds damaged. An entry of the wrong shape (written by another version) names
 the table and entry. A finished cache
 in a folder this process cannot write to (a shared, read-only copy) is opened read-only: reading
 works, storing a new result raises. `COVLIB_CACHE_READONLY=1` asks for read-only explicitly.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -73,6 +75,63 @@ class CacheError(RuntimeError):
 
 
 _REMEDY = "delete the file (its entries are recomputed on the next run) or point COVLIB_CACHE at another folder"
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 10, 11, 13, 26  # primary result codes
+_LOW_SPACE = 64 * 2**20  # bytes free below which a failed write is put down to a full disk
+
+
+def _quick_check(path: Path) -> str | None:
+    """PRAGMA quick_check of a cache file on a fresh read-only connection: "ok", what it found wrong (a file that is
+    not a database included), or None when the check itself could not run (no file, no permission)."""
+    if not path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+        return "; ".join(str(row[0]) for row in rows) or "no answer"
+    except sqlite3.DatabaseError as err:
+        code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+        damaged = code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in str(err) or "not a database" in str(err)
+        return str(err) if damaged else None
+    finally:
+        conn.close()
+
+
+def _file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (`ulimit -f`, RLIMIT_FSIZE), or None when there is none."""
+    try:
+        import resource  # not on Windows
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        return None if limit == resource.RLIM_INFINITY else limit
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def _no_room_cause(folder: Path) -> tuple[str, str]:
+    """(the likely reason a write found no room, what to do about it): a file-size limit of this process and/or a
+    disk with little space left; when neither shows, each possibility (a disk quota among them)."""
+    causes, fixes = [], []
+    limit = _file_size_limit()
+    if limit is not None:
+        causes.append(f"a file-size limit (`ulimit -f`: {limit:,} bytes for this process) stops the cache file "
+                      "from growing")
+        fixes.append("raise the limit (`ulimit -f unlimited` in the shell that starts the run)")
+    try:
+        free: int | None = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    if free is not None and free < _LOW_SPACE:
+        causes.append(f"the disk holding {folder} is full ({free:,} bytes free)")
+        fixes.append(f"free space on the disk holding {folder}")
+    if not causes:
+        causes.append("the disk is full, a disk quota is reached, or a file-size limit (`ulimit -f`) stops the file "
+                      "from growing")
+        fixes.append(f"free space on the disk holding {folder}, or raise the quota or the file-size limit")
+    fix = " and ".join(fixes)
+    return " and ".join(causes), fix[:1].upper() + fix[1:]
+
 
 Shape = Callable[[Any], "str | None"]  # a cached value -> None when it has the expected shape, else what is wrong
 
@@ -146,17 +205,32 @@ class Cache:
                     self._conn.rollback()
                 except sqlite3.Error:
                     pass
-            if getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "database or disk is full" in text:
-                remedy = ("the disk is full. The cache is intact: every entry finished so far is kept and the next "
-                          f"run resumes from it. Free space on the disk holding {self.path.parent} (do not delete "
-                          "the cache), or point COVLIB_CACHE at a folder on a disk with room, and rerun")
-            elif "readonly" in text or "read-only" in text:
+            code = getattr(err, "sqlite_errorcode", 0) & 0xFF  # the primary code (SQLITE_IOERR_WRITE -> SQLITE_IOERR)
+            if "readonly" in text or "read-only" in text:
                 remedy = "the cache is read-only here: make the folder writable or point COVLIB_CACHE at a writable one"
             elif "locked" in text:
                 remedy = "another process held a write lock for over 60 s; retry when it has finished"
-            else:
+            elif code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):  # SQLite itself found the file damaged or not a database
                 remedy = f"it is not a usable SQLite cache: {_REMEDY}"
+            else:  # a full disk, a file-size limit, a quota, an I/O error: delete only what is really damaged
+                remedy = self._checked_remedy(text, code)
             raise CacheError(f"cache {self.path}: {action} failed ({text}); {remedy}") from None
+
+    def _checked_remedy(self, text: str, code: int) -> str:
+        """The remedy for an error that is not itself corruption: PRAGMA quick_check on a fresh read-only
+        connection decides between "delete it" (damaged) and "it is intact: make room" (everything else)."""
+        verdict = _quick_check(self.path)
+        if verdict is not None and verdict != "ok":
+            return f"it is not a usable SQLite cache (PRAGMA quick_check: {verdict}): {_REMEDY}"
+        state = ("The cache is intact (PRAGMA quick_check: ok)" if verdict == "ok"
+                 else "Nothing shows the cache is damaged")
+        state += ": every entry finished so far is kept and the next run resumes from it, so do not delete it. "
+        no_room = code in (_SQLITE_FULL, _SQLITE_IOERR) or "disk is full" in text or "disk I/O error" in text
+        if not no_room:
+            return (f"{state}Check the file's permissions and the disk holding {self.path.parent}, and rerun, or "
+                    "point COVLIB_CACHE at another folder")
+        cause, fix = _no_room_cause(self.path.parent)
+        return f"{cause}. {state}{fix}, or point COVLIB_CACHE at a folder on a disk with room, and rerun"
 
     def _db(self) -> sqlite3.Connection | None:
         """The connection (None for a read-only cache whose file does not exist: nothing is cached)."""

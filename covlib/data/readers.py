@@ -6,7 +6,9 @@ or, for a hub id, a Hugging Face dataset's rows the same way. The validators (`r
 `nonempty_answers`, `unique_ids`, ...) are what the family modules (multihop, fever, open_qa, fewshot, corpora) check
 fields with; `SHARED_FILES` names the files of the shared data folder by short name. Every loader opens files
 here (`read_text` / `read_bytes` / `binary_lines`), which read gzip transparently (told by the magic bytes), and
-builds its CSV/TSV reader with `csv_reader`, which lifts csv's field size limit when it runs.
+builds its CSV/TSV reader with `csv_reader`, which lifts csv's field size limit when it runs. A read stops at
+`MAX_DECOMPRESSED_BYTES` (a gzip line: `MAX_LINE_BYTES`) naming the file, never a bare MemoryError; bzip2, zip, xz,
+zstd or a second gzip is named as such, not "not UTF-8".
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -169,39 +172,101 @@ def _gzip_error(path: Path, err: Exception, after_line: int | None = None) -> Da
 
 _GZIP_ERRORS = (EOFError, OSError, zlib.error)  # truncated stream, bad header / CRC (BadGzipFile), bad deflate data
 
+MAX_DECOMPRESSED_BYTES = 2 * 2**30  # a whole-file read (JSON, JSON lines, CSV) stops here: a gzip bomb, or a wrong file
+MAX_LINE_BYTES = 2**30  # one decompressed line of a streamed file (a corpus passage); the file may be any size
+_COMPRESSIONS = {  # magic bytes, and the command that decompresses to stdout (gzip: read transparently, once)
+    "gzip": (rb"\x1f\x8b", "gunzip -c"), "zip": (rb"PK(\x03\x04|\x05\x06)", "unzip -p"),
+    "bzip2": (rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", "bunzip2 -c"), "xz": (rb"\xfd7zXZ\x00", "unxz -c"),
+    "zstd": (rb"\(\xb5/\xfd", "zstd -dc")}
+
+
+def compressed_kind(head: bytes) -> str | None:
+    """The compression whose magic bytes start `head` ("gzip", "bzip2", "zip", "xz", "zstd"), else None."""
+    return next((kind for kind, (magic, _) in _COMPRESSIONS.items() if re.match(magic, head)), None)
+
+
+def _refuse_compressed(path: Path, head: bytes, inside_gzip: bool) -> None:
+    """A DataError when `head` (the first bytes after any gzip layer) starts a compressed stream, not text."""
+    if (kind := compressed_kind(head)) is None:
+        return
+    name = re.sub(r"(\.(gz|gzip|bz2|zip|xz|zst|zstd))+$", "", path.name, flags=re.I)
+    out = name if name != path.name else f"plain-{name}"
+    if inside_gzip:
+        tool = "funzip" if kind == "zip" else _COMPRESSIONS[kind][1]  # funzip: unzip from a pipe
+        twice = " (compressed twice)" if kind == "gzip" else ""
+        raise DataError(path, f"is {kind}-compressed inside its gzip{twice}: decompress it (gunzip -c {path.name} | "
+                        f"{tool} > {out}) and give the result")
+    raise DataError(path, f"is {kind}-compressed, not text: decompress it ({_COMPRESSIONS[kind][1]} {path.name} > "
+                    f"{out}) and give the decompressed file; only gzip is read transparently")
+
+
+def _too_big(path: Path, read: int, cap: int, line: int | None = None) -> DataError:
+    zipped, limit = is_gzip(path), "MAX_LINE_BYTES" if line else "MAX_DECOMPRESSED_BYTES"
+    what = f"line {line} is over" if line else "expands to over" if zipped else "is over"
+    return DataError(path, f"{what} {cap:,} bytes (stopped after {'decompressing' if zipped else 'reading'} {read:,} "
+                     "bytes): a gzip bomb, a wrong file, or one too large to hold in memory here; check the file, "
+                     f"and only if it is meant to be this large raise covlib.data.readers.{limit}")
+
+
+def _out_of_memory(path: Path, read: int) -> DataError:
+    return DataError(path, f"ran out of memory after reading {read:,} bytes{' (decompressed)' if is_gzip(path) else ''}"
+                     ": too large to hold in memory here (a gzip bomb or a wrong file?); check it, or use a machine "
+                     "with more memory")
+
 
 def binary_lines(path: str | Path) -> Iterator[bytes]:
     """The lines of a file as bytes (split at \n only, no newline translation), gzip decompressed transparently
-    (told by the magic bytes); a truncated or corrupt gzip file is a DataError naming the file."""
+    (told by the magic bytes) and streamed; a truncated or corrupt gzip file, a decompressed line over
+    MAX_LINE_BYTES, or content compressed another way (bzip2, zip, xz, zstd, gzip twice) is a DataError naming
+    the file."""
     path = existing_file(path)
     if not is_gzip(path):
         with path.open("rb") as handle:
-            yield from handle
+            _refuse_compressed(path, handle.peek(16)[:16], inside_gzip=False)
+            yield from handle  # a line can be no longer than the file on disk
         return
+    cap = MAX_LINE_BYTES
     count = 0
     with gzip.open(path, "rb") as handle:
-        lines = iter(handle)
         while True:
             try:
-                raw = next(lines)
-            except StopIteration:
-                return
+                raw = handle.readline(cap + 1)  # at most cap + 1 bytes: a bomb's endless line stops there
             except _GZIP_ERRORS as err:
                 raise _gzip_error(path, err, count) from err
+            except MemoryError:
+                raise _out_of_memory(path, count) from None
+            if not raw:
+                return
+            if len(raw) > cap:
+                raise _too_big(path, len(raw), cap, line=count + 1)
+            if count == 0:
+                _refuse_compressed(path, raw[:16], inside_gzip=True)
             count += 1
             yield raw
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """A file's bytes, gzip decompressed transparently (by the magic bytes); a DataError for a truncated .gz."""
+    """A file's bytes, gzip decompressed transparently (by the magic bytes) in chunks up to MAX_DECOMPRESSED_BYTES;
+    a DataError naming the file for a truncated .gz, a larger expansion, or a MemoryError."""
     path = existing_file(path)
-    if not is_gzip(path):
-        return path.read_bytes()
+    cap = MAX_DECOMPRESSED_BYTES
+    chunks: list[bytes] = []
+    read = 0
     try:
-        with gzip.open(path, "rb") as handle:
-            return handle.read()
+        with (gzip.open(path, "rb") if is_gzip(path) else path.open("rb")) as handle:
+            while chunk := handle.read(min(1 << 20, cap + 1 - read)):
+                chunks.append(chunk)
+                read += len(chunk)
+                if read > cap:
+                    raise _too_big(path, read, cap)
+        return b"".join(chunks)
     except _GZIP_ERRORS as err:
+        if not is_gzip(path):
+            raise
         raise _gzip_error(path, err) from err
+    except MemoryError:
+        chunks.clear()
+        raise _out_of_memory(path, read) from None
 
 
 def csv_reader(lines: Iterable[str], **options: Any) -> Any:
@@ -217,8 +282,13 @@ def read_text(path: str | Path) -> str:
     transparently); a DataError names the line."""
     path = existing_file(path)
     raw = read_bytes(path)  # bytes, not read_text: no newline translation (a "\r" inside a quoted field stays)
+    _refuse_compressed(path, raw[:16], is_gzip(path))  # bzip2, zip, xz, zstd or gzip twice: not "not UTF-8"
     try:
         return raw.decode("utf-8-sig")  # a byte-order mark is not part of the first record
+    except MemoryError:
+        size = len(raw)
+        del raw
+        raise _out_of_memory(path, size) from None
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         raise DataError(path, f"not UTF-8 text ({err.reason} at byte {err.start}): re-encode the file as UTF-8",
