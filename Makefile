@@ -18,6 +18,7 @@ help: ## list the targets
 	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
 	@echo "             SUBMISSIONS=<dir> ASSIGNMENT=01[,04] TIME_LIMIT=600 GRADES=build/grades UNSAFE=1 (make grade; UNSAFE: no sandbox)"
+	@echo "             MEMORY_LIMIT=6 DISK_LIMIT=1 (GiB) PROCESS_LIMIT=256 (make grade: what each submission may use)"
 	@echo "             ASSIGNMENTS=build/assignments (make assignments: where the hand-out goes)"
 	@echo "             STUDENTS=1 BOOK=<dir> (make book: the students' copy, solutions hidden, in build/book-students/; BOOK overrides the folder)"
 
@@ -71,7 +72,8 @@ assignments: env ## write the student notebooks (solutions and hidden checks rem
 
 grade: env sandbox ## grade SUBMISSIONS=<dir>/<student>/<notebook>.ipynb in a sandbox [ASSIGNMENT=01] [TIME_LIMIT=600] [UNSAFE=1] -> build/grades/
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder with one subfolder per student> [ASSIGNMENT=01]"; exit 2; }
-	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(filter 1 yes true,$(UNSAFE)),--unsafe)
+	$(PY) -m teaching.course grade "$(SUBMISSIONS)" --out "$(or $(GRADES),build/grades)" --time-limit "$(or $(TIME_LIMIT),600)" $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(filter 1 yes true,$(UNSAFE)),--unsafe) \
+	  $(if $(MEMORY_LIMIT),--memory-limit "$(MEMORY_LIMIT)") $(if $(DISK_LIMIT),--disk-limit "$(DISK_LIMIT)") $(if $(PROCESS_LIMIT),--process-limit "$(PROCESS_LIMIT)")
 
 book: env ## render the executed notebooks into an offline static site: build/book/ (teacher's copy), STUDENTS=1: build/book-students/
 	$(PY) -m teaching.book $(if $(BOOK),--out "$(BOOK)") $(if $(filter 1 yes true,$(STUDENTS)),--hide-solutions)

@@ -23,14 +23,15 @@ from typing import Sequence
 
 from covlib.core import paths
 from covlib.data.readers import SHARED_FILES
-from covlib.runs.exercises import calls, check_own_work
+from covlib.runs.exercises import OWN_WORK_RULE, calls, check_own_work
 from teaching.exercises import (EXERCISE_ID, MARKERS, ROLES, STUB, CourseError, Exercise, all_exercises, cell_role,
                                 exercise_notebooks, exercises, format_points, leaked, nbgrader_metadata, notebooks_dir, read,
                                 secret_lines, solution_regions, source_lines, split_checks, strip_solutions)
 from teaching.grading import Grade, grade, grade_notebook, merge, table_name, write_table
 from teaching.handout import inject, smoke_parameters, student_parameters, student_version
 from teaching.runner import STOPPED, cell_error, execute
-from teaching.submissions import find_submissions
+from teaching.sandbox import Limits
+from teaching.submissions import find_submissions, select
 
 __all__ = ["EXERCISE_ID", "MARKERS", "ROLES", "STOPPED", "STUB", "CourseError", "Exercise", "Grade", "all_exercises",
            "build_wheel", "calls", "cell_error", "cell_role", "check_own_work", "exercise_notebooks", "exercises",
@@ -73,9 +74,10 @@ needs exporting: covlib finds `covlib.toml` in the folder it starts in or a pare
 Fill in the cells marked `# YOUR CODE HERE` and run the check cell under each. The notebooks start in
 the smoke profile (a dozen examples), which is what the grader runs. The first run of a notebook
 makes its model calls: 1 to 4 minutes on a 2-core CPU, more on a slow or busy laptop. A re-run is
-served from the call cache in `.cache/` and takes 10 to 20 seconds. Write each step yourself: a
-check fails if your answer calls covlib's own version of it. Hand the notebooks back under their
-own names. Only your answer cells are graded: keep any helper code inside them.
+served from the call cache in `.cache/` and takes 10 to 20 seconds. {rule} Each check cell's
+`check_own_work` line applies this rule to your answer cell, as the grader does, so a breach shows
+before you hand in. Hand the notebooks back under their own names. Only your answer cells are graded:
+keep any helper code inside them.
 
 `data/README.md` says where each data file comes from and its licence.
 """
@@ -166,7 +168,8 @@ def write_assignments(out: str | Path | None = None, folder: str | Path | None =
     size = sum(f.stat().st_size for f in copied) / 1e6
     (out / "README.md").write_text(STUDENT_README.format(total=f"{total:g}", listing="\n".join(lines),
                                                          wheel=wheel.name if wheel else "covlib-<version>-py3-none-any.whl",
-                                                         torch=torch_version(), data_size=f"{size:.1f} MB"))
+                                                         torch=torch_version(), data_size=f"{size:.1f} MB",
+                                                         rule=OWN_WORK_RULE))
     return written
 
 
@@ -191,6 +194,13 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--unsafe", action="store_true",
                    help="run submissions WITHOUT the bubblewrap sandbox: they can read the solutions and the "
                         "teacher's files, and leave processes behind (docs/teaching.md)")
+    default = Limits()
+    g.add_argument("--memory-limit", type=float, default=default.memory / 2**30, metavar="GIB",
+                   help=f"address space of each process of a submission (default {default.memory / 2**30:g} GiB)")
+    g.add_argument("--disk-limit", type=float, default=default.disk / 2**30, metavar="GIB",
+                   help=f"working space of a submission, beyond its copy of the call cache (default {default.disk / 2**30:g} GiB)")
+    g.add_argument("--process-limit", type=int, default=default.processes, metavar="N",
+                   help=f"processes and threads of a submission at once (default {default.processes})")
     args = parser.parse_args(argv)
     if args.command == "assignments":
         written = write_assignments(args.out)
@@ -199,13 +209,20 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.time_limit <= 0:
         parser.error("--time-limit must be a positive number of seconds")
+    if min(args.memory_limit, args.disk_limit, args.process_limit) <= 0:
+        parser.error("--memory-limit, --disk-limit and --process-limit must be positive")
+    limits = Limits(disk=int(args.disk_limit * 2**30), memory=int(args.memory_limit * 2**30),
+                    processes=args.process_limit)
     chosen = [a.strip() for item in args.assignment for a in item.split(",") if a.strip()]
     if args.unsafe:
         print("warning: grading WITHOUT isolation (--unsafe): submissions run as you, with your files and network",
               file=sys.stderr)
     try:
-        rows = grade(args.submissions, args.out, args.time_limit, folder=args.solutions, assignments=chosen,
-                     unsafe=args.unsafe)
+        picked = select(exercise_notebooks(args.solutions), chosen)  # refused here, before any run, when unknown
+        name = table_name(picked if chosen else [])
+        print(f"grading {', '.join(p.stem for p in picked)} into {Path(args.out) / name}.csv")
+        rows = grade(args.submissions, args.out, args.time_limit, folder=args.solutions,
+                     assignments=[p.stem for p in picked] if chosen else [], unsafe=args.unsafe, limits=limits)
     except CourseError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -218,7 +235,6 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         by[r.student][1] += r.max_points
     for student, (got, of) in by.items():
         print(f"{student}: {got:g} / {of:g}")
-    name = table_name(chosen)
     print(f"grade table: {Path(args.out) / name}.csv and {name}.md; feedback notebooks under feedback/")
     return 0
 

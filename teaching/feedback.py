@@ -1,9 +1,10 @@
 """The notebook sent back to a student: the hand-out with their answer cells, those cells' outputs and each verdict.
 
 It is built from the notebook as it was handed out (no solution, no hidden check), the student's answer cells (the
-only cells graded), the outputs those cells produced in the graded run (plain text and PNG only, capped), and the
-checks' verdicts and messages. Nothing of the solution notebook, of the hidden checks or of the grader's environment
-is put in it.
+only cells graded), the outputs those cells produced in the graded run (plain text and PNG only, capped, under a
+label saying they are the student's), and the checks' verdicts and messages in markdown cells of the grader's, headed
+"Grader's verdict": a student's code can only write outputs, so nothing it prints can pass for a verdict. Nothing of
+the solution notebook, of the hidden checks or of the grader's environment is put in it.
 """
 
 from __future__ import annotations
@@ -58,12 +59,37 @@ def clean_outputs(outputs: Any) -> list[dict]:
     return [from_dict(o) for o in kept]
 
 
+VERDICT_HEADING = "Grader's verdict"  # only the grader's markdown cells carry it: a student's code writes outputs only
+OUTPUT_LABEL = "[your cell's output in the graded run; the grade is in the markdown cells headed \"Grader's verdict\"]\n"
+REASON_CAP = 2000  # characters of a reason shown
+
+
+def _quoted(text: str) -> str:
+    """`text` (which may hold the student's values) as an indented code block: no markdown or HTML of it is read."""
+    text = text if len(text) <= REASON_CAP else text[:REASON_CAP] + " [cut]"
+    return "\n".join("    " + line for line in text.splitlines() or [""])
+
+
 def verdict_text(rows: Sequence[Any], exercise: str) -> str:
-    """What the grade says of one exercise, as plain text."""
+    """What the grade says of one exercise, as the markdown of the grader's own cell."""
     row = next(r for r in rows if r.exercise == exercise)
     mark = "passed" if not row.error else "failed"
-    text = f"[grader] {exercise}: {row.points:g} / {row.max_points:g} points, {mark}"
-    return text + (f"\n  {row.error}" if row.error else "") + (f"\n  note: {row.note}" if row.note else "") + "\n"
+    text = f"#### {VERDICT_HEADING} · {exercise}: {row.points:g} / {row.max_points:g} points, {mark}\n"
+    if row.error:
+        text += f"\nWhy:\n\n{_quoted(row.error)}\n"
+    if row.note:
+        text += f"\nNote:\n\n{_quoted(row.note)}\n"
+    return text
+
+
+def summary_text(rows: Sequence[Any]) -> str:
+    """The markdown of the grader's cell at the top: the notebook's points, then each exercise's."""
+    got, of = sum(r.points for r in rows), sum(r.max_points for r in rows)
+    lines = [f"## {VERDICT_HEADING}: {got:g} / {of:g} points", "",
+             "Written by the grader. Only the markdown cells headed \"Grader's verdict\" give your grade; the outputs "
+             "under your answer cells are what your own code printed in the graded run, and are labelled so.", ""]
+    lines += [f"- {r.exercise}: {r.points:g} / {r.max_points:g} points, {'failed' if r.error else 'passed'}" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def redact(outputs: list[dict], secrets: Sequence[str]) -> list[dict]:
@@ -80,29 +106,29 @@ def redact(outputs: list[dict], secrets: Sequence[str]) -> list[dict]:
 
 def feedback_notebook(handout: Any, answers: dict[str, str], executed: Any | None, rows: Sequence[Any],
                       secrets: Sequence[str] = ()) -> Any:
-    """The notebook as handed out, with the student's answer cells (and their outputs from the graded run) in place
-    and each exercise's verdict under its check cell; outputs that quote one of the `secrets` (lines of the solutions
-    and hidden checks) are withheld."""
+    """The notebook as handed out, with the student's answer cells (and their outputs from the graded run, labelled as
+    theirs) in place, and the verdicts in markdown cells of the grader's: the notebook's at the top, each exercise's
+    under its check cell. Outputs that quote one of the `secrets` (lines of the solutions and hidden checks) are
+    withheld."""
     from nbformat import from_dict, v4
 
     nb = copy.deepcopy(handout)
     ran = {cell_role(c): c for c in (executed.cells if executed is not None else []) if isinstance(c, dict) and cell_role(c)}
+    graded = {r.exercise for r in rows}
+    cells = []
     for cell in nb.cells:
+        cells.append(cell)
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
         role = cell_role(cell)
-        if not role or cell.get("cell_type") != "code" or role[0] not in {r.exercise for r in rows}:
+        if not role or cell.get("cell_type") != "code" or role[0] not in graded:
             continue
         if role[1] == "answer":
             cell["source"] = answers.get(role[0], cell["source"])
-            if role in ran:
-                cell["outputs"] = redact(clean_outputs(ran[role].get("outputs")), secrets)
+            outputs = redact(clean_outputs(ran[role].get("outputs")), secrets) if role in ran else []
+            if outputs:  # labelled as the student's: nothing printed can pass for the grader's verdict
+                cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout", "text": OUTPUT_LABEL}), *outputs]
         elif role[1] == "checks":
-            cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout",
-                                          "text": verdict_text(rows, role[0])})]
-    got, of = sum(r.points for r in rows), sum(r.max_points for r in rows)
-    cell = v4.new_code_cell("# the grade of this notebook")
-    cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": "\n".join(
-        [f"[grader] {got:g} / {of:g} points"] + [verdict_text(rows, r.exercise).rstrip() for r in rows]) + "\n"})]
-    nb.cells.insert(0, cell)
+            cells.append(v4.new_markdown_cell(verdict_text(rows, role[0]), metadata={"grader": "verdict"}))
+    nb.cells = [v4.new_markdown_cell(summary_text(rows), metadata={"grader": "verdict"}), *cells]
     return nb

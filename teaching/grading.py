@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import ast
 import copy
+import errno
 import hashlib
 import json
 import os
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,15 +26,15 @@ from typing import Any, Sequence
 import nbformat
 
 from covlib.core import paths
-from teaching import checker, own_work, sandbox
+from teaching import checker, isolation, own_work, sandbox, tripwire
 from teaching.exercises import (CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, split_checks,
                                 strip_solutions)
 from teaching.feedback import feedback_notebook
 from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
-from teaching.submissions import SUBMISSION_CAP, find_submissions, select
+from teaching.submissions import SUBMISSION_CAP, find_submissions, notebook_id, select, table_cell
 
-GRADER_VERSION = "2"  # part of every stored grade's fingerprint: a new grader grades everything again
+GRADER_VERSION = "3"  # part of every stored grade's fingerprint: a new grader grades everything again
 
 
 @dataclass
@@ -48,8 +51,12 @@ class Grade:
 
 
 def without_reference(source: str) -> str:
-    """`source` less its statements that call `exercises.reference` (a submission's run records no reference)."""
-    tree = ast.parse(source)
+    """`source` less its statements that call `exercises.reference` (a submission's run records no reference); a
+    source that cannot be parsed is returned as it is (its run fails with the error)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, MemoryError, RecursionError, ValueError):
+        return source
     drop = set()
     for stmt in tree.body:
         if any(isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "reference"
@@ -112,25 +119,47 @@ def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
     return f"not run: {stopped or 'no answer was recorded'}"
 
 
+def watched(nb: Any, solution: Any, for_student: bool = True) -> tuple[sandbox.Tripwire, dict[str, tuple[str, str]]]:
+    """What the own-work tripwire watches in the merged notebook `nb`: every graded name of `solution`'s check cells,
+    in the answer cells and (for a student, whose check cells record no reference) the check cells; and those cells."""
+    cells = {}
+    for cell in nb.cells:
+        role = cell_role(cell)
+        if role and (role[1] == "answer" or (role[1] == "checks" and for_student)):
+            cells[tripwire.cell_key(cell.source)] = role
+    names = sorted({n for names in forbidden(solution).values() for n in names})
+    return sandbox.Tripwire(tuple(names), tuple(cells)), cells
+
+
+def forbidden(solution: Any) -> dict[str, list[str]]:
+    """Per exercise, the names of covlib's functions its answer may not call (its check cell's `check_own_work`)."""
+    return {role[0]: own_work.forbidden_names(c.source) for role, c in _cells_by_role(solution).items()
+            if role[1] == "checks"}
+
+
 def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, reference: dict[str, dict[str, Any]],
-              answers: dict[str, str], notes: dict[str, str]) -> list[Grade]:
-    """The grades of one run: static own-work check, then the trusted checks on the recorded values."""
+              answers: dict[str, str], notes: dict[str, str], cells: dict[str, tuple[str, str]],
+              trusted: checker.Trusted | None = None) -> list[Grade]:
+    """The grades of one run: the own-work rule (a call the tripwire saw, then the static reading of the answers: the
+    rule students see in their check cells), then the trusted checks on the recorded values."""
     found = exercises(solution, name)
     codes = checks_code(solution)
-    cells = _cells_by_role(solution)
+    guarded = forbidden(solution)
+    caught = tripwire.findings(run.tripwire, cells, guarded)
     rows = {e.id: Grade(student, name, e.id, 0.0, e.points) for e in found}
     jobs = {}
     for e in found:
-        forbidden = own_work.forbidden_names(cells[(e.id, "checks")].source)
         others = [a for ex, a in answers.items() if ex != e.id]
-        static = own_work.problems(answers.get(e.id, ""), others, forbidden)
-        if static:
+        static = own_work.problems(answers.get(e.id, ""), others, guarded.get(e.id, []))
+        if e.id in caught:
+            rows[e.id].error = caught[e.id]
+        elif static:
             rows[e.id].error = static
         elif e.id not in run.answers:
             rows[e.id].error = _why_missing(e.id, run.notebook, run.stopped)
         else:
             jobs[e.id] = {"code": codes[e.id], "got": run.answers[e.id], "ref": reference.get(e.id, {})}
-    for ex, verdict in checker.run_checks(jobs).items():
+    for ex, verdict in checker.run_checks(jobs, trusted=trusted).items():
         why = _why_missing(ex, run.notebook, "") if verdict.startswith("KeyError") else ""
         if why and not why.startswith("not run"):  # a value missing because the answer or the recording raised
             verdict = why
@@ -142,18 +171,25 @@ def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, referenc
 
 
 def run_notebook(solution: Any, submitted: Any | None, scratch: Path, time_limit: float, unsafe: bool,
-                 for_student: bool = True) -> tuple[sandbox.Run, dict[str, str]]:
-    """Run a submission (or, `for_student=False`, the solution itself) isolated; the run and the missing-answer notes."""
+                 for_student: bool = True, limits: sandbox.Limits = sandbox.Limits()
+                 ) -> tuple[sandbox.Run, dict[str, str], dict[str, tuple[str, str]]]:
+    """Run a submission (or, `for_student=False`, the solution itself) isolated with the own-work tripwire armed;
+    the run, the missing-answer notes and the watched cells."""
     nb, notes = merge(solution, submitted, for_student)
     nb = inject(nb, smoke_parameters(nb))
-    return sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student), notes
+    wire, cells = watched(nb, solution, for_student)
+    run = sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student, tripwire=wire,
+                      limits=limits)
+    return run, notes, cells
 
 
 def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str, reference: dict,
                    time_limit: float = 600, scratch: str | Path | None = None, feedback: str | Path | None = None,
-                   unsafe: bool = False, solution_bytes: bytes | None = None) -> list[Grade]:
+                   unsafe: bool = False, solution_bytes: bytes | None = None,
+                   trusted: checker.Trusted | None = None, limits: sandbox.Limits = sandbox.Limits()) -> list[Grade]:
     """Grade one submitted notebook against its solution notebook (as read once, `solution_bytes`, when given) and
-    the solution run's `reference` values."""
+    the solution run's `reference` values; with `trusted`, the checks run from that copy of the code, and the code on
+    disk is verified unchanged after the run."""
     solution_path = Path(solution_path)
     solution = nbformat.reads(solution_bytes.decode(), as_version=4) if solution_bytes else read(solution_path)
     found = exercises(solution, solution_path.name)
@@ -167,14 +203,30 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
         why = f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
         return [Grade(student, solution_path.name, e.id, 0.0, e.points, why) for e in found]
     scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student / solution_path.stem
-    run, notes = run_notebook(solution, submitted, scratch, time_limit, unsafe)
+    run, notes, cells = run_notebook(solution, submitted, scratch, time_limit, unsafe, limits=limits)
+    if trusted:
+        trusted.verify()
     answers = answer_sources(submitted)
-    rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes)
+    rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes, cells, trusted)
     if feedback:
-        Path(feedback).parent.mkdir(parents=True, exist_ok=True)
         handout = student_version(solution, solution_path.name)  # what was handed out: no solution, no hidden check
-        nbformat.write(feedback_notebook(handout, answers, run.notebook, rows, secret_lines(solution)), str(feedback))
+        try:
+            Path(feedback).parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(feedback_notebook(handout, answers, run.notebook, rows, secret_lines(solution)), str(feedback))
+        except OSError as err:
+            _warn(f"{student}: the feedback notebook {feedback} was not written: {disk_error(err)}")
     return rows
+
+
+def disk_error(err: OSError) -> str:
+    """An OSError in words, saying "disk full" where it is one."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"disk full or over a quota ({err.strerror}): free space where the grades go, then grade again"
+    return f"{type(err).__name__}: {err}"
+
+
+def _warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr)
 
 
 def _covlib_fingerprint() -> str:
@@ -184,7 +236,9 @@ def _covlib_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool) -> dict[str, dict[str, Any]]:
+def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
+                       trusted: checker.Trusted | None = None,
+                       limits: sandbox.Limits = sandbox.Limits()) -> dict[str, dict[str, Any]]:
     """Run the solution notebook (warming the call cache) and return its reference values; it must score full marks.
 
     Stored in `out/reference/`, and reused while the solution notebook and covlib are unchanged."""
@@ -195,15 +249,22 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool) -
         saved = json.loads(stored.read_text())
         if saved.get("fingerprint") == fingerprint:
             return saved["reference"]
-    run, _ = run_notebook(solution, None, out / "scratch" / "(solutions)" / path.stem, time_limit, unsafe,
-                          for_student=False)
-    rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {})
+    run, _, cells = run_notebook(solution, None, out / "scratch" / "(solutions)" / path.stem, time_limit, unsafe,
+                                 for_student=False, limits=limits)
+    if trusted:
+        trusted.verify()
+    rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {}, cells, trusted)
     lost = [f"{r.notebook} {r.exercise}: {r.error}" for r in rows if r.points < r.max_points]
     if lost:
+        log = f"\n  the run's log ({out / 'scratch' / '(solutions)' / path.stem / 'runner.log'}) ends: {run.log}" \
+            if run.log else ""
         raise CourseError("the solution notebooks do not pass their own checks, so nobody can be graded:\n  "
-                          + "\n  ".join(lost))
-    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(run.seconds, 1),
-                                     "points": {r.exercise: r.points for r in rows}, "reference": run.reference}))
+                          + "\n  ".join(lost) + log)
+    try:
+        write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(run.seconds, 1),
+                                         "points": {r.exercise: r.points for r in rows}, "reference": run.reference}))
+    except OSError as err:
+        _warn(f"the reference values of {path.name} were not stored (they are used all the same): {disk_error(err)}")
     return run.reference
 
 
@@ -211,12 +272,17 @@ def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader (or a kill) sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no half-written part left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def _fingerprint(submission: Path | None, solution: bytes, reference: dict, time_limit: float, unsafe: bool) -> str:
-    digest = hashlib.sha256(f"{GRADER_VERSION}|{time_limit:g}|{unsafe}|".encode())
+def _fingerprint(submission: Path | None, solution: bytes, reference: dict, time_limit: float, unsafe: bool,
+                 limits: sandbox.Limits = sandbox.Limits()) -> str:
+    digest = hashlib.sha256(f"{GRADER_VERSION}|{time_limit:g}|{unsafe}|{limits}|".encode())
     digest.update(solution)
     digest.update(json.dumps(reference, sort_keys=True).encode())
     if submission is not None:
@@ -229,36 +295,51 @@ def _fingerprint(submission: Path | None, solution: bytes, reference: dict, time
 
 def grade(submissions: str | Path, out: str | Path | None = None, time_limit: float = 600,
           folder: str | Path | None = None, progress: bool = True, assignments: Sequence[str] = (),
-          unsafe: bool = False) -> list[Grade]:
-    """Grade every student's notebooks of the chosen assignments (default: all); write the grade table, each
-    student's stored grades and feedback notebooks to `out`. Refuses without isolation unless `unsafe`."""
-    why = "" if unsafe else sandbox.unavailable()
+          unsafe: bool = False, limits: sandbox.Limits = sandbox.Limits()) -> list[Grade]:
+    """Grade every student's notebooks of the chosen assignments (default: all) within `limits` each; write the grade
+    table, each student's stored grades and feedback notebooks to `out`. Refuses without isolation unless `unsafe`."""
+    why = "" if unsafe else isolation.unavailable()
     if why:
-        raise CourseError(f"cannot isolate the submissions: {why}. To grade safely, {sandbox.HOW_TO_GET_IT}")
+        raise CourseError(f"cannot isolate the submissions: {why}. To grade safely, {isolation.HOW_TO_GET_IT}")
     solutions = select(exercise_notebooks(folder), assignments)
     out = Path(out) if out else paths.build_dir() / "grades"
     found = find_submissions(submissions, [p.name for p in solutions])
     texts = {p.name: p.read_bytes() for p in solutions}  # read once: nothing a run does to the files changes them here
-    references = {p.name: solution_reference(p, out, 3 * time_limit, unsafe)
+    with tempfile.TemporaryDirectory(prefix="covlib-checker-") as private:
+        try:
+            return _grade_all(solutions, texts, found, out, time_limit, progress, assignments, unsafe,
+                              checker.trusted_copy(Path(private)), limits)
+        except checker.CodeChanged as err:
+            raise CourseError(str(err)) from None
+
+
+def _grade_all(solutions: list[Path], texts: dict[str, bytes], found: dict, out: Path, time_limit: float,
+               progress: bool, assignments: Sequence[str], unsafe: bool, trusted: checker.Trusted,
+               limits: sandbox.Limits) -> list[Grade]:
+    references = {p.name: solution_reference(p, out, 3 * time_limit, unsafe, trusted, limits)
                   for p in _bar(solutions, progress, "solutions")}
     rows: list[Grade] = []
     for student in _bar(list(found), progress, "students"):
         for path in solutions:
             submission, note = found[student].get(path.name, (None, ""))
             graded = _grade_stored(path, texts[path.name], submission, student, references[path.name], out,
-                                   time_limit, unsafe)
+                                   time_limit, unsafe, trusted, limits)
             for row in graded:
-                row.note = note
+                row.note = "; ".join(n for n in (note, row.note) if n)
             rows += graded
-        write_table(rows, out, table_name(assignments))  # after each student: a killed grader keeps what was done
+        try:  # after each student: a killed grader keeps what was done
+            write_table(rows, out, table_name(assignments))
+        except OSError as err:
+            _warn(f"the grade table was not written after {student}: {disk_error(err)}")
     return rows
 
 
 def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str, reference: dict, out: Path,
-                  time_limit: float, unsafe: bool) -> list[Grade]:
+                  time_limit: float, unsafe: bool, trusted: checker.Trusted | None = None,
+                  limits: sandbox.Limits = sandbox.Limits()) -> list[Grade]:
     """One student's notebook: the stored grade when nothing changed since, else graded now and stored."""
     stored = out / "students" / student / f"{path.stem}.json"
-    fingerprint = _fingerprint(submission, text, reference, time_limit, unsafe)
+    fingerprint = _fingerprint(submission, text, reference, time_limit, unsafe, limits)
     try:
         saved = json.loads(stored.read_text())
         if saved.get("fingerprint") == fingerprint:
@@ -268,18 +349,26 @@ def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str
     started = time.monotonic()
     try:
         rows = grade_notebook(path, submission, student, reference, time_limit, scratch=out / "scratch" / student / path.stem,
-                              feedback=out / "feedback" / student / path.name, unsafe=unsafe, solution_bytes=text)
+                              feedback=out / "feedback" / student / path.name, unsafe=unsafe, solution_bytes=text,
+                              trusted=trusted, limits=limits)
+    except checker.CodeChanged:
+        raise
     except Exception as err:  # one submission must never stop the others
-        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {type(err).__name__}: {err}"[:200])
+        why = disk_error(err) if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
+        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {why}"[:200])
                 for e in exercises(nbformat.reads(text.decode(), as_version=4), path.name)]
-    write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(time.monotonic() - started, 1),
-                                     "rows": [asdict(r) for r in rows]}))
+    try:
+        write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(time.monotonic() - started, 1),
+                                         "rows": [asdict(r) for r in rows]}))
+    except OSError as err:
+        _warn(f"{student}'s grade for {path.name} was not stored (it is in the table): {disk_error(err)}")
     return rows
 
 
-def table_name(assignments: Sequence[str]) -> str:
-    """grades (every assignment) or grades-01-04 (those assignments)."""
-    return "grades" + "".join(f"-{a}" for a in assignments)
+def table_name(assignments: Sequence[str | Path]) -> str:
+    """grades (every assignment) or grades-01-04: the numbers of the chosen notebooks, each once, in order, however
+    they were named (01, 01_consistency_kde, 01,01 and a resolved path all give grades-01)."""
+    return "grades" + "".join(f"-{n}" for n in sorted({notebook_id(str(a)) for a in assignments}))
 
 
 def _bar(items: list, show: bool, desc: str) -> Any:
@@ -291,7 +380,8 @@ def _bar(items: list, show: bool, desc: str) -> Any:
 
 
 def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") -> tuple[Path, Path]:
-    """<name>.csv (one row per student and exercise) and <name>.md (totals per student, then that table)."""
+    """<name>.csv (one row per student and exercise, as recorded) and <name>.md (totals per student, then that table,
+    every text cell cleaned by `table_cell`)."""
     import pandas as pd
 
     out = Path(out)
@@ -299,9 +389,9 @@ def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") ->
                                                              "error", "note"])
     csv, md = out / f"{name}.csv", out / f"{name}.md"
     totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
-    shown = frame.assign(**{c: frame[c].astype(str).str.replace("|", "\\|", regex=False).str.replace("\n", " ")
-                            for c in ("student", "error", "note")})
+    totals = totals.assign(student=totals["student"].map(table_cell))
+    cleaned = frame.assign(**{c: frame[c].map(table_cell) for c in ("student", "notebook", "exercise", "error", "note")})
     write_atomic(csv, frame.to_csv(index=False))
     write_atomic(md, "# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
-                 + shown.to_markdown(index=False, floatfmt="g") + "\n")
+                 + cleaned.to_markdown(index=False, floatfmt="g") + "\n")
     return csv, md

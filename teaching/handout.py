@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from covlib import nli
+from covlib.runs.exercises import OWN_WORK_RULE
 from teaching.exercises import CourseError, exercises, format_points
 
 
@@ -42,6 +43,7 @@ then run the check cell below each one: its asserts are the visible checks. The 
 notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
 from this file, so keep helper code inside them, and do not rename the notebook. The cell after the
 parameters sets the smoke profile (a dozen examples: what the grader runs); delete it for a full run.
+{rule} The check cell's `check_own_work` line applies this rule, as the grader does.
 Exercises: {listing}."""
 
 
@@ -63,7 +65,7 @@ def student_version(nb: Any, name: str) -> Any:
                         "for the full run.")
     title = nb.cells[0].source.strip().splitlines()[0].lstrip("# ") if nb.cells else name
     listing = "; ".join(f"{e.title} ({format_points(e.points)})" for e in found)
-    nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing)))
+    nb.cells.insert(0, v4.new_markdown_cell(STUDENT_HEADER.format(title=title, listing=listing, rule=OWN_WORK_RULE)))
     return nb
 
 

@@ -106,11 +106,21 @@ def cell_error(cell: Any) -> str:
 
 
 def _write(nb: Any, out: Path) -> None:
+    """Rewrite `out` in place (in the sandbox it is a file bound into a read-only folder: no rename there)."""
     import nbformat
 
-    tmp = out.with_name(out.name + ".part")
-    nbformat.write(nb, str(tmp))
-    os.replace(tmp, out)
+    text = nbformat.writes(nb).encode()
+    with open(out, "wb") as f:
+        f.write(text)
+
+
+def apply_limits(spec: str) -> None:
+    """Set the run's limits, soft and hard, from "address space bytes,file bytes,processes" (0: no limit)."""
+    import resource
+
+    for name, value in zip(("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC"), spec.split(",")):
+        if int(value) > 0:
+            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
 
 
 def main(argv: list[str]) -> int:
@@ -118,10 +128,12 @@ def main(argv: list[str]) -> int:
     import nbformat
 
     out, time_limit = Path(argv[0]), float(argv[1])
+    apply_limits(os.environ.get("COVLIB_LIMITS", "0,0,0"))
     nb = nbformat.reads(sys.stdin.read(), as_version=4)
     stopped = execute(nb, Path.cwd(), time_limit, after_cell=lambda n: _write(n, out))
     _write(nb, out)
-    out.with_name(out.name + ".stopped").write_text(stopped)
+    with open(out.with_name(out.name + ".stopped"), "w") as f:  # in place, as `_write`
+        f.write(stopped)
     return 0
 
 

@@ -1,41 +1,54 @@
-"""Run a notebook isolated with bubblewrap: no network, no secrets, one writable folder, the process tree killed whole.
+"""Run a notebook isolated with bubblewrap (`teaching.isolation`): no network, no secrets, no privilege, limits on
+memory, disk and processes, the process tree killed whole.
 
-Inside the sandbox the only writable place is the run's scratch folder, which holds the run's own copy of the call
-cache. The Python installation, the virtual environment, the `covlib` and `teaching` packages, the data, the models and
-the retrieval indexes are mounted read-only; the solution notebooks, the rest of the repository, the shared call cache,
-the grade table and other students' folders are not mounted at all.
-The environment is cleared (no API key or token gets in), the network is a private empty one, and the sandbox has its
-own process namespace, so every process a submission starts dies when its run ends or is killed at the time limit.
+Inside the sandbox the only writable places are the run's working folder (`WORK`: a size-capped tmpfs holding the
+run's own copy of the call cache) and `/tmp` (another). The Python installation, the virtual environment, the `covlib`
+and `teaching` packages, the data, the models and the retrieval indexes are mounted read-only; the solution
+notebooks, the rest of the repository, the shared call cache, the grade table and other students' folders are not
+mounted at all. What comes back (the executed notebook, why it stopped, the recorded answers) is three files bound one
+by one into a read-only folder (`OUT`), each under the file-size limit; the run's output goes through a pipe and is
+kept capped (`runner.log`); the grader removes the rest after reading it. The environment is cleared (no API key or
+token gets in), the network is a private empty one, and the sandbox has its own process namespace, so every process
+a submission starts dies when its run ends or is killed at the time limit.
 """
-
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from covlib.core import paths
-
-HOW_TO_GET_IT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
-                 "bubblewrap`); it needs unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on "
-                 "older Debian; on Ubuntu 24.04 the bubblewrap package's AppArmor profile allows it). Or grade without "
-                 "isolation with UNSAFE=1 (--unsafe): see docs/teaching.md for what that gives up")
-
-
-ETC = ("/etc/passwd", "/etc/group", "/etc/fonts", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives",
-       "/etc/matplotlibrc", "/etc/mime.types")
-
+from teaching.isolation import (STUDENT_UID, dirs, drop, interpreter, namespaces, python_dirs, system_mounts,
+                                 user_namespace)
+from teaching.tripwire import CELLS_ENV, NAMES_ENV, PIPE_ENV, STARTUP
 
 ANSWERS_CAP = 16 * 2**20  # bytes of recorded answers read back from a run; a larger file is not read
 NOTEBOOK_CAP = 64 * 2**20  # bytes of executed notebook read back for the feedback
+LOG_CAP = 32 * 2**10  # bytes of the run's own output (stdout and stderr) kept in runner.log: its first and last LOG_CAP
+
+WORK = "/covlib-run"  # inside the sandbox: the run's working folder, a size-capped tmpfs that goes with the run
+OUT = "/covlib-out"  # inside the sandbox: a read-only folder of the few files that come back, each bound from the host
+OUT_FILES = ("executed.ipynb", "executed.ipynb.stopped", "answers.jsonl")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission's run may use; each is enforced by the kernel, not by polling."""
+
+    disk: int = 1 * 2**30  # bytes written in its working folder (a tmpfs, so memory), beyond its copy of the call cache
+    file: int = 256 * 2**20  # bytes any one file may grow to (RLIMIT_FSIZE), beyond the call cache's size
+    memory: int = 6 * 2**30  # bytes of address space of each process (RLIMIT_AS)
+    processes: int = 256  # processes and threads at once (RLIMIT_NPROC, counted in the sandbox's user namespace)
 
 
 @dataclass
@@ -47,124 +60,243 @@ class Run:
     reference: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopped: str = ""
     seconds: float = 0.0
+    log: str = ""  # the last line the run printed (its runner.log), for messages when it failed
+    tripwire: list[str] = field(default_factory=list)  # what the own-work tripwire reported (teaching.tripwire)
 
 
-def unavailable() -> str:
-    """Why bubblewrap cannot isolate a run here ('' when it can)."""
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
-        return "bubblewrap (bwrap) is not installed"
-    probe = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", *_system_mounts(), "true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"bubblewrap cannot create a sandbox here ({probe.stderr.strip()[:200] or probe.returncode})"
-    return ""
+@dataclass(frozen=True)
+class Tripwire:
+    """What the own-work tripwire watches in a run: the graded functions' names, the exercises' cells (`cell_key`s)."""
+
+    names: tuple[str, ...]
+    cells: tuple[str, ...]
 
 
-def _system_mounts() -> list[str]:
-    args = []
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
-        if os.path.islink(top):
-            args += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-    for path in ETC:
-        if os.path.exists(path):
-            args += ["--ro-bind", path, path]
-    return args + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-
-
-def _python_dirs() -> list[Path]:
-    """The interpreter's installation and the virtual environment (read-only in the sandbox)."""
-    dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent.parent}
-    return sorted(d for d in dirs if d != Path("/usr") and not str(d).startswith("/usr/"))
-
-
-def private_cache(scratch: Path) -> Path:
-    """A submission's own copy of the call cache (a consistent SQLite snapshot): it reads every call the solution
-    run made, and what it adds or spoils is thrown away with the run, never seen by the teacher or another student."""
-    private = scratch / "cache"
-    private.mkdir(parents=True, exist_ok=True)
+def snapshot_cache(target: Path) -> Path | None:
+    """A consistent SQLite copy of the shared call cache at `target` (None when there is no cache yet): a submission
+    reads every call the solution run made, and what it adds or spoils goes with its run."""
     shared = paths.cache_dir() / "calls.sqlite"
-    if shared.is_file():
-        source = sqlite3.connect(f"{shared.resolve().as_uri()}?mode=ro", uri=True)
-        copy = sqlite3.connect(private / "calls.sqlite")
-        try:
-            source.backup(copy)
-        finally:
-            source.close()
-            copy.close()
-    return private
+    if not shared.is_file():
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source = sqlite3.connect(f"{shared.resolve().as_uri()}?mode=ro", uri=True)
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        source.close()
+        copy.close()
+    return target
 
 
-def environment(scratch: Path, writable_cache: bool) -> dict[str, str]:
-    """The whole environment of a run: where things are, offline switches, and nothing of the teacher's."""
-    venv_bin = str(Path(sys.executable).parent)
-    cache = paths.cache_dir() if writable_cache else scratch / "cache"
-    return {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch / "home"), "LANG": "C.UTF-8",
-            "USER": "student", "PYTHONPATH": str(paths.code_root()), "PYTHONDONTWRITEBYTECODE": "1",
-            "COVLIB_ROOT": str(scratch), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
-            "COVLIB_CACHE": str(cache), "COVLIB_ANSWERS": str(scratch / "answers.jsonl"),
+def environment(work: str | Path, out: str | Path, cache: str | Path, limits: Limits, cache_size: int = 0) -> dict[str, str]:
+    """The whole environment of a run: where things are, offline switches, its limits, and nothing of the teacher's."""
+    venv_bin = str(Path(interpreter()).parent)
+    return {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": f"{work}/home", "LANG": "C.UTF-8",
+            "USER": "student", "PYTHONPATH": str(paths.code_root()), "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp",
+            "COVLIB_ROOT": str(work), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
+            "COVLIB_CACHE": str(cache), "COVLIB_ANSWERS": f"{out}/answers.jsonl",
+            "COVLIB_LIMITS": f"{limits.memory},{limits.file + cache_size},{limits.processes}",
             "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool) -> list[str]:
-    """bwrap's arguments: system read-only, the project's code/data/models/cache read-only, `scratch` writable."""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", *_system_mounts()]
-    for d in _python_dirs():
-        args += ["--ro-bind", str(d), str(d)]
+def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limits: Limits, userns: int | None,
+                  cache_fd: int | None, cache_size: int) -> list[str]:
+    """bwrap's arguments: system, code, data and models read-only; a size-capped tmpfs to work in; the files that
+    come back bound one by one into a read-only folder; nothing else of the host."""
+    args = ["bwrap", *namespaces(userns), "--die-with-parent", "--new-session", "--clearenv", *system_mounts()]
     code = paths.code_root()
-    for d in (code / "covlib", code / "teaching"):
-        args += ["--ro-bind", str(d), str(d)]
-    mounts = [(paths.data_dir(), False)] + ([(paths.cache_dir(), True)] if writable_cache else [])
-    for d, writable in mounts + [(paths.models_dir(), False)]:
+    for d in python_dirs() + [code / "covlib", code / "teaching", paths.data_dir(), paths.models_dir()]:
         if d.exists():
-            args += ["--bind" if writable else "--ro-bind", str(d), str(d)]
-    args += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+            args += dirs(d) + ["--ro-bind", str(d), str(d)]
+    if writable_cache:  # the solution run warms the shared cache
+        args += dirs(paths.cache_dir()) + ["--bind", str(paths.cache_dir()), str(paths.cache_dir())]
+    args += ["--size", str(limits.disk + cache_size), "--perms", "0777", "--tmpfs", WORK]
+    for sub in ("home", "cache"):
+        args += ["--perms", "0777", "--dir", f"{WORK}/{sub}"]
+    if cache_fd is not None:
+        args += ["--perms", "0666", "--file", str(cache_fd), f"{WORK}/cache/calls.sqlite"]
     if not writable_cache and paths.index_dir().is_dir():  # the solution run's indexes, read-only in the private cache
-        args += ["--ro-bind", str(paths.index_dir()), str(scratch / "cache" / "indexes")]
+        args += ["--ro-bind", str(paths.index_dir()), f"{WORK}/cache/indexes"]
+    startup = f"{WORK}/home/.ipython/profile_default/startup"
+    for sub in (".ipython", ".ipython/profile_default", ".ipython/profile_default/startup"):
+        args += ["--perms", "0777", "--dir", f"{WORK}/home/{sub}"]
+    if (scratch / "startup.py").is_file():
+        args += ["--ro-bind", str(scratch / "startup.py"), f"{startup}/00-covlib-tripwire.py"]
+    args += ["--size", str(2**20), "--tmpfs", OUT]
+    for name in OUT_FILES + (("tripwire",) if (scratch / "out" / "tripwire").exists() else ()):
+        args += ["--bind", str(scratch / "out" / name), f"{OUT}/{name}"]
+    args += ["--remount-ro", OUT, "--chdir", WORK]
     for k, v in env.items():
         args += ["--setenv", k, v]
     return args
 
 
-def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, writable_cache: bool = False) -> Run:
-    """Run `nb` isolated (or, with `unsafe`, only in its own process group with a cleaned environment) and read back
-    what it wrote; the whole process tree is killed at `time_limit` (plus a minute for the kernel to start)."""
+def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, writable_cache: bool = False,
+        limits: Limits = Limits(), tripwire: Tripwire | None = None) -> Run:
+    """Run `nb` isolated (or, with `unsafe`, only in its own process group with a cleaned environment) within
+    `limits`, and read back what it wrote; the whole process tree is killed at `time_limit` (plus a minute for the
+    kernel to start). With `tripwire`, the kernel starts with the own-work tripwires armed and `Run.tripwire` holds
+    their reports. Only `runner.log` (capped) stays in `scratch` afterwards."""
     import nbformat
 
     scratch = Path(scratch).resolve()
     if scratch.exists():
         shutil.rmtree(scratch)
-    (scratch / "home").mkdir(parents=True)
-    if not writable_cache:
-        private_cache(scratch)
-        if unsafe and paths.index_dir().is_dir():
-            (scratch / "cache" / "indexes").symlink_to(paths.index_dir())
-    env = environment(scratch, writable_cache)
-    out = scratch / "executed.ipynb"
-    runner = [sys.executable, "-m", "teaching.runner", str(out), f"{time_limit:g}"]
-    cmd = runner if unsafe else bwrap_command(scratch, env, writable_cache) + runner
+    (scratch / "out").mkdir(parents=True)
+    for name in OUT_FILES:
+        (scratch / "out" / name).touch()
+    if tripwire is not None:
+        os.mkfifo(scratch / "out" / "tripwire", 0o600)
+        (scratch / "startup.py").write_text(STARTUP)
+    if writable_cache:
+        paths.cache_dir().mkdir(parents=True, exist_ok=True)  # else its writes would land in the sandbox and vanish
+    snapshot = None if writable_cache else snapshot_cache(scratch / "snapshot" / "calls.sqlite")
+    cache_size = snapshot.stat().st_size if snapshot else 0
+    if unsafe:
+        work, out = scratch / "work", scratch / "out"
+        (work / "home").mkdir(parents=True)
+        cache = paths.cache_dir() if writable_cache else work / "cache"
+        if snapshot:
+            cache.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(snapshot), cache / "calls.sqlite")
+        if not writable_cache and paths.index_dir().is_dir():
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / "indexes").symlink_to(paths.index_dir())
+        if tripwire is not None:
+            (work / "home" / ".ipython" / "profile_default" / "startup").mkdir(parents=True)
+            shutil.copy(scratch / "startup.py", work / "home" / ".ipython/profile_default/startup/00-covlib-tripwire.py")
+    else:
+        work, out = Path(WORK), Path(OUT)
+        cache = paths.cache_dir() if writable_cache else work / "cache"
+        if os.geteuid() == 0 and not writable_cache:
+            for name in OUT_FILES + (("tripwire",) if tripwire is not None else ()):
+                os.chown(scratch / "out" / name, STUDENT_UID, STUDENT_UID)
+    env = environment(work, out, cache, replace(limits, processes=0) if unsafe else limits, cache_size)
+    if tripwire is not None:
+        env.update({PIPE_ENV: f"{out}/tripwire", NAMES_ENV: ",".join(tripwire.names), CELLS_ENV: ",".join(tripwire.cells)})
+    runner = [interpreter(), "-m", "teaching.runner", f"{out}/executed.ipynb", f"{time_limit:g}"]
     started = time.monotonic()
-    with open(scratch / "runner.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, cwd=scratch,
-                                env=env if unsafe else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                                start_new_session=True)
+    with contextlib.ExitStack() as stack:
+        fds = []
+        if unsafe:
+            cmd = runner
+        else:
+            userns = stack.enter_context(user_namespace())
+            cache_file = stack.enter_context(open(snapshot, "rb")) if snapshot else None
+            fds = [fd for fd in (userns, cache_file.fileno() if cache_file else None) if fd is not None]
+            cmd = bwrap_command(scratch, env, writable_cache, limits, userns,
+                                cache_file.fileno() if cache_file else None, cache_size) + drop(runner, not writable_cache)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=scratch, pass_fds=fds, start_new_session=True,
+                                env=env if unsafe else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        log = _Log(proc.stdout)
+        reports = _Reports(scratch / "out" / "tripwire", tripwire) if tripwire is not None else None
         stopped = ""
         try:
-            proc.communicate(nbformat.writes(nb).encode(), timeout=time_limit + 60)
+            proc.stdin.write(nbformat.writes(nb).encode())
+            proc.stdin.close()
+        except OSError:  # the run ended before reading its notebook: its log says why
+            pass
+        try:
+            proc.wait(timeout=time_limit + 60)
         except subprocess.TimeoutExpired:
             stopped = f"time limit of {time_limit:g} s reached"
         finally:
             _kill(proc)
-    result = Run(read_notebook(out), stopped=stopped, seconds=time.monotonic() - started)
-    if not stopped:
-        said = scratch / "executed.ipynb.stopped"
-        result.stopped = said.read_text(errors="replace")[:200] if said.is_file() and not said.is_symlink() else ""
-        if not said.is_file() and proc.returncode != 0:
-            result.stopped = f"the run ended early (exit status {proc.returncode})"
-    result.answers, result.reference = read_answers(scratch / "answers.jsonl")
+            log.join()
+            if reports is not None:
+                reports.close()
+    try:
+        (scratch / "runner.log").write_bytes(log.text())
+    except OSError:  # a full disk: the run's results are still read back
+        pass
+    said = scratch / "out" / "executed.ipynb.stopped"
+    if not stopped and proc.returncode == 0:
+        stopped = said.read_text(errors="replace")[:200] if said.is_file() and not said.is_symlink() else ""
+    elif not stopped:
+        stopped = f"the run ended early (exit status {proc.returncode}): {log.last_line() or 'it printed nothing'}"[:300]
+    result = Run(read_notebook(scratch / "out" / "executed.ipynb"), stopped=stopped,
+                 seconds=time.monotonic() - started, log=log.last_line())
+    result.answers, result.reference = read_answers(scratch / "out" / "answers.jsonl")
+    result.tripwire = reports.lines if reports is not None else []
+    for leftover in ("out", "work", "snapshot", "startup.py"):  # what the run wrote goes; the capped log stays
+        if (scratch / leftover).is_dir():
+            shutil.rmtree(scratch / leftover, ignore_errors=True)
+        else:
+            (scratch / leftover).unlink(missing_ok=True)
     return result
+
+
+class _Reports:
+    """Reads the tripwire's pipe while the run goes on, keeping each distinct report about the watched cells once."""
+
+    def __init__(self, fifo: Path, tripwire: Tripwire):
+        self.fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a reader from the start: the kernel never blocks opening it
+        self.cells, self.names = set(tripwire.cells) | {""}, set(tripwire.names)
+        self.lines: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        pending = b""
+        while True:
+            ready = select.select([self.fd], [], [], 0.2)[0]
+            try:
+                chunk = os.read(self.fd, 65536) if ready else b""
+            except BlockingIOError:
+                chunk = b""
+            if not chunk and self.stop.is_set():
+                break
+            *whole, pending = (pending + chunk).split(b"\n")
+            pending = pending[-4096:]  # a line longer than any report is garbage
+            for line in whole:
+                self._keep(line.decode(errors="replace"))
+
+    def _keep(self, line: str) -> None:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            return
+        relevant = isinstance(item, dict) and (item.get("ready") is True or (
+            item.get("cell") in self.cells and (item.get("call") in self.names or isinstance(item.get("tamper"), str))))
+        if relevant and line not in self.lines and len(self.lines) < 10_000:
+            self.lines.append(line)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        os.close(self.fd)
+
+
+class _Log:
+    """Reads a run's output as it comes, keeping its first and last `LOG_CAP` bytes (a run may print gigabytes)."""
+
+    def __init__(self, stream: Any):
+        self.head, self.tail, self.dropped = b"", b"", 0
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+            if len(self.head) < LOG_CAP:
+                take = LOG_CAP - len(self.head)
+                self.head, chunk = self.head + chunk[:take], chunk[take:]
+            joined = self.tail + chunk
+            self.dropped += max(0, len(joined) - LOG_CAP)
+            self.tail = joined[-LOG_CAP:]
+
+    def join(self) -> None:
+        self.thread.join(timeout=10)
+
+    def text(self) -> bytes:
+        cut = f"\n[... {self.dropped:,} bytes of output cut ...]\n".encode() if self.dropped else b""
+        return self.head + cut + self.tail
+
+    def last_line(self) -> str:
+        lines = [ln for ln in self.text().decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1].strip()[:300] if lines else ""
 
 
 def _kill(proc: subprocess.Popen) -> None:

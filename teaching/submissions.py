@@ -63,13 +63,45 @@ def find_submissions(folder: str | Path, names: Sequence[str]) -> dict[str, dict
     return out
 
 
+def notebook_id(name: str) -> str:
+    """The number a notebook goes by: '01' for 01_consistency_kde(.ipynb), '00b' for 00b_nli_judges."""
+    return Path(name).stem.split("_")[0]
+
+
 def select(solutions: Sequence[Path], assignments: Sequence[str]) -> list[Path]:
-    """The solution notebooks of the chosen assignments ('01', '04', or a whole name); all of them when none is chosen."""
+    """The solution notebooks of the chosen assignments, each named by its number ('01', '00b') or its whole name
+    ('01_consistency_kde', with or without .ipynb), in course order and each once; all of them when none is chosen.
+    Anything else (a prefix such as '0', a partial name) is refused with the list."""
     if not assignments:
         return list(solutions)
-    chosen = [p for p in solutions if any(p.name.startswith(a) or p.stem == a for a in assignments)]
-    unknown = [a for a in assignments if not any(p.name.startswith(a) or p.stem == a for p in solutions)]
+    chosen, unknown = set(), []
+    for a in assignments:
+        hits = [p for p in solutions if a in (notebook_id(p.name), p.stem, p.name)]
+        if hits:
+            chosen.update(hits)
+        elif a not in unknown:
+            unknown.append(a)
     if unknown or not chosen:
-        raise CourseError(f"no assignment {', '.join(unknown) or assignments}: the assignments are "
-                          + ", ".join(p.stem for p in solutions))
-    return chosen
+        raise CourseError(f"no assignment {', '.join(unknown) or '(none)'}: the assignments are "
+                          + ", ".join(p.stem for p in solutions)
+                          + " (name one by its number, such as 01, or by its whole name)")
+    return [p for p in solutions if p in chosen]
+
+
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def table_cell(text: object) -> str:
+    """`text` as a cell of a Markdown table: bidi controls shown as <U+202E>, every line break (and other control
+    character) as a space, backslashes and `|` escaped, so a name can neither add a row nor display reversed."""
+    out = []
+    for ch in str(text):
+        if ch in BIDI_CONTROLS:
+            out.append(f"<U+{ord(ch):04X}>")
+        elif ch in "\\|":
+            out.append("\\" + ch)
+        elif ch.isspace() or not ch.isprintable():
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)

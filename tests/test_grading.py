@@ -20,17 +20,17 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from teaching import course, grading, own_work, sandbox
+from teaching import course, grading, isolation, own_work, sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _need_sandbox() -> None:
-    why = sandbox.unavailable()
+    why = isolation.unavailable()
     if why:
         if os.environ.get("CI"):  # CI installs bubblewrap (make sandbox): the attacks must run there
             pytest.fail(f"no sandbox: {why}")
-        pytest.skip(f"no sandbox: {why} ({sandbox.HOW_TO_GET_IT})")
+        pytest.skip(f"no sandbox: {why} ({isolation.HOW_TO_GET_IT})")
 
 
 def _meta(ex: str, role: str, points: float | None = None) -> dict:
@@ -132,7 +132,8 @@ CASES = {
     "an answer that is not plain data": ({"ex99-root": "def root(x):\n    return {1, 2}"},
                                          {"ex99-double": 2, "ex99-root": 0}, ["", "checks: TypeError: ex99-root: four must be plain data"]),
     "calls the reference it should replace": ({"ex99-double": "def double(x):\n    return math.fsum([x, x])"},
-                                              {"ex99-double": 0, "ex99-root": 3}, ["uses covlib's fsum", ""]),
+                                              {"ex99-double": 0, "ex99-root": 3},
+                                              ["calls covlib's fsum (while ex99-double's checks cell ran)", ""]),
 }
 
 
@@ -151,8 +152,8 @@ def test_grader_on_a_tiny_course(case, tmp_path):
     for r, want in zip(rows, errors):
         assert r.error.startswith(want) if want else r.error == "", (r.exercise, r.error)
     assert feedback.is_file()  # a timeout or a crash still sends feedback back
-    text = feedback.read_text()
-    assert f"[grader] {sum(points.values()):g} / 5 points" in text
+    top = nbformat.read(feedback, as_version=4).cells[0]  # the grader's own markdown cell, never an output
+    assert top.cell_type == "markdown" and top.source.startswith(f"## Grader's verdict: {sum(points.values()):g} / 5 points\n")
 
 
 def test_recorded_values_are_plain_json_and_numpy_values_become_python_ones(tmp_path, monkeypatch):
@@ -213,6 +214,11 @@ ATTACKS = {
         "math.isclose = lambda *a, **k: True\ndef double(x):\n    return Same()"),
     "own work bypassed with importlib": "import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])",
     "own work bypassed with getattr": "def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])",
+    "own work bypassed with pickle": "import pickle\ndef double(x):\n    return pickle.loads(b'cmath\\nfsum\\n.')([x, x])",
+    "own work bypassed with a match class pattern": (
+        "import types\ndef double(x):\n    match math:\n        case types.ModuleType(fsum=f):\n            return f([x, x])"),
+    "switches the tripwire off": (
+        "import pickle, sys\ndef double(x):\n    sys.setprofile(None)\n    return pickle.loads(b'cmath\\nfsum\\n.')([x, x])"),
     "patched record writes the right values": (
         "from covlib.runs import exercises as _e\n_real = _e.record\n"
         "_e.record = lambda ex, **v: _real(ex, **({k: 4 if k == 'two' else 20 if k == 'base' else [] for k in v}\n"
@@ -317,11 +323,16 @@ HONEST = {"ex99-double": 2.0, "ex99-root": 3.0}
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ["custom exception handler", "input transformer turns asserts into pass",
                                     "always-equal object and a patched isclose", "own work bypassed with importlib",
-                                    "own work bypassed with getattr", "patched record writes the right values"])
+                                    "own work bypassed with getattr", "patched record writes the right values",
+                                    "own work bypassed with pickle", "own work bypassed with a match class pattern",
+                                    "switches the tripwire off"])
 def test_an_attack_earns_no_unearned_marks(attacked, attack):
     rows = [r for r in attacked["rows"] if r["student"] == attacked["names"][attack]]
     assert {r["exercise"]: float(r["points"]) for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}, rows
-    want = {"own work bypassed with importlib": "uses importlib", "own work bypassed with getattr": "uses getattr",
+    caught = "calls covlib's fsum (while ex99-double's checks cell ran): write this step yourself"
+    want = {"own work bypassed with importlib": caught, "own work bypassed with getattr": caught,
+            "own work bypassed with pickle": caught, "own work bypassed with a match class pattern": caught,
+            "switches the tripwire off": "switched off the own-work check (sys.setprofile) in its checks cell",
             "always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
             "patched record writes the right values": "AssertionError: hidden_double_check"}
     assert rows[0]["error"].startswith(want.get(attack, "AssertionError: double(2): expected 4, got 5")), rows[0]
@@ -488,3 +499,231 @@ def test_grade_table_escapes_and_totals(tmp_path):
     md = md_path.read_text()
     assert "a \\| b second line" in md and re.search(r"\| dan\s+\|\s+2 \|\s+5 \|", md)
     assert re.search(r"\| eve\s+\|\s+0 \|\s+2 \|", md)
+
+
+# --------------------------------------------------------------------------- issue 32: the own-work rule, feedback,
+# deep answers, hostile names in the table, naming an assignment
+
+ORDINARY = {  # honest answers in ordinary Python: every one passes every check of the tiny course
+    "itemgetter": "from operator import itemgetter\ndef double(x):\n    return sum(map(itemgetter(0), [(x,), (x,)]))",
+    "getattr with a constant name": "def double(x):\n    s = x * 2\n    return getattr(s, \"real\", s)",
+    "attrgetter on data": "import operator\ndef double(x):\n    return operator.attrgetter('real')(x) * 2",
+    "methodcaller with a constant name": "from operator import methodcaller\ndef double(x):\n    return methodcaller('__mul__', 2)(x)",
+}
+
+REACHES_COVLIB = {  # each can reach covlib's implementation: (answer, how the static reading says so)
+    "names it": ("def double(x):\n    return math.fsum([x, x])", "uses covlib's fsum"),
+    "imports it under another name": ("from math import fsum as f\ndef double(x):\n    return f([x, x])", "uses covlib's fsum"),
+    "names it in a string": ("def double(x):\n    return getattr(math, 'math.fsum')([x, x])", "uses covlib's fsum"),
+    "getattr with a computed name": ("def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])", "uses getattr with a computed name"),
+    "getattr on a module it imports": ("import math as m\ndef double(x):\n    return getattr(m, 'pi') and 2 * x", "uses getattr on the module m"),
+    "getattr passed as a value": ("from functools import reduce\ndef double(x):\n    return reduce(getattr, ['fs' + 'um'], math)([x, x])", "uses getattr passed as a value"),
+    "attrgetter with a computed name": ("from operator import attrgetter as ag\ndef double(x):\n    return ag('fs' + 'um')(math)([x, x])", "uses attrgetter with a computed name"),
+    "importlib": ("import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])", "uses importlib"),
+    "__import__": ("def double(x):\n    return __import__('ma' + 'th') and 2 * x", "uses __import__"),
+    "vars of a module": ("def double(x):\n    return vars(math)['fs' + 'um']([x, x])", "uses vars()"),
+    "a module's __dict__": ("def double(x):\n    return math.__dict__['fs' + 'um']([x, x])", "uses __dict__"),
+    "globals": ("def double(x):\n    return globals()['ma' + 'th'] and 2 * x", "uses globals()"),
+    "sys.modules": ("import sys as s\ndef double(x):\n    return s.modules['ma' + 'th'] and 2 * x", "uses sys.modules"),
+    "pickle loads": ("import pickle\ndef double(x):\n    return pickle.loads(b'cmath\\nfs' + b'um\\n.')([x, x])", "uses pickle"),
+    "marshal loads": ("from marshal import loads\ndef double(x):\n    return 2 * x", "uses marshal"),
+    "eval": ("def double(x):\n    return eval('math.fs' + 'um')([x, x])", "uses eval"),
+    "a match class pattern": ("import types\ndef double(x):\n    match math:\n        case types.ModuleType(fsum=f):\n"
+                              "            return f([x, x])", "uses covlib's fsum"),
+    "a function's globals": ("def double(x):\n    return double.__globals__['ma' + 'th'] and 2 * x", "uses __globals__"),
+}
+
+
+@pytest.mark.parametrize("case", ORDINARY)
+def test_ordinary_python_keeps_the_own_work_rule(case):
+    answer = ORDINARY[case]
+    scope = {}
+    exec(answer, scope)
+    assert scope["double"](2) == 4 and scope["double"](10) == 20  # a correct answer
+    assert own_work.problems(answer, [], own_work.forbidden_names(DOUBLE_CHECKS)) == ""
+
+
+@pytest.mark.parametrize("case", REACHES_COVLIB)
+def test_what_can_reach_covlib_fails_the_own_work_rule(case):
+    answer, why = REACHES_COVLIB[case]
+    assert own_work.problems(answer, [], own_work.forbidden_names(DOUBLE_CHECKS)).startswith(why)
+
+
+def _as_a_notebook_cell(source: str, number: int) -> dict:
+    """Run `source` as IPython runs a cell: compiled under a name that is no file, its text kept in `linecache`."""
+    import linecache
+
+    name = f"/tmp/ipykernel_0/covlib-test-cell-{number}.py"
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    scope = {"math": __import__("math"), "__name__": "__main__"}
+    exec(compile(source, name, "exec"), scope)
+    return scope
+
+
+def test_the_visible_check_applies_the_graders_rule(monkeypatch):
+    from covlib.runs import exercises
+
+    monkeypatch.delenv(exercises.ANSWERS_ENV, raising=False)  # the student's own run
+
+    for i, answer in enumerate(ORDINARY.values()):
+        exercises.check_own_work(_as_a_notebook_cell(answer, i)["double"], "fsum")  # passes, as with the grader
+    for i, (answer, why) in enumerate(REACHES_COVLIB.values()):
+        scope = _as_a_notebook_cell(answer, 100 + i)
+        with pytest.raises(AssertionError, match="write this step yourself") as err:
+            exercises.check_own_work(scope["double"], "fsum")
+        assert why in str(err.value) or "calls fsum" in str(err.value), (answer, str(err.value))
+        if "calls fsum" not in str(err.value):  # what the grader says, with the rule stated
+            assert exercises.OWN_WORK_RULE in str(err.value)
+    helper = _as_a_notebook_cell("def helper(v):\n    return getattr(math, 'fs' + 'um')(v)", 200)
+    scope = _as_a_notebook_cell("def double(x):\n    return helper([x, x])", 201)
+    scope["helper"] = helper["helper"]
+    with pytest.raises(AssertionError, match="double: uses getattr with a computed name"):  # another cell it uses
+        exercises.check_own_work(scope["double"], "fsum")
+    monkeypatch.setenv(exercises.ANSWERS_ENV, "answers.jsonl")  # a graded run: the grader reads the source itself,
+    exercises.check_own_work(scope["double"], "fsum")  # where the static reading is its second signal, not the kernel
+
+
+def test_the_rule_is_stated_in_the_hand_out(tmp_path):
+    from covlib.runs import exercises
+
+    solution = tiny_course(tmp_path)
+    header = course.student_version(course.read(solution), solution.name).cells[0]
+    assert header.cell_type == "markdown" and exercises.OWN_WORK_RULE in header.source
+    assert "itemgetter" in exercises.OWN_WORK_RULE and "`__dict__`" in exercises.OWN_WORK_RULE  # code, not bold
+
+
+@pytest.mark.slow
+def test_the_visible_check_fails_in_the_students_kernel(tmp_path):
+    """The student's own run, in a real kernel: the check cell stops a computed getattr and passes an itemgetter."""
+    import nbclient
+
+    solution = tiny_course(tmp_path / "course")
+    seen = {}
+    for case, answer in (("ordinary", ORDINARY["itemgetter"]), ("computed", REACHES_COVLIB["getattr with a computed name"][0])):
+        nb = course.read(submit(solution, tmp_path / case, answers={"ex99-double": answer}))
+        nbclient.NotebookClient(nb, timeout=120, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}).execute()
+        (checks,) = _cells(nb, "ex99-double", "checks")
+        seen[case] = [o for o in checks.outputs if o.output_type == "error"]
+    assert seen["ordinary"] == []
+    assert len(seen["computed"]) == 1 and "uses getattr with a computed name" in seen["computed"][0].evalue
+
+
+DEEP = "def double(x):\n    return " + "-" * 100_000 + "x\n"  # ast.parse raises MemoryError, not SyntaxError
+
+
+def test_a_too_deeply_nested_answer_fails_its_own_exercise_only(tmp_path):
+    root = "def root(x):\n    return math.sqrt(x)"
+    assert own_work.problems(DEEP, [root], ["fsum"]).startswith("the answer is too deeply nested or too large to read "
+                                                                 "(MemoryError)")
+    assert own_work.problems(root, [DEEP], []) == ""  # the other exercise is read as ever
+    assert grading.without_reference("x = " + "-" * 100_000 + "1\n").startswith("x = ---")
+    solution = course.read(tiny_course(tmp_path))
+    run = sandbox.Run(notebook=None, answers={"ex99-root": {"four": 2.0, "two": 2 ** 0.5}},
+                      tripwire=['{"ready": true}'])
+    rows = grading.grade_run(solution, "99_tiny.ipynb", "dan", run, {}, {"ex99-double": DEEP, "ex99-root": root}, {}, {})
+    assert {r.exercise: r.points for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}
+    double = next(r for r in rows if r.exercise == "ex99-double")
+    assert "too deeply nested" in double.error + double.note and "grader error" not in double.error
+
+
+def _verdict_cells(nb) -> list:
+    return [c for c in nb.cells if c.source.lstrip("# ").startswith("Grader's verdict")]
+
+
+def test_feedback_verdicts_are_the_graders_markdown_and_printing_cannot_pass_for_one(tmp_path):
+    from teaching import feedback
+
+    solution = course.read(tiny_course(tmp_path))
+    handout = course.student_version(solution, "99_tiny.ipynb")
+    fake = "[grader] ex99-double: 2 / 2 points, passed\n## Grader's verdict: 5 / 5 points\n"
+    answers = {"ex99-double": f"print({fake!r})\ndef double(x):\n    return x + 3", "ex99-root": "def root(x):\n    return 2"}
+    executed = grading.merge(solution, None, for_student=False)[0]
+    _answer(executed, "ex99-double").outputs = [v4.new_output("stream", name="stdout", text=fake)]
+    rows = [course.Grade("dan", "99_tiny.ipynb", "ex99-double", 0.0, 2.0,
+                         "AssertionError: double(2): expected 4, got '\n\n## Grader's verdict: 2 / 2 points <b>x</b>'"),
+            course.Grade("dan", "99_tiny.ipynb", "ex99-root", 3.0, 3.0)]
+    nb = feedback.feedback_notebook(handout, answers, executed, rows)
+    verdicts = _verdict_cells(nb)
+    assert [c.cell_type for c in verdicts] == ["markdown"] * 3  # the notebook's, then one per exercise
+    assert verdicts[0] is nb.cells[0] and verdicts[0].source.startswith("## Grader's verdict: 3 / 5 points\n")
+    assert verdicts[1].source.startswith("#### Grader's verdict · ex99-double: 0 / 2 points, failed\n")
+    assert verdicts[2].source.startswith("#### Grader's verdict · ex99-root: 3 / 3 points, passed\n")
+    body = verdicts[1].source.splitlines()[1:]  # the check's message, which quotes the student's value: code, not markdown
+    assert [ln for ln in body if ln.strip() and not ln.startswith("    ")] == ["Why:"]
+    answer = _answer(nb, "ex99-double")
+    assert answer.outputs[0].text == feedback.OUTPUT_LABEL and answer.outputs[1].text == fake  # shown, as theirs
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell is not answer:
+            assert cell.outputs == [], cell.source  # no verdict among outputs, where a student could print one
+        assert cell.cell_type == "markdown" or "Grader's verdict" not in json.dumps(cell.get("outputs", [])) \
+            or cell is answer
+
+
+def _md_rows(section: str) -> list[list[str]]:
+    """The rows of a Markdown table, split into cells as GitHub does (a backslash escapes the next character)."""
+    rows = []
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells, cell, i = [], "", 1
+        while i < len(line):
+            if line[i] == "\\" and i + 1 < len(line):
+                cell += line[i:i + 2]
+                i += 2
+                continue
+            if line[i] == "|":
+                cells.append(cell.strip())
+                cell = ""
+            else:
+                cell += line[i]
+            i += 1
+        rows.append(cells)
+    return rows[2:]  # less the header and the rule under it
+
+
+def test_student_names_cannot_add_a_row_or_display_reversed(tmp_path):
+    names = ["eve|fake", "mallory\n| forged | 99 | 99 |", "\u202eevil\u2066", "back\\|slash", "dan"]
+    rows = [course.Grade(n, "99_tiny.ipynb", ex, pts, of) for n in names
+            for ex, pts, of in (("ex99-double", 2.0, 2.0), ("ex99-root", 0.0, 3.0))]
+    csv_path, md_path = course.write_table(rows, tmp_path)
+    md = md_path.read_text()
+    totals, per_exercise = md.split("## Per exercise")
+    got = _md_rows(totals)
+    assert len(got) == len(names) and all(len(r) == 3 for r in got), got  # no fake row, no extra column
+    assert [r[1:] for r in got] == [["2", "5"]] * len(names)
+    shown = {r[0] for r in got}
+    assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "<U+202E>evil<U+2066>", "back\\\\\\|slash"} <= shown
+    assert all(len(r) == 7 for r in _md_rows(per_exercise)) and len(_md_rows(per_exercise)) == len(rows)
+    assert not any(ch in md for ch in "\u202e\u2066\u200e\u200f\u061c")
+    with open(csv_path, newline="") as f:
+        assert sorted({r["student"] for r in csv.DictReader(f)}) == sorted(names)  # the CSV keeps the raw name
+
+
+def test_an_assignment_is_a_number_or_a_whole_name():
+    from teaching.submissions import select
+
+    found = course.exercise_notebooks()
+    first = found[0]  # 01_consistency_kde
+    assert first.stem == "01_consistency_kde"
+    for picks in (["01"], ["01", "01"], ["01_consistency_kde"], ["01_consistency_kde.ipynb"], ["01", "01_consistency_kde"]):
+        assert select(found, picks) == [first], picks
+        assert grading.table_name(picks) == "grades-01"
+    assert grading.table_name([]) == "grades" and select(found, []) == found
+    assert grading.table_name(["04", "01"]) == grading.table_name(["01", "04", "01"]) == "grades-01-04"
+    for bad in ("0", "1", "01_consistency", "consistency_kde", "01 ", "*"):
+        with pytest.raises(course.CourseError, match=r"no assignment .*: the assignments are 01_consistency_kde, "):
+            select(found, [bad])
+    lettered = [Path("00_data_tour.ipynb"), Path("00b_nli_judges.ipynb")]
+    assert select(lettered, ["00"]) == lettered[:1] and select(lettered, ["00b"]) == lettered[1:]
+    assert grading.table_name(lettered[1:]) == "grades-00b"
+
+
+def test_the_grade_command_resolves_the_assignment_first(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "nowhere"),
+                           "--assignment", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1 and "no assignment 0: the assignments are 01_consistency_kde" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "nowhere"), "--out",
+                           str(tmp_path / "out"), "--assignment", "01,01_consistency_kde", "--assignment", "01", "--unsafe"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert f"grading 01_consistency_kde into {tmp_path / 'out' / 'grades-01.csv'}" in done.stdout, done.stdout
+    assert done.returncode == 2 and "submissions folder not found" in done.stderr

@@ -107,6 +107,15 @@ def test_make_assignments_writes_every_student_notebook(assignments):
             assert checks.metadata["nbgrader"]["locked"] and checks.metadata["nbgrader"]["checksum"]
 
 
+def test_the_hand_out_states_the_own_work_rule(assignments):
+    from covlib.runs.exercises import OWN_WORK_RULE
+
+    assert OWN_WORK_RULE in (assignments / "README.md").read_text()  # issue 32: the rule the grader reads answers by
+    for path in SOLUTIONS:
+        header = _read(assignments / path.name).cells[0]
+        assert header.cell_type == "markdown" and OWN_WORK_RULE in header.source, path.name
+
+
 def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
     import zipfile
 
@@ -219,7 +228,7 @@ def test_shipped_solutions_get_full_marks(graded):
     assert "| bob" in md and "Per exercise" in md
     for path in SOLUTIONS:  # what goes back to a student shows no hidden check and no solution they did not write
         feedback = (out / "feedback" / "bob" / path.name).read_text()
-        assert "HIDDEN TESTS" not in feedback and "[grader]" in feedback
+        assert "HIDDEN TESTS" not in feedback and "Grader's verdict" in feedback
         solution = _read(path)
         answers = "\n".join(grading.answer_sources(solution).values())  # bob handed in the solutions' answers
         for line in course.secret_lines(solution):  # every other line of a solution or hidden check stays out
