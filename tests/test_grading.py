@@ -133,7 +133,7 @@ CASES = {
                                          {"ex99-double": 2, "ex99-root": 0}, ["", "checks: TypeError: ex99-root: four must be plain data"]),
     "calls the reference it should replace": ({"ex99-double": "def double(x):\n    return math.fsum([x, x])"},
                                               {"ex99-double": 0, "ex99-root": 3},
-                                              ["calls covlib's fsum (while ex99-double's checks cell ran)", ""]),
+                                              ["uses covlib's fsum: write this step yourself", ""]),
 }
 
 
@@ -330,7 +330,8 @@ def test_an_attack_earns_no_unearned_marks(attacked, attack):
     rows = [r for r in attacked["rows"] if r["student"] == attacked["names"][attack]]
     assert {r["exercise"]: float(r["points"]) for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}, rows
     caught = "calls covlib's fsum (while ex99-double's checks cell ran): write this step yourself"
-    want = {"own work bypassed with importlib": caught, "own work bypassed with getattr": caught,
+    want = {"own work bypassed with importlib": "uses importlib: an answer may not reach code by a computed name",
+            "own work bypassed with getattr": caught,
             "own work bypassed with pickle": caught, "own work bypassed with a match class pattern": caught,
             "switches the tripwire off": "switched off the own-work check (sys.setprofile) in its checks cell",
             "always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
@@ -377,10 +378,14 @@ def test_no_attack_harms_the_teacher_or_another_student(attacked):
     assert (attacked["out"] / "grades.csv").read_text() == attacked["table"]
     assert _points(rows, "a-honest") == HONEST and _points(rows, "z-honest") == HONEST
     for attack in ("prints the solution notebook and hidden checks", "prints the environment",
-                   "quotes the hidden record line from a later cell", "rewrites the solution notebook",
-                   "poisons the shared cache", "detached processes rewrite the grade table later",
+                   "rewrites the solution notebook",
+                   "poisons the shared cache",
                    "writes outside its scratch folder", "reaches the network", "prints 30 MB"):
         assert _points(rows, attacked["names"][attack]) == HONEST, attack
+    quoted = [r for r in rows if r["student"] == attacked["names"]["quotes the hidden record line from a later cell"]]
+    assert all(r["error"].startswith("uses sys._getframe") for r in quoted), quoted  # the rule: it reads frames
+    spawned = _points(rows, attacked["names"]["detached processes rewrite the grade table later"])
+    assert spawned == {"ex99-double": 0.0, "ex99-root": 3.0}  # the rule: it uses subprocess
     leftovers = subprocess.run(["pgrep", "-f", attacked["mark"]], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
 

@@ -189,3 +189,65 @@ def test_the_grader_checks_from_a_private_copy_and_stops_when_the_code_changes(t
         probe.unlink(missing_ok=True)
     trusted.verify()
 
+
+
+@pytest.mark.slow
+def test_a_virtual_environment_behind_a_link_still_grades(tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    submit(solution, tmp_path / "subs" / "dan")
+    venv = Path(sys.prefix)
+    (tmp_path / "venv-link").symlink_to(venv, target_is_directory=True)  # a .venv that is a symbolic link
+    done = subprocess.run([str(tmp_path / "venv-link" / "bin" / "python"), "-m", "teaching.course", "grade",
+                           str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--time-limit", "60",
+                           "--solutions", str(solution.parent)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-2000:]
+    assert "dan: 5 / 5" in done.stdout
+
+
+WARMS_THE_CACHE = """from covlib.core.cache import Cache
+Cache().put('solution-run-entry', {'text': 'warm'})"""
+
+
+@pytest.mark.slow
+def test_the_solution_run_warms_a_cache_folder_that_did_not_exist_yet(tmp_path, monkeypatch):
+    _need_sandbox()
+    from nbformat import v4
+
+    from teaching import grading
+
+    solution = tiny_course(tmp_path / "course")
+    nb = nbformat.read(solution, as_version=4)
+    nb.cells.insert(4, v4.new_code_cell(WARMS_THE_CACHE))  # after the parameters, before the exercises
+    nbformat.write(nb, solution)
+    cache = tmp_path / "not-yet" / "cache"
+    monkeypatch.setenv("COVLIB_CACHE", str(cache))
+    grading.solution_reference(solution, tmp_path / "out", 60, unsafe=False)
+    from covlib.core.cache import Cache
+
+    assert Cache(cache / "calls.sqlite").get("solution-run-entry") == {"text": "warm"}  # not lost in the sandbox
+
+
+@pytest.mark.slow
+def test_a_full_disk_says_so_and_the_other_students_are_still_graded(tmp_path):
+    _need_sandbox()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for the grades needs root (CI runs as root)")
+    solution = tiny_course(tmp_path / "course")
+    for student in ("a-first", "b-second", "c-third"):
+        submit(solution, tmp_path / "subs" / student)
+    out = tmp_path / "grades"
+    out.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(out)], check=True)
+    try:
+        (out / "filler").write_bytes(b"f" * 224 * 2**10)  # a nearly full disk: the grades, tables and feedback fill it
+        cmd = [sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "subs"), "--out", str(out),
+               "--time-limit", "60", "--solutions", str(solution.parent)]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-2000:]
+        for student in ("a-first", "b-second", "c-third"):  # each one's turn came, and the console says how it went
+            assert f"{student}: " in done.stdout, done.stdout
+        assert "disk full" in done.stderr, done.stderr[-2000:]
+        assert not list(out.rglob("*.part")), "a half-written file was left behind"
+    finally:
+        subprocess.run(["umount", "-l", str(out)], check=False)
