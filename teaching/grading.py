@@ -301,6 +301,9 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
     why = "" if unsafe else isolation.unavailable()
     if why:
         raise CourseError(f"cannot isolate the submissions: {why}. To grade safely, {isolation.HOW_TO_GET_IT}")
+    why = isolation.unreadable(sandbox.read_only() + [paths.index_dir()]) if not unsafe and os.geteuid() == 0 else ""
+    if why:
+        raise CourseError(f"a submission could not read what it needs: {why}")
     solutions = select(exercise_notebooks(folder), assignments)
     out = Path(out) if out else paths.build_dir() / "grades"
     found = find_submissions(submissions, [p.name for p in solutions])

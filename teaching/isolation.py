@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -142,3 +143,21 @@ def interpreter() -> str:
     """The virtual environment's python with its folder's links resolved: the path that exists inside the sandbox."""
     return str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name) if sys.prefix != sys.base_prefix \
         else str(Path(sys.executable).resolve())
+
+
+def unreadable(roots: list[Path]) -> str:
+    """'' when `STUDENT_UID` can read every folder and file under `roots` (what a root grader mounts read-only), else
+    the first it cannot read and the remedy."""
+    for root in roots:
+        for folder, subdirs, files in os.walk(root) if root.is_dir() else []:
+            for path, is_dir in [(folder, True)] + [(os.path.join(folder, f), False) for f in files]:
+                try:
+                    mode = os.lstat(path)
+                except OSError:
+                    continue
+                need = (stat.S_IROTH | stat.S_IXOTH) if is_dir else stat.S_IROTH
+                if mode.st_uid != STUDENT_UID and not stat.S_ISLNK(mode.st_mode) and mode.st_mode & need != need:
+                    return (f"{path} cannot be read by the unprivileged uid {STUDENT_UID} that a root grader runs "
+                            f"submissions as (mode {stat.filemode(mode.st_mode)}): `chmod -R a+rX {root}`, or grade as "
+                            "a normal user")
+    return ""

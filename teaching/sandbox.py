@@ -100,13 +100,18 @@ def environment(work: str | Path, out: str | Path, cache: str | Path, limits: Li
             "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
+def read_only() -> list[Path]:
+    """The project's folders a run reads and may not change: its code, the data and the models."""
+    code = paths.code_root()
+    return [code / "covlib", code / "teaching", paths.data_dir(), paths.models_dir()]
+
+
 def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limits: Limits, userns: int | None,
                   cache_fd: int | None, cache_size: int) -> list[str]:
     """bwrap's arguments: system, code, data and models read-only; a size-capped tmpfs to work in; the files that
     come back bound one by one into a read-only folder; nothing else of the host."""
     args = ["bwrap", *namespaces(userns), "--die-with-parent", "--new-session", "--clearenv", *system_mounts()]
-    code = paths.code_root()
-    for d in python_dirs() + [code / "covlib", code / "teaching", paths.data_dir(), paths.models_dir()]:
+    for d in python_dirs() + read_only():
         if d.exists():
             args += dirs(d) + ["--ro-bind", str(d), str(d)]
     if writable_cache:  # the solution run warms the shared cache

@@ -251,3 +251,23 @@ def test_a_full_disk_says_so_and_the_other_students_are_still_graded(tmp_path):
         assert not list(out.rglob("*.part")), "a half-written file was left behind"
     finally:
         subprocess.run(["umount", "-l", str(out)], check=False)
+
+
+def test_a_root_grader_refuses_files_its_unprivileged_students_could_not_read(tmp_path, monkeypatch):
+    _need_sandbox()
+    if os.geteuid() != 0:
+        pytest.skip("only a root grader runs submissions as another uid")
+    from teaching import course
+
+    solution = tiny_course(tmp_path / "course")
+    submit(solution, tmp_path / "subs" / "dan")
+    models = tmp_path / "models"
+    (models / "converted").mkdir(parents=True)
+    (models / "converted").chmod(0o700)  # what tempfile.mkdtemp leaves behind
+    monkeypatch.setenv("COVLIB_MODELS", str(models))
+    with pytest.raises(course.CourseError, match=r"converted cannot be read by the unprivileged uid 65534 .*"
+                                                 r"chmod -R a\+rX"):
+        course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False)
+    (models / "converted").chmod(0o755)
+    rows = course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False)
+    assert {r.exercise: r.points for r in rows} == HONEST

@@ -55,12 +55,22 @@ def embedded_model_dir() -> Path:
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        readable(tmp)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def readable(folder: Path) -> None:
+    """Give `folder` and its files the modes the umask allows (mkdtemp makes 0700): a grading sandbox, which runs as
+    another user, reads the model too."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
 
 
 def embedded_gguf(bos: bool = False) -> str:
