@@ -157,7 +157,8 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     if writable_cache:
         paths.cache_dir().mkdir(parents=True, exist_ok=True)  # else its writes would land in the sandbox and vanish
     snapshot = None if writable_cache else snapshot_cache(scratch / "snapshot" / "calls.sqlite")
-    cache_size = snapshot.stat().st_size if snapshot else 0
+    shared = paths.cache_dir() / "calls.sqlite"  # the file-size limit leaves room for the cache to grow
+    cache_size = snapshot.stat().st_size if snapshot else shared.stat().st_size if shared.is_file() else 0
     if unsafe:
         work, out = scratch / "work", scratch / "out"
         (work / "home").mkdir(parents=True)
