@@ -40,12 +40,12 @@ reproduce: env judge ## run every notebook in order with papermill; writes figur
 	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)"
 
 sandbox: ## install bubblewrap, the sandbox make grade runs each submission in (apt-get: as root, or with sudo)
-	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; \
+	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { dpkg --configure -a >/dev/null 2>&1; apt-get update -qq && apt-get -f install -y -qq >/dev/null 2>&1; apt-get install -y -qq bubblewrap; }; \
 	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq bubblewrap; \
 	  else echo "note: bubblewrap is not installed and this needs root: sudo apt-get install bubblewrap (make grade refuses without it)"; fi; } || true
 
 browser: ## install Chromium for the book's headless checks (apt-get: as root, or with sudo)
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }; \
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium >/dev/null 2>&1 || { dpkg --configure -a >/dev/null 2>&1; apt-get update -qq && apt-get -f install -y -qq >/dev/null 2>&1; apt-get install -y -qq chromium; }; \
 	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq chromium; \
 	  else echo "note: Chromium is not installed and this needs root: sudo apt-get install chromium (the book's browser checks skip without it, and fail when CI is set)"; fi; } || true
 

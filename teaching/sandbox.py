@@ -116,7 +116,10 @@ def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limi
             args += dirs(d) + ["--ro-bind", str(d), str(d)]
     if writable_cache:  # the solution run warms the shared cache
         args += dirs(paths.cache_dir()) + ["--bind", str(paths.cache_dir()), str(paths.cache_dir())]
-    args += ["--size", str(limits.disk + cache_size), "--perms", "0777", "--tmpfs", WORK]
+    if writable_cache:  # the solution run (the teacher's code) keeps what it wrote, for the book and for a look
+        args += ["--bind", str(scratch / "work"), WORK]
+    else:
+        args += ["--size", str(limits.disk + cache_size), "--perms", "0777", "--tmpfs", WORK]
     for sub in ("home", "cache"):
         args += ["--perms", "0777", "--dir", f"{WORK}/{sub}"]
     if cache_fd is not None:
@@ -142,7 +145,8 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     """Run `nb` isolated (or, with `unsafe`, only in its own process group with a cleaned environment) within
     `limits`, and read back what it wrote; the whole process tree is killed at `time_limit` (plus a minute for the
     kernel to start). With `tripwire`, the kernel starts with the own-work tripwires armed and `Run.tripwire` holds
-    their reports. Only `runner.log` (capped) stays in `scratch` afterwards."""
+    their reports. Only `runner.log` (capped) stays in `scratch` afterwards, and, for the solution's own run
+    (`writable_cache`), its executed notebook and what it wrote (`work/`: figures, tables, results)."""
     import nbformat
 
     scratch = Path(scratch).resolve()
@@ -151,6 +155,7 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     (scratch / "out").mkdir(parents=True)
     for name in OUT_FILES:
         (scratch / "out" / name).touch()
+    (scratch / "work").mkdir()
     if tripwire is not None:
         os.mkfifo(scratch / "out" / "tripwire", 0o600)
         (scratch / "startup.py").write_text(STARTUP)
@@ -161,7 +166,7 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     cache_size = snapshot.stat().st_size if snapshot else shared.stat().st_size if shared.is_file() else 0
     if unsafe:
         work, out = scratch / "work", scratch / "out"
-        (work / "home").mkdir(parents=True)
+        (work / "home").mkdir()
         cache = paths.cache_dir() if writable_cache else work / "cache"
         if snapshot:
             cache.mkdir(parents=True, exist_ok=True)
@@ -226,7 +231,9 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
                  seconds=time.monotonic() - started, log=log.last_line())
     result.answers, result.reference = read_answers(scratch / "out" / "answers.jsonl")
     result.tripwire = reports.lines if reports is not None else []
-    for leftover in ("out", "work", "snapshot", "startup.py"):  # what the run wrote goes; the capped log stays
+    if writable_cache and (scratch / "out" / "executed.ipynb").is_file():
+        shutil.move(str(scratch / "out" / "executed.ipynb"), scratch / "executed.ipynb")
+    for leftover in ("out", "snapshot", "startup.py") + (() if writable_cache else ("work",)):  # the capped log stays
         if (scratch / leftover).is_dir():
             shutil.rmtree(scratch / leftover, ignore_errors=True)
         else:

@@ -156,8 +156,8 @@ def test_each_submission_is_held_to_its_limits(escaped):
     assert disk["error"] and disk["written"] <= limits.file + 64 * 2**20, disk
     assert reports["allocates 8 GiB"] == {"memory": "MemoryError"}
     scratch = escaped["out"] / "scratch"
-    left = [p for p in scratch.rglob("*") if p.is_file()]
-    assert {p.name for p in left} <= {"runner.log"}, left  # what a run wrote goes with it
+    left = [p for p in scratch.rglob("*") if p.is_file() and "(solutions)" not in p.parts]  # the teacher's run stays
+    assert {p.name for p in left} <= {"runner.log"}, left  # what a student's run wrote goes with it
     assert all(p.stat().st_size <= 2 * sandbox.LOG_CAP + 200 for p in left), [(p, p.stat().st_size) for p in left]
     for attack in ("fills the disk", "allocates 8 GiB", "writes 60 MB to its standard error"):
         assert _points(escaped["rows"], names[attack]) == HONEST, attack  # each harms only itself, and not its grade

@@ -302,7 +302,7 @@ def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
         run = out / "scratch" / "(solutions)" / path.stem
         shutil.copy(run / "executed.ipynb", executed / path.name)
         for kind, folder in (("figures", figures), ("tables", tables)):
-            for f in (run / kind).glob("*"):
+            for f in (run / "work" / kind).glob("*"):
                 shutil.copy(f, folder / f.name)
     site = tmp_path / "book"
     written = book.build(executed, site, figures, tables)
