@@ -226,14 +226,7 @@ def disk_error(err: OSError) -> str:
 
 
 def _warn(text: str) -> None:
-    print(f"warning: {text}", file=sys.stderr)
-
-
-def _covlib_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for path in sorted((paths.code_root() / "covlib").rglob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    print(f"warning: {text}", file=sys.stderr)  # the console, where a teacher grading sees it
 
 
 def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
@@ -241,9 +234,9 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
                        limits: sandbox.Limits = sandbox.Limits()) -> dict[str, dict[str, Any]]:
     """Run the solution notebook (warming the call cache) and return its reference values; it must score full marks.
 
-    Stored in `out/reference/`, and reused while the solution notebook and covlib are unchanged."""
+    Stored in `out/reference/`, and reused while the solution notebook, covlib and the grader are unchanged."""
     solution = read(path)
-    fingerprint = hashlib.sha256(path.read_bytes() + _covlib_fingerprint().encode()).hexdigest()
+    fingerprint = hashlib.sha256(path.read_bytes() + checker.code_fingerprint(paths.code_root()).encode()).hexdigest()
     stored = out / "reference" / f"{path.stem}.json"
     if stored.is_file():
         saved = json.loads(stored.read_text())
@@ -360,6 +353,8 @@ def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str
         why = disk_error(err) if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
         rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {why}"[:200])
                 for e in exercises(nbformat.reads(text.decode(), as_version=4), path.name)]
+    if any(r.error.startswith("grader error") for r in rows):  # not stored: the next run grades it again
+        return rows
     try:
         write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(time.monotonic() - started, 1),
                                          "rows": [asdict(r) for r in rows]}))

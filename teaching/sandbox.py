@@ -247,7 +247,8 @@ class _Reports:
     def __init__(self, fifo: Path, tripwire: Tripwire):
         self.fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a reader from the start: the kernel never blocks opening it
         self.cells, self.names = set(tripwire.cells) | {""}, set(tripwire.names)
-        self.lines: list[str] = []
+        self.ready = False
+        self.seen: dict[str, None] = {}  # each distinct report once: at most (names + kinds of tampering) x cells
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -272,10 +273,19 @@ class _Reports:
             item = json.loads(line)
         except ValueError:
             return
-        relevant = isinstance(item, dict) and (item.get("ready") is True or (
-            item.get("cell") in self.cells and (item.get("call") in self.names or isinstance(item.get("tamper"), str))))
-        if relevant and line not in self.lines and len(self.lines) < 10_000:
-            self.lines.append(line)
+        if not isinstance(item, dict):
+            return
+        if item.get("ready") is True:
+            self.ready = True
+        elif item.get("cell") in self.cells and item.get("call") in self.names:
+            self.seen[json.dumps({"call": item["call"], "cell": item["cell"]})] = None
+        elif item.get("cell") in self.cells and item.get("tamper") in ("sys.setprofile", "threading.setprofile"):
+            self.seen[json.dumps({"tamper": item["tamper"], "cell": item["cell"]})] = None
+
+    @property
+    def lines(self) -> list[str]:
+        """The reports, each once, in their canonical form ("ready" first when it came)."""
+        return (['{"ready": true}'] if self.ready else []) + list(self.seen)
 
     def close(self) -> None:
         self.stop.set()

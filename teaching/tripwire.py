@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import linecache
 import os
 import sys
 import threading
@@ -34,9 +35,11 @@ def cell_key(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _cell_file(filename: str) -> bool:
-    """Is `filename` the pseudo-file of a notebook cell (where the student's own functions are defined)?"""
-    return filename.startswith("<ipython-input-") or "/ipykernel_" in filename or filename.startswith("<cell")
+def _cell_file(filename: str, cache: dict = linecache.cache) -> bool:
+    """Is `filename` a notebook cell's (where the student's own functions are defined)? IPython registers each cell's
+    source in linecache with no modification time; a module imported from a file, wherever it lies, is not one."""
+    entry = cache.get(filename)
+    return isinstance(entry, tuple) and len(entry) == 4 and entry[1] is None
 
 
 def install(shell: Any = None) -> None:
@@ -48,6 +51,8 @@ def install(shell: Any = None) -> None:
     cells = frozenset(c for c in os.environ.get(CELLS_ENV, "").split(",") if c)
     fd = os.open(pipe, os.O_WRONLY)
     write, exit_now, dumps, setprofile, frame_at = os.write, os._exit, json.dumps, sys.setprofile, sys._getframe
+    fstat, is_cell = os.fstat, _cell_file
+    pipe_id = (fstat(fd).st_dev, fstat(fd).st_ino)  # a report goes to this pipe or the run stops
     key = cell_key
     bootstrap = threading.Thread._bootstrap_inner.__code__  # where a new thread sets the profile hook it inherits
     stack: list[str] = []  # the cells running: the outermost is the one the grader asked for
@@ -55,6 +60,9 @@ def install(shell: Any = None) -> None:
 
     def emit(**record: Any) -> None:
         try:
+            status = fstat(fd)
+            if (status.st_dev, status.st_ino) != pipe_id:  # the fd was closed or pointed elsewhere (dup2)
+                exit_now(70)
             write(fd, (dumps(record) + "\n").encode())
         except BaseException:  # no report, no result: the run stops here
             exit_now(70)
@@ -65,7 +73,7 @@ def install(shell: Any = None) -> None:
     def hook(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
-            if code.co_name in names and not _cell_file(code.co_filename):
+            if code.co_name in names and not is_cell(code.co_filename):
                 emit(call=code.co_name, cell=current())
         elif event == "c_call" and getattr(arg, "__name__", None) in names:
             emit(call=arg.__name__, cell=current())
@@ -81,7 +89,7 @@ def install(shell: Any = None) -> None:
             ours[0] = False
 
     def audit(event: str, args: tuple) -> None:
-        if event == "sys.setprofile" and not ours[0] and stack and armed():
+        if event == "sys.setprofile" and not ours[0] and armed():
             if frame_at(1).f_code is bootstrap and threading._profile_hook is hook:
                 return  # a new thread taking the hook on
             emit(tamper=event, cell=current())
@@ -96,13 +104,14 @@ def install(shell: Any = None) -> None:
             emit(tamper="threading.setprofile", cell=current())
         if stack:
             stack.pop()
-        switch(armed() and bool(stack))
+        switch(armed())  # between cells too: only the student's callbacks and threads run then
 
     sys.addaudithook(audit)
     threading.setprofile(hook)  # threads a student starts are watched whatever cell runs
     shell = shell or _shell()
     shell.events.register("pre_run_cell", before)
     shell.events.register("post_run_cell", after)
+    switch(True)
     emit(ready=True)
 
 

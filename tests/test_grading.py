@@ -331,7 +331,8 @@ def test_an_attack_earns_no_unearned_marks(attacked, attack):
     assert {r["exercise"]: float(r["points"]) for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}, rows
     caught = "calls covlib's fsum (while ex99-double's checks cell ran): write this step yourself"
     want = {"own work bypassed with importlib": "uses importlib: an answer may not reach code by a computed name",
-            "own work bypassed with getattr": caught,
+            "own work bypassed with getattr": caught, "custom exception handler": "uses get_ipython",
+            "input transformer turns asserts into pass": "uses get_ipython",
             "own work bypassed with pickle": caught, "own work bypassed with a match class pattern": caught,
             "switches the tripwire off": "switched off the own-work check (sys.setprofile) in its checks cell",
             "always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
@@ -536,6 +537,10 @@ REACHES_COVLIB = {  # each can reach covlib's implementation: (answer, how the s
     "a match class pattern": ("import types\ndef double(x):\n    match math:\n        case types.ModuleType(fsum=f):\n"
                               "            return f([x, x])", "uses covlib's fsum"),
     "a function's globals": ("def double(x):\n    return double.__globals__['ma' + 'th'] and 2 * x", "uses __globals__"),
+    "pydoc.locate": ("import pydoc\ndef double(x):\n    return pydoc.locate('math.fs' + 'um')([x, x])", "uses pydoc"),
+    "a raw thread": ("import _thread\ndef double(x):\n    return 2 * x", "uses _thread"),
+    "a subprocess through asyncio": ("import asyncio\ndef double(x):\n    return 2 * x", "uses asyncio"),
+    "the kernel's namespace": ("def double(x):\n    return get_ipython().user_ns['ma' + 'th'] and 2 * x", "uses get_ipython"),
 }
 
 

@@ -271,3 +271,20 @@ def test_a_root_grader_refuses_files_its_unprivileged_students_could_not_read(tm
     (models / "converted").chmod(0o755)
     rows = course.grade(tmp_path / "subs", tmp_path / "out", time_limit=30, folder=solution.parent, progress=False)
     assert {r.exercise: r.points for r in rows} == HONEST
+
+
+@pytest.mark.slow
+def test_a_grader_error_is_not_stored_and_the_next_run_grades_again(tmp_path):
+    _need_sandbox()
+    solution = tiny_course(tmp_path / "course")
+    submit(solution, tmp_path / "subs" / "dan")
+    out = tmp_path / "out"
+    (out / "scratch").mkdir(parents=True)
+    (out / "scratch" / "dan").write_text("a file where dan's scratch folder goes")  # the grader cannot make it
+    cmd = [sys.executable, "-m", "teaching.course", "grade", str(tmp_path / "subs"), "--out", str(out),
+           "--time-limit", "60", "--solutions", str(solution.parent)]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0 and "dan: 0 / 5" in first.stdout, first.stdout + first.stderr[-2000:]
+    (out / "scratch" / "dan").unlink()
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert "dan: 5 / 5" in second.stdout, second.stdout + second.stderr[-2000:]

@@ -30,7 +30,7 @@ for source in CELLS:
 """
 
 
-def _run(cells: list[str], watched: list[str], tmp_path: Path) -> list[str]:
+def _run(cells: list[str], watched: list[str], tmp_path: Path, returncode: int = 0) -> list[str]:
     fifo = tmp_path / "tripwire"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
@@ -38,7 +38,7 @@ def _run(cells: list[str], watched: list[str], tmp_path: Path) -> list[str]:
                                                    tripwire.CELLS_ENV: ",".join(map(tripwire.cell_key, watched))})
     code = f"CELLS = {cells!r}\n" + textwrap.dedent(SHELL)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == returncode, done.stderr[-2000:]
     data = b""
     try:
         while chunk := os.read(reader, 65536):
@@ -77,3 +77,45 @@ def test_a_run_without_the_tripwire_cannot_be_graded():
         "ex01-x": "the own-work check did not start in this run, so it cannot be graded"}
     forged = ['{"ready": true}', '{"call": "self_consistency", "cell": "not-a-watched-cell"}', "garbage", "[1]"]
     assert tripwire.findings(forged, {}, {"ex01-x": ["self_consistency"]}) == {}
+
+
+REDIRECT = ("import os\nfds = [f for f in os.listdir('/proc/self/fd')\n       if os.path.realpath(f'/proc/self/fd/{f}').endswith('tripwire')]\n"
+            "os.dup2(os.open(os.devnull, os.O_WRONLY), int(fds[0]))\ngot = double(2)")
+CALLBACK = "import math\nget_ipython().events.register('post_run_cell', lambda *a: math.fsum([1, 2]))"
+
+
+def test_a_report_sent_elsewhere_stops_the_kernel(tmp_path):
+    lines = _run([ANSWER, REDIRECT, "print('still running')"], [ANSWER, REDIRECT], tmp_path, returncode=70)
+    assert lines == ['{"ready": true}']
+
+
+def test_a_callback_between_cells_is_watched(tmp_path):
+    lines = _run([ANSWER, CALLBACK, "x = 1"], [ANSWER, CALLBACK], tmp_path)
+    found = tripwire.findings(lines, {tripwire.cell_key(ANSWER): ("ex99-double", "answer")}, {"ex99-double": ["fsum"]})
+    assert found == {"ex99-double": "calls covlib's fsum (outside any cell): write this step yourself"}
+
+
+def test_a_module_copied_where_the_kernel_keeps_its_cells_is_not_a_cell(tmp_path):
+    module = tmp_path / "ipykernel_9" / "copied.py"
+    module.parent.mkdir()
+    module.write_text("def fsum(values):\n    return sum(values)\n")
+    use = f"import sys\nsys.path.insert(0, {str(module.parent)!r})\nimport copied\ngot = copied.fsum([1, 2])"
+    own = "def fsum(values):\n    return sum(values)\ngot = fsum([1, 2])"  # a function of the student's own name
+    lines = _run([use, own], [use, own], tmp_path)
+    assert {"call": "fsum", "cell": tripwire.cell_key(use)} in [json.loads(line) for line in lines]
+    assert not any(json.loads(line).get("cell") == tripwire.cell_key(own) for line in lines)
+
+
+def test_a_flood_of_forged_reports_cannot_push_a_real_one_out(tmp_path):
+    from teaching import sandbox
+
+    fifo = tmp_path / "tripwire"
+    os.mkfifo(fifo)
+    reports = sandbox._Reports(fifo, sandbox.Tripwire(("fsum",), ("k1",)))
+    writer = os.open(fifo, os.O_WRONLY)
+    for i in range(20_000):
+        os.write(writer, b'{"ready": true, "n": %d}\n{"call": "fsum", "cell": "forged-%d"}\n' % (i, i))
+    os.write(writer, b'{"call": "fsum", "cell": "k1"}\n')
+    os.close(writer)
+    reports.close()
+    assert reports.lines == ['{"ready": true}', '{"call": "fsum", "cell": "k1"}']

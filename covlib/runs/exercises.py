@@ -151,14 +151,14 @@ OWN_WORK_RULE = ("Write each step yourself: an answer may not name covlib's func
                  "`getattr(x, \"real\", x)`, is fine.")
 
 CODE_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
-                           "__builtins__", "__loader__", "__spec__"})  # names that run or look up code by a string
+                           "__builtins__", "__loader__", "__spec__", "get_ipython"})  # names that run or look up code by a string
 NAMESPACE_ATTRIBUTES = frozenset({"__dict__", "__globals__", "__builtins__", "__code__", "__closure__", "__subclasses__",
                                   "__getattribute__", "__getattr__", "__self__", "__loader__", "__spec__", "__import__",
                                   "f_globals", "f_locals", "f_builtins"})  # attributes that open a namespace or code
 DYNAMIC_MODULES = frozenset({"importlib", "imp", "builtins", "__builtin__", "inspect", "ctypes", "gc", "pkgutil", "runpy",
                              "pickle", "_pickle", "cPickle", "marshal", "shelve", "copyreg", "dill", "cloudpickle", "code",
                              "codeop", "timeit", "pdb", "bdb", "doctest", "cProfile", "profile", "trace", "zipimport",
-                             "subprocess", "multiprocessing", "pty"})  # modules made to load or run code by name
+                             "subprocess", "multiprocessing", "pty", "_thread", "asyncio", "pydoc"})  # load or run code by name
 MODULE_MEMBERS = {"sys": frozenset({"modules", "_getframe", "_current_frames", "meta_path", "path_hooks",
                                     "path_importer_cache"}),
                   "os": frozenset({"system", "popen", "startfile"})}
