@@ -30,7 +30,7 @@ from typing import Any
 from covlib.core import paths
 from teaching.isolation import (STUDENT_UID, dirs, drop, interpreter, namespaces, python_dirs, system_mounts,
                                  user_namespace)
-from teaching.tripwire import CELLS_ENV, NAMES_ENV, PIPE_ENV, STARTUP
+from teaching.tripwire import CELLS_ENV, NAMES_ENV, PIPE_ENV, STARTUP, read_report
 
 ANSWERS_CAP = 16 * 2**20  # bytes of recorded answers read back from a run; a larger file is not read
 NOTEBOOK_CAP = 64 * 2**20  # bytes of executed notebook read back for the feedback
@@ -269,11 +269,8 @@ class _Reports:
                 self._keep(line.decode(errors="replace"))
 
     def _keep(self, line: str) -> None:
-        try:
-            item = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(item, dict):
+        item = read_report(line)
+        if item is None:
             return
         if item.get("ready") is True:
             self.ready = True

@@ -121,6 +121,15 @@ def _shell() -> Any:
     return get_ipython()
 
 
+def read_report(line: str) -> dict[str, Any] | None:
+    """One line of the tripwire's pipe as a report (a JSON object), or None for anything else a student wrote there."""
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
 def findings(lines: list[str], cells: dict[str, tuple[str, str]], forbidden: dict[str, list[str]],
              ready_required: bool = True) -> dict[str, str]:
     """Per exercise, why the tripwire says its answer is not the student's own work ('' entries are left out).
@@ -130,13 +139,7 @@ def findings(lines: list[str], cells: dict[str, tuple[str, str]], forbidden: dic
     exercise that guards the name."""
     out: dict[str, str] = {}
     ready = False
-    for line in lines:
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(item, dict):
-            continue
+    for item in filter(None, map(read_report, lines)):
         ready = ready or item.get("ready") is True
         cell = item.get("cell") if isinstance(item.get("cell"), str) else ""
         where = cells.get(cell)
