@@ -37,8 +37,13 @@
 #   Most pairs are neutral, as a 135M model's answers mostly miss the facts: what counts is
 #   whether the judge's decision f says "entailed" when, and only when, a person would.
 #
-# Metrics: 3-way accuracy and macro-F1 of the argmax label, and the ROC AUC of P(entailment) for
-# "is entailed" (the credibility metrics threshold P(entailment), so its ranking matters most).
+# Metrics: every judge is scored on its own decision f (`nli.entailed`: the argmax of a three-way
+# judge, P(entailment) > 0.5 for a two-label judge such as TRUE, or a calibrated threshold), never
+# on a 3-way argmax over a two-label judge's P(entailment) and the halves of the rest. The table
+# gives 3-way accuracy and macro-F1 (not defined for a two-label judge, which cannot tell neutral
+# from contradiction), the agreement, precision and recall of "entailed", each in % with its 95%
+# Wilson interval and the n it is over, and the ROC AUC of P(entailment) for "is entailed" (the
+# credibility metrics threshold P(entailment), so its ranking matters most).
 #
 # Outputs: `tables/tab-00b-nli-judges.*`, `figures/fig-00b-confusion.*`, `results/00b_nli_judges.json`.
 
@@ -48,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from covlib import nli
-from covlib.core import metrics
+from covlib.core import stats
 from covlib.nli import evaluation as nli_eval, pairs as P
 from covlib.runs import plotting, profiles, results
 
@@ -122,7 +127,20 @@ for spec in judge_specs:
                                      judge=judge)
         rows.append({"judge": judge.name, "spec": spec, "set": name, **scores})
         probs_of[(spec, name)] = ([p.label for p in pairs], probs)
-table = pd.DataFrame(rows)[["judge", "set", "n", "accuracy", "macro_f1", "entail_auc"]]
+
+
+def judge_row(r: dict) -> dict:
+    """One table row: each proportion in % with its 95% Wilson interval, beside the n it is over."""
+    ci, fmt = r["intervals"], stats.format_interval
+    return {"judge": r["judge"], "set": r["set"], "decides entailed at": r["decides"], "n": r["n"],
+            "3-way accuracy % [95% CI]": fmt(ci["accuracy"]), "3-way macro-F1": r["macro_f1"],
+            "entailed or not, agreement % [95% CI]": fmt(ci["agreement"]),
+            "entailed precision % [95% CI]": fmt(ci["entail_precision"]), "n decided entailed": ci["entail_precision"]["n"],
+            "entailed recall % [95% CI]": fmt(ci["entail_recall"]), "n entailed (gold)": ci["entail_recall"]["n"],
+            "entail AUC": r["entail_auc"]}
+
+
+table = pd.DataFrame([judge_row(r) for r in rows])
 results.save_table(table, "tab-00b-nli-judges", params=params, judges=judge_specs)
 table.round(3)
 
@@ -138,22 +156,26 @@ for spec in judge_specs:
     for setting in ("answer", "sentence"):
         idx = [i for i, p in enumerate(fixture) if p.kind == setting]
         by_setting.append({"judge": spec, "setting": setting,
-                           **nli_eval.nli_scores([gold[i] for i in idx], probs[idx])})
-pd.DataFrame(by_setting).round(3)
+                           **nli_eval.nli_scores([gold[i] for i in idx], probs[idx], judge_of[spec])})
+pd.DataFrame([judge_row({**r, "set": f"fixture · {r['setting']}"}) for r in by_setting]).round(3)
 
 # %% [markdown]
 # ## 3. Where each judge goes wrong
 
 # %%
 fig, axes = plt.subplots(len(sets), len(judge_specs), figsize=(3.6 * len(judge_specs), 3.3 * len(sets)), squeeze=False)
-short = ["entail", "neutral", "contra"]
+short = {"entailment": "entail", "neutral": "neutral", "contradiction": "contra", "not entailment": "not entail"}
 for col, spec in enumerate(judge_specs):
     for row, name in enumerate(sets):
         gold, probs = probs_of[(spec, name)]
-        acc = nli_eval.nli_scores(gold, probs)["accuracy"]
-        plotting.confusion(nli_eval.nli_confusion(gold, probs), short, ax=axes[row, col],
-                           title=f"{spec} · {name}\naccuracy {acc:.2f}, n={len(gold)}")
-fig.suptitle("NLI judges on held-out pairs: rows gold, columns predicted (shares of each gold row)")
+        judge = judge_of[spec]
+        ci = nli_eval.nli_scores(gold, probs, judge)["intervals"]
+        plotting.confusion(nli_eval.nli_confusion(gold, probs, judge), [short[g] for g in nli.LABELS], ax=axes[row, col],
+                           predicted=[short[c] for c in nli_eval.confusion_columns(judge)],
+                           title=f"{spec} · {name}, n={len(gold)}\n3-way {stats.format_interval(ci['accuracy'])}%, "
+                                 f"entailed or not {stats.format_interval(ci['agreement'])}%")
+fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision "
+             "(shares of each gold row, counts in brackets; accuracy % [95% CI])")
 fig.tight_layout()
 results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 
@@ -178,11 +200,10 @@ for spec in judge_specs:
     versus = (nli_eval.f1_difference(judge_of[spec], "overlap", keyfact, seed=seed)
               if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
     decisions.append({"judge": d["judge"], "spec": spec, "entail F1": d["entail_f1"]["value"],
-                      "decides entailed at": (f"P > {d['threshold']:.2f}" if d["threshold"] is not None
-                                              else "P > 0.50" if nli.two_label(judge_of[spec]) else "argmax"),
-                      **{f"{k} [95% CI]": metrics.format_interval(d[k])
+                      "decides entailed at": nli.decision_rule(judge_of[spec]),
+                      **{f"{k} [95% CI]": stats.format_interval(d[k])
                          for k in ("entail_f1", "accuracy", "entail_precision", "entail_recall")},
-                      "F1 minus overlap's, paired [95% CI]": "" if versus is None else metrics.format_interval(versus),
+                      "F1 minus overlap's, paired [95% CI]": "" if versus is None else stats.format_interval(versus),
                       "n decided entailed": d["entail_precision"]["n"], "n entailed (gold)": d["entail_recall"]["n"],
                       "n": d["accuracy"]["n"], "intervals": {k: d[k] for k in ("accuracy", "entail_precision",
                                                                                "entail_recall", "entail_f1")}})

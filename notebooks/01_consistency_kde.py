@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from covlib import data, generation
-from covlib.core import metrics, traces
+from covlib.core import stats, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.runs import claims, plotting, profiles, results, trace_view
@@ -191,8 +191,8 @@ for i, (mine, want) in enumerate(zip(got["notebook"], ref["notebook"])):
 # %% [markdown]
 # ## 2. Consistency of correct vs incorrect predictions (Fig. 2)
 # Each panel also gives the paper's claim as one number: mean consistency of the correct
-# predictions minus that of the incorrect ones, with its 95% bootstrap interval over questions
-# (`metrics.group_difference`; both groups resampled together).
+# predictions minus that of the incorrect ones, with its 95% bootstrap interval (each group
+# resampled) and a permutation p (`stats.group_difference`).
 
 # %%
 frame = pd.DataFrame(
@@ -200,7 +200,7 @@ frame = pd.DataFrame(
      "majority": [x.majority for x in cot_sc], "wang": [x.wang for x in cot_sc]}
 )
 correct_mask = np.array([x.correct == 1 for x in cot_sc])
-separation = {kind: metrics.group_difference(frame[kind], correct_mask, seed=seed) for kind in ("wang", "majority")}
+separation = {kind: stats.group_difference(frame[kind], correct_mask, seed=seed) for kind in ("wang", "majority")}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
 for ax, kind in zip(axes, ("wang", "majority")):
     plotting.kde_by_group(frame[kind], frame["correct"], ax=ax)
@@ -213,7 +213,7 @@ for ax, kind in zip(axes, ("wang", "majority")):
         ax.plot(group[kind], [-0.02 - 0.03 * offset] * len(group), "|", ms=10, transform=ax.get_xaxis_transform(),
                 color=f"C{0 if label == 'incorrect' else 1}", clip_on=False)
     ax.set_xlim(-0.5, n_samples + 0.5)  # the kernel spreads past 0..n, as in the paper's figure
-    ax.text(0.02, 0.97, f"mean(correct) − mean(incorrect):\n{metrics.format_interval(separation[kind], 2)} "
+    ax.text(0.02, 0.97, f"mean(correct) − mean(incorrect):\n{stats.format_interval(separation[kind], 2)} "
             f"(95% CI, n={separation[kind]['n']})", transform=ax.transAxes, ha="left", va="top", fontsize=8)
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
@@ -274,37 +274,37 @@ assert got["notebook"] == ref["notebook"], "this notebook's scores"
 # %% [markdown]
 # ## 3. How well does the threshold separate them?
 # The paper's claim: most incorrect predictions fall below ⌈n/2⌉, most correct ones at or above.
-# Every number comes with its 95% interval (seeded percentile bootstrap over questions) in the
-# `95% CI` column beside it; shares are fractions of their group, consistencies on [0, n].
+# Every number comes with its 95% interval in the `95% CI` column beside it (Wilson for the
+# shares, a seeded percentile bootstrap over questions for means and r); shares are fractions of their group, consistencies on [0, n].
 
 # %%
 def point_biserial_r(binary, values) -> float:
     """The point-biserial r alone (NaN, silently, when a resample holds one class only)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return metrics.point_biserial(binary, values)[0]
+        return stats.point_biserial(binary, values)[0]
 
 
 rows, intervals = [], {}
 for kind in ("wang", "majority"):
     wrong = frame[frame.correct == "incorrect"][kind]
     right = frame[frame.correct == "correct"][kind]
-    r_pb, p_pb = metrics.point_biserial(correct_mask.astype(float), frame[kind]) if 0 < correct_mask.sum() < len(correct_mask) \
+    r_pb, p_pb = stats.point_biserial(correct_mask.astype(float), frame[kind]) if 0 < correct_mask.sum() < len(correct_mask) \
         else (float("nan"), float("nan"))
     est = {
-        "incorrect below threshold": metrics.mean_interval((wrong < threshold).astype(float), seed=seed),
-        "correct at/above threshold": metrics.mean_interval((right >= threshold).astype(float), seed=seed),
-        "mean (incorrect)": metrics.mean_interval(wrong, seed=seed),
-        "mean (correct)": metrics.mean_interval(right, seed=seed),
+        "incorrect below threshold": stats.mean_interval((wrong < threshold).astype(float), seed=seed),
+        "correct at/above threshold": stats.mean_interval((right >= threshold).astype(float), seed=seed),
+        "mean (incorrect)": stats.mean_interval(wrong, seed=seed),
+        "mean (correct)": stats.mean_interval(right, seed=seed),
         "mean difference (correct − incorrect)": separation[kind],
-        "point-biserial r": {**metrics.bootstrap(point_biserial_r, correct_mask.astype(float), frame[kind], seed=seed),
+        "point-biserial r": {**stats.bootstrap(point_biserial_r, correct_mask.astype(float), frame[kind], seed=seed),
                              "value": r_pb},
     }
     intervals[kind] = est
     row = {"consistency": kind}
     for name, e in est.items():
         row[name] = e["value"]
-        row[f"{name} 95% CI"] = metrics.format_interval(e, digits=2)
+        row[f"{name} 95% CI"] = stats.format_interval(e, digits=2)
     rows.append({**row, "p": p_pb, "n correct": len(right), "n incorrect": len(wrong), "n": len(frame)})
 table = pd.DataFrame(rows)
 results.save_table(table, "tab-01-consistency", params=params, model=generator.name, n=len(cot_sc))
@@ -339,7 +339,7 @@ headline = {
     "parse_failures": summary["parse_failures"],
     "paths": summary["paths"],
     "threshold": threshold,
-    "cot_sc_em_interval": metrics.mean_interval([x.correct for x in cot_sc], scale=100, seed=seed),
+    "cot_sc_em_interval": stats.mean_interval([x.correct for x in cot_sc], scale=100, seed=seed),
     "consistency": {row["consistency"]: {k: row[k] for k in ("incorrect below threshold", "correct at/above threshold",
                                                              "mean (incorrect)", "mean (correct)", "point-biserial r")}
                     for row in rows},

@@ -48,7 +48,7 @@
 # %%
 import pandas as pd
 
-from covlib.core import metrics, paths, references
+from covlib.core import paths, references, stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -368,7 +368,7 @@ if ratings:
         human_note = f"fewer than 3 rated models ({sorted(set(auto) & set(human))})"
     if corr_est:
         corr = pd.DataFrame([{"metric": k, "pearson (ours)": corr_est[k]["value"],
-                              "pearson (ours) 95% CI": metrics.format_interval(corr_est[k], 2),
+                              "pearson (ours) 95% CI": stats.format_interval(corr_est[k], 2),
                               "models": corr_est[k]["n"], "pearson (paper)": C.PAPER_PEARSON[k]}
                              for k in ("P", "R", "EM_recall")])
         results.save_table(corr, "tab-04-human-correlation", params=params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
@@ -415,5 +415,5 @@ headline = {
     "paper": {"table1": C.PAPER_TABLE1, "pearson": C.PAPER_PEARSON},
 }
 results.record_metrics("04_credibility_models", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
-{n: {k: metrics.format_interval(e[k]) for k in ("P", "R", "F1_mean", "SC_cited", "CitP", "EM_recall")}
+{n: {k: stats.format_interval(e[k]) for k in ("P", "R", "F1_mean", "SC_cited", "CitP", "EM_recall")}
  for n, e in est.items()}

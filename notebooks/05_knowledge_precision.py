@@ -38,7 +38,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -180,4 +180,4 @@ headline = {
     "paper": {"drop_5_to_10": C.PAPER_RECALL_DROP_5_TO_10, "words": PAPER_WORDS},
 }
 results.record_metrics("05_knowledge_precision", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
-{name: {n: metrics.format_interval(e["R"]) for n, e in by_n.items()} for name, by_n in est.items()}
+{name: {n: stats.format_interval(e["R"]) for n, e in by_n.items()} for name, by_n in est.items()}

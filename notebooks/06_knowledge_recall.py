@@ -33,7 +33,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -181,4 +181,4 @@ headline = {
     "paper": {"table3": C.PAPER_TABLE3},
 }
 results.record_metrics("06_knowledge_recall", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
-{name: {s: metrics.format_interval(e["R"]) for s, e in by_s.items()} for name, by_s in est.items()}
+{name: {s: stats.format_interval(e["R"]) for s, e in by_s.items()} for name, by_s in est.items()}

@@ -52,7 +52,7 @@ from collections import Counter
 
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import metrics, stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
@@ -99,7 +99,7 @@ for g in generators:
     reflection[g.name] = C.reflection_scores(refused_now, insufficient)
     reflection_est[g.name] = C.reflection_intervals(refused_now, insufficient, seed=seed)
     reflection_hit[g.name] = C.reflection_correct(refused_now, insufficient)  # per question, for paired differences
-    print(g.name, {k: metrics.format_interval(v) for k, v in reflection_est[g.name].items()})
+    print(g.name, {k: stats.format_interval(v) for k, v in reflection_est[g.name].items()})
     print("  e.g.", replies[0][:200])
 
 # %% [markdown]
@@ -215,7 +215,7 @@ claim_records = [
 if len(names) >= 2:
     claim_records.append(claims.estimate(
         "cred-reflection-tracks-strength", f"reflection accuracy, {names[-1]} − {names[0]} (the models as listed)",
-        metrics.paired_difference(reflection_hit[names[-1]], reflection_hit[names[0]], scale=100, seed=seed),
+        stats.paired_difference(reflection_hit[names[-1]], reflection_hit[names[0]], scale=100, seed=seed),
         "accuracy points", model=f"{names[-1]} vs {names[0]}"))
 else:
     claim_records.append(claims.untestable("cred-reflection-tracks-strength",

@@ -36,7 +36,7 @@
 # verifier (Eqs. 2-4), which an untuned model is not.
 #
 # **Uncertainty.** Every rate of ours carries its n and a 95% bootstrap interval over questions
-# (`metrics.mean_interval` of the per-question 0/1 values, `C.question_flags`).
+# (`stats.mean_interval` of the per-question 0/1 values, `C.question_flags`).
 #
 # Outputs: `figures/fig-08-verifier-scores.*`, `tables/tab-08-verifier.*`, `tables/tab-08-sigma.*`,
 # `results/08_covrag_verifier.json`.
@@ -45,7 +45,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics, traces
+from covlib.core import stats, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import plotting, results
@@ -227,17 +227,17 @@ for n, recs in {**by_set, "all": records}.items():
     f = C.question_flags(recs)
     on_answerable = [x for x, r in zip(f["single"], recs) if r.id in ok_ids]
     est = intervals[n] = {
-        "accuracy": metrics.mean_interval(f["single"], scale=100, seed=seed),
-        "accuracy (answerable)": metrics.mean_interval(on_answerable, scale=100, seed=seed),
-        "Jdg": metrics.mean_interval(f["judgment"], scale=100, seed=seed),
-        "Jdg (true/false only)": metrics.mean_interval(f["judgment_judged"], scale=100, seed=seed),
-        "Fmt": metrics.mean_interval(f["format"], scale=100, seed=seed),
-        "parsed": metrics.mean_interval(f["parsed"], scale=100, seed=seed),
+        "accuracy": stats.mean_interval(f["single"], scale=100, seed=seed),
+        "accuracy (answerable)": stats.mean_interval(on_answerable, scale=100, seed=seed),
+        "Jdg": stats.mean_interval(f["judgment"], scale=100, seed=seed),
+        "Jdg (true/false only)": stats.mean_interval(f["judgment_judged"], scale=100, seed=seed),
+        "Fmt": stats.mean_interval(f["format"], scale=100, seed=seed),
+        "parsed": stats.mean_interval(f["parsed"], scale=100, seed=seed),
     }
     row = {"dataset": n, "run": ran, "n": s["n"], "answerable": sum(r.id in ok_ids for r in recs)}
     for name, e in est.items():
         row[name] = None if e["n"] == 0 else e["value"]
-        row[f"{name} 95% CI"] = metrics.format_interval(e)
+        row[f"{name} 95% CI"] = stats.format_interval(e)
     row["n judged (true/false)"] = est["Jdg (true/false only)"]["n"]
     row.update({"σ fired": s["fired"], "unverified": s["unverified"],
                 f"{paper_label} Jdg": C.PAPER_TABLE4["w/ CoL"]["Jdg"],
@@ -265,9 +265,9 @@ for mode in ("all", "any"):
     sigma_flags[f"σ ({mode})"] = [float(C.sigma(v, t)) for v in verifs if v.parsed]  # unparsed never fire
 sigma_rows = []
 for name, flags in sigma_flags.items():
-    est = metrics.mean_interval(flags, scale=100, seed=seed)
+    est = stats.mean_interval(flags, scale=100, seed=seed)
     sigma_rows.append({"condition": name, "holds": int(sum(flags)), "of parsed": len(parsed),
-                       "share %": est["value"] if flags else None, "share % 95% CI": metrics.format_interval(est),
+                       "share %": est["value"] if flags else None, "share % 95% CI": stats.format_interval(est),
                        "_interval": est})
 sigma_table = C.table_frame([{k: v for k, v in r.items() if k != "_interval"} for r in sigma_rows])
 results.save_table(sigma_table, "tab-08-sigma", params=params, model=checker.name, floatfmt=".1f",

@@ -30,8 +30,8 @@
 # further; the rounds histogram shows where answers settled.
 #
 # **Uncertainty.** Every accuracy of ours carries its n and a 95% bootstrap interval over questions
-# (`metrics.mean_interval`); multi minus single and the references' gain from revision are paired
-# over the same questions (`metrics.paired_difference`) and recorded as the claims
+# (`stats.mean_interval`); multi minus single and the references' gain from revision are paired
+# over the same questions (`stats.paired_difference`) and recorded as the claims
 # `covrag-multi-round-ge-single` and `covrag-revision-raises-ref-acc` (notebook 12 reads them).
 #
 # **Deviations.** As in notebook 08: the embedded 135M model is untuned (the paper's backbones are
@@ -48,7 +48,7 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics, traces
+from covlib.core import stats, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import claims, plotting, results, trace_view
@@ -137,15 +137,15 @@ for name, records in runs.items():
         row = {"method": setting if setting == "closed-book" else f"CoV pipeline, {setting}",
                "model": C.run_label(name)}
         for n in loaded:
-            est = metrics.mean_interval(by_set[n], scale=100, seed=seed)
-            row[n], row[f"{n} 95% CI"] = est["value"], metrics.format_interval(est)
+            est = stats.mean_interval(by_set[n], scale=100, seed=seed)
+            row[n], row[f"{n} 95% CI"] = est["value"], stats.format_interval(est)
         avg = C.average_interval({n: by_set[n] for n in loaded}, seed=seed)
-        row["Avg (same datasets)"], row["Avg (same datasets) 95% CI"] = avg["value"], metrics.format_interval(avg)
+        row["Avg (same datasets)"], row["Avg (same datasets) 95% CI"] = avg["value"], stats.format_interval(avg)
         row["paper Avg (4 datasets)"], row["n"] = None, avg["n"]
         if setting != "closed-book":
             key = "single" if setting == "single iteration" else "multi"
-            est = metrics.mean_interval(C.question_flags(answerable)[key] if answerable else [], scale=100, seed=seed)
-            row["answerable (pooled)"], row["answerable 95% CI"] = est["value"], metrics.format_interval(est)
+            est = stats.mean_interval(C.question_flags(answerable)[key] if answerable else [], scale=100, seed=seed)
+            row["answerable (pooled)"], row["answerable 95% CI"] = est["value"], stats.format_interval(est)
             row["n answerable"] = est["n"]
         rows.append(row)
 for (method, paper_model), vals in C.PAPER_TABLE2.items():
@@ -248,7 +248,7 @@ for ax, n in zip(axes[0], sets):
     ours = []
     for name in runs:
         for setting in ("single iteration", "multi-iteration"):
-            est = metrics.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
+            est = stats.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
             label = setting.replace(" ", "\n").replace("-", "-\n")
             ours.append({"system": label if len(runs) == 1 else f"{label}\n{short(name)}",
                          "accuracy": est["value"], "low": est["low"], "high": est["high"]})
@@ -279,15 +279,15 @@ results.save_figure(fig, "fig-09-single-vs-multi", params=params, corpus=corpus_
 ret_rows = []
 for name, records in runs.items():
     for n in sets:
-        single = metrics.mean_interval(per_question[name]["reference single"][n], scale=100, seed=seed)
-        multi = metrics.mean_interval(per_question[name]["reference multi"][n], scale=100, seed=seed)
-        delta = metrics.paired_difference(per_question[name]["reference multi"][n],
+        single = stats.mean_interval(per_question[name]["reference single"][n], scale=100, seed=seed)
+        multi = stats.mean_interval(per_question[name]["reference multi"][n], scale=100, seed=seed)
+        delta = stats.paired_difference(per_question[name]["reference multi"][n],
                                           per_question[name]["reference single"][n], scale=100, seed=seed)
         ret_rows.append({"dataset": n, "model": C.run_label(name), "retriever": f"BM25 ({corpus_name})",
                          "counted": "a gold alias in the top-k (ours)", "single": single["value"],
-                         "single 95% CI": metrics.format_interval(single), "multi": multi["value"],
-                         "multi 95% CI": metrics.format_interval(multi), "Δ": delta["value"],
-                         "Δ 95% CI (paired)": metrics.format_interval(delta), "n": delta["n"],
+                         "single 95% CI": stats.format_interval(single), "multi": multi["value"],
+                         "multi 95% CI": stats.format_interval(multi), "Δ": delta["value"],
+                         "Δ 95% CI (paired)": stats.format_interval(delta), "n": delta["n"],
                          "_intervals": {"single": single, "multi": multi, "delta": delta}})
 for (n, tool), (single, multi) in C.PAPER_TABLE5.items():
     ret_rows.append({"dataset": n, "model": "paper: CoV-RAG (fine-tuned)", "retriever": tool,
@@ -339,8 +339,8 @@ claim_records, differences = [], {}
 for name in runs:
     for n in sets:
         q = per_question[name]
-        gain = metrics.paired_difference(q["multi-iteration"][n], q["single iteration"][n], scale=100, seed=seed)
-        ref_gain = metrics.paired_difference(q["reference multi"][n], q["reference single"][n], scale=100, seed=seed)
+        gain = stats.paired_difference(q["multi-iteration"][n], q["single iteration"][n], scale=100, seed=seed)
+        ref_gain = stats.paired_difference(q["reference multi"][n], q["reference single"][n], scale=100, seed=seed)
         differences[f"{C.run_label(name)}|{n}"] = {"multi minus single": gain, "reference gain": ref_gain}
         scope = f"{n}, BM25 over {corpus_name}, max_rounds={max_rounds}"
         claim_records.append(claims.estimate("covrag-multi-round-ge-single", scope, gain, "accuracy points",
@@ -349,7 +349,7 @@ for name in runs:
                                              "reference-accuracy points (ours: a gold alias in the top-k)",
                                              model=C.run_label(name)))
 pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "model": r["model"], "n": r["n"],
-               "ours [95% CI]": metrics.format_interval(r)} for r in claim_records])
+               "ours [95% CI]": stats.format_interval(r)} for r in claim_records])
 
 # %%
 headline = {
@@ -358,7 +358,7 @@ headline = {
     "counts": counts,
     "answerable": len(ok_ids),
     "accuracy": {  # per model, setting and dataset: {"value", "low", "high", "n"} in %, plus the Avg over them
-        name: {setting: {**{n: metrics.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
+        name: {setting: {**{n: stats.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
                             for n in loaded},
                          "Avg (same datasets)": C.average_interval({n: per_question[name][setting][n] for n in loaded},
                                                                    seed=seed)}
@@ -374,5 +374,5 @@ headline = {
     "claims": claim_records,
 }
 results.record_metrics("09_covrag_iterations", headline, params=params)
-pd.DataFrame({name: {s: metrics.format_interval(v["Avg (same datasets)"]) for s, v in acc.items()}
+pd.DataFrame({name: {s: stats.format_interval(v["Avg (same datasets)"]) for s, v in acc.items()}
               for name, acc in headline["accuracy"].items()})

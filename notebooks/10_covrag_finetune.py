@@ -63,7 +63,7 @@ import pandas as pd
 
 from covlib import generation
 from covlib import retrieval
-from covlib.core import metrics, paths, traces
+from covlib.core import paths, stats, traces
 from covlib.generation import training
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
@@ -173,14 +173,14 @@ results.save_figure(fig, "fig-10-loss", params=params, model=base.name)
 
 # %%
 def fmt_row(name, what_ran, flags, s, extra):
-    est = {"Jdg": metrics.mean_interval(flags["judgment"], scale=100, seed=seed),
-           "Fmt": metrics.mean_interval(flags["format"], scale=100, seed=seed),
-           "Si": metrics.mean_interval(flags["single"], scale=100, seed=seed),
-           "Mi": metrics.mean_interval(flags["multi"], scale=100, seed=seed),
-           "Dlt": metrics.paired_difference(flags["reference_multi"], flags["reference_single"], scale=100, seed=seed)}
+    est = {"Jdg": stats.mean_interval(flags["judgment"], scale=100, seed=seed),
+           "Fmt": stats.mean_interval(flags["format"], scale=100, seed=seed),
+           "Si": stats.mean_interval(flags["single"], scale=100, seed=seed),
+           "Mi": stats.mean_interval(flags["multi"], scale=100, seed=seed),
+           "Dlt": stats.paired_difference(flags["reference_multi"], flags["reference_single"], scale=100, seed=seed)}
     row = {"method": name, "model": what_ran, "Rev": None}
     for key, e in est.items():
-        row[key], row[f"{key} 95% CI"] = e["value"], metrics.format_interval(e)
+        row[key], row[f"{key} 95% CI"] = e["value"], stats.format_interval(e)
     return {**row, "σ fired": s["fired"], "n": s["n"], **extra}, est
 
 
@@ -220,11 +220,11 @@ baseline = "base model, no adapter" if evaluate_base else "QA only (WebGLM-like)
 baseline_label = "the base model (no adapter)" if evaluate_base else "the QA-only adapter (not trained to verify)"
 claim_records = []
 for name in ("QA + verification w/ CoL", "QA + verification w/o CoL"):
-    est = metrics.paired_difference(flags[name]["judgment"], flags[baseline]["judgment"], scale=100, seed=seed)
+    est = stats.paired_difference(flags[name]["judgment"], flags[baseline]["judgment"], scale=100, seed=seed)
     claim_records.append(claims.estimate(
         "covrag-finetune-raises-judgment", f"{name} adapter − {baseline_label}, {'+'.join(names)} test questions, "
         f"{with_chain.labels} labels", est, "judgment-accuracy points", model=ran[name], baseline=ran[baseline]))
-pd.DataFrame([{"scope": r["scope"], "n": r["n"], "ours [95% CI]": metrics.format_interval(r)} for r in claim_records])
+pd.DataFrame([{"scope": r["scope"], "n": r["n"], "ours [95% CI]": stats.format_interval(r)} for r in claim_records])
 
 # %%
 headline = {

@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import retrieval
-from covlib.core import metrics, traces
+from covlib.core import stats, traces
 from covlib.papers import covrag as C
 from covlib.papers.covrag.notebook import setup
 from covlib.runs import plotting, results
@@ -106,14 +106,14 @@ citation = C.rank_answers(ranker_lm, "citation", [ex.question for ex in examples
                           references=references, seed=seed, max_new_tokens=ranker_tokens)
 ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
 per_question = {**C.rank_values(others, list(answers)), **C.rank_values(citation, list(two))}
-rank_intervals = {c: {system: metrics.mean_interval(values, seed=seed) for system, values in by_s.items()}
+rank_intervals = {c: {system: stats.mean_interval(values, seed=seed) for system, values in by_s.items()}
                   for c, by_s in per_question.items()}
 rows = []
 for criterion, r in ranks.items():
     for system in answers:
         est = rank_intervals[criterion].get(system)
         rows.append({"criterion": criterion, "system": system, "model": ran[system], "mean rank": r.get(system),
-                     "mean rank 95% CI": metrics.format_interval(est, 2) if est else "not ranked (ours)",
+                     "mean rank 95% CI": stats.format_interval(est, 2) if est else "not ranked (ours)",
                      "low": est["low"] if est else None, "high": est["high"] if est else None,
                      "ranked": r["n"], "unparsed": r["unparsed"],
                      "systems": len(two) if criterion == "Citation Accuracy" else len(answers)})

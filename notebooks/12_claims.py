@@ -14,17 +14,26 @@
 # %% [markdown]
 # # 12 · The claims ledger: what the three papers claim, and what our runs say
 #
-# Every directional claim of the three papers (`covlib.runs.claims.CLAIMS`), the paper's own evidence,
-# and our estimate of it as notebooks 01-11 recorded it: a difference (or a correlation) between
-# two settings on the same questions, oriented so that the paper's claim says "> 0", with its
-# 95% paired bootstrap interval and n. The verdict is read off the interval:
+# Every directional claim of the three papers (`covlib.runs.claims.CLAIMS`, declared as data in
+# each paper's package, with the paper's own sentence), the paper's evidence, and our estimate as
+# notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
+# questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
+# paired 0/1 outcomes (EM, accuracy) get the exact McNemar test, with the discordant counts
+# (questions better / worse) and the interval that inverts it; paired means a BCa bootstrap and a
+# sign-flip permutation p; correlations a Fisher-z interval.
+#
+# **One verdict per claim (and model).** Each claim declares, before any run, its primary setting
+# (the paper's headline one); the verdict comes from that row alone, at p < 0.05 two-sided. Every
+# other setting is a secondary row, its p Holm-adjusted over the claim's secondary rows. A row
+# that repeats another claim's comparison on the same questions points to it and is counted once;
+# a row on a near-oracle corpus (the questions' own gold paragraphs) is shown, not counted.
 #
 # | verdict | when |
 # |---|---|
-# | `supported` | the whole interval lies above 0 (at or above, for an "at least" claim) |
-# | `contradicted` | the whole interval lies below 0 |
-# | `inconclusive at this n` | the interval holds 0: at this many questions, our run cannot tell |
-# | `not testable here` | what ran cannot test it (one model, no human ratings, the notebook has not run) |
+# | `supported` | p < 0.05 and the difference has the paper's sign |
+# | `contradicted` | p < 0.05 and the difference has the other sign |
+# | `inconclusive at this n` | p ≥ 0.05: with the n at which the paper's own effect would be detected with 80% power, and whether `full` runs that many |
+# | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, the model is outside the claim's scope, no human ratings |
 #
 # A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M
 # model and a few dozen questions most claims are `inconclusive at this n`, and that is the
@@ -34,12 +43,10 @@
 # Outputs: `tables/tab-12-claims.*`, `figures/fig-12-claims.*`, `results/12_claims.json`.
 
 # %%
-import collections
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import metrics
+from covlib.core import stats
 from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
@@ -64,20 +71,33 @@ plotting.set_style()
 
 # %% [markdown]
 # ## The ledger
+# First the primary rows (one verdict per claim and model), then every row with its test.
 
 # %%
+summary = claims.summary(rows)
+print(f"{summary['n_tests']} tests counted: {summary['n_primary']} primary rows (one per claim and model) and "
+      f"{summary['n_secondary']} secondary rows (Holm-adjusted); primary verdicts: "
+      + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items()))
 ledger = pd.DataFrame(rows)
-ledger["ours [95% CI]"] = [metrics.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
+ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
                            if isinstance(r["ours"], (int, float)) else "—" for r in rows]
-table = ledger[["paper", "claim", "paper evidence", "scope", "measure", "unit", "ours [95% CI]", "n", "verdict",
-                "reason", "model", "profile"]]
-results.save_table(table, "tab-12-claims", params=params, profile=profile)
+ledger["better / worse"] = [f"{r['better']} / {r['worse']}" if r.get("better") is not None else "" for r in rows]
+ledger["p"] = [f"{r['p']:.3g}" if isinstance(r.get("p"), float) else "" for r in rows]
+ledger["p (Holm)"] = [f"{r['p_holm']:.3g}" if isinstance(r.get("p_holm"), float) else "" for r in rows]
+ledger["n"] = ledger["n"].astype("Int64")
+table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
+                "test", "verdict", "reason", "counted", "quote", "paper evidence", "model", "profile", "id"]]
+results.save_table(table, "tab-12-claims", params=params, profile=profile, tests=summary["n_tests"])
 pd.set_option("display.max_colwidth", 80)
+table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict",
+                                "reason"]]
+
+# %%
 table
 
 # %% [markdown]
-# The same estimates as a picture: each row one estimate with its interval; the vertical line is
-# "no difference". Rows without an estimate (not testable here) are left out of the plot.
+# The primary estimates as a picture: each claim's primary row with its interval; the vertical
+# line is "no difference". Rows without an estimate (not testable here) are left out of the plot.
 
 # %%
 ax = claims.plot_ledger(rows)
@@ -85,19 +105,14 @@ ax.set_title(f"Claims of the three papers: our estimates ({profile} profile)")
 results.save_figure(ax.figure, "fig-12-claims", params=params, profile=profile)
 
 # %%
-counts = collections.Counter(r["verdict"] for r in rows)
-by_claim = collections.Counter()
-for c in claims.CLAIMS:
-    verdicts = {r["verdict"] for r in rows if r["id"] == c.id}
-    by_claim[verdicts.pop() if len(verdicts) == 1 else "mixed"] += 1
 headline = {
     "n_claims": len(claims.CLAIMS),
     "n_estimates": len(rows),
-    "verdicts": dict(counts),
-    "claims_by_verdict": dict(by_claim),
-    "ledger": [{k: r[k] for k in ("id", "scope", "ours", "low", "high", "n", "unit", "verdict", "reason", "model",
-                                  "profile")} for r in rows],
+    **summary,
+    "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",
+                                      "p_holm", "test", "unit", "verdict", "reason", "counted", "n_needed", "n_full",
+                                      "model", "profile")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
 results.record_metrics("12_claims", headline, params=params, profile=profile)
-headline["verdicts"]
+headline["primary_verdicts"]

@@ -54,7 +54,7 @@ PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         ("12_claims", "every claim: the paper's evidence, ours with its 95% interval, a verdict"),
     )),
 )
-LEDGER_COLUMNS = ("paper", "claim", "scope", "ours [95% CI]", "n", "verdict", "reason")
+LEDGER_COLUMNS = ("paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict", "reason")
 
 _STYLE = """
 body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -252,11 +252,16 @@ def ledger_section(tables: Path) -> str:
                 "(or <code>make reproduce ONLY=12</code> after 01-11), then <code>make book</code>.</p>")
     with path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
+    primary = [r for r in rows if r.get("role", "primary") == "primary"]
+    tests = sum(r.get("counted") == "True" for r in rows)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in LEDGER_COLUMNS) + "</tr>"
-                   for r in rows)
-    return ("<h2>Claims ledger</h2><p>Each directional claim of the three papers against our run "
-            "(<a href=\"12_claims.html\">notebook 12</a> says how verdicts are read).</p>"
+                   for r in primary)
+    return ("<h2>Claims ledger</h2><p>Each directional claim of the three papers against our run: one verdict per "
+            f"claim and model, from its pre-declared primary setting. The ledger ran {tests} tests "
+            f"({len(primary)} primary rows; {len(rows) - len(primary)} secondary rows, Holm-adjusted, in "
+            "<code>tables/tab-12-claims.csv</code>). <a href=\"12_claims.html\">Notebook 12</a> says how verdicts "
+            "are read.</p>"
             f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 

@@ -1,51 +1,130 @@
-"""The claims ledger: verdicts from intervals, one row per recorded estimate, every claim listed."""
+"""The claims ledger: exact tests on paired outcomes, one verdict per claim, Holm, power, the papers' own sentences."""
 
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
 import pytest
 
-from covlib.core import metrics
+from covlib.core import paths, power, stats
 from covlib.runs import claims
 
 
-def _est(value, low, high, n=50):
-    return {"value": value, "low": low, "high": high, "n": n}
+def _paired(better: int, worse: int, both: int = 10, n: int = 60) -> tuple[list[int], list[int]]:
+    """Two 0/1 columns over n questions: `better` right only in a, `worse` right only in b, `both` right in both."""
+    neither = n - better - worse - both
+    a = [1] * better + [0] * worse + [1] * both + [0] * neither
+    b = [0] * better + [1] * worse + [1] * both + [0] * neither
+    return a, b
 
 
-def test_verdict_from_the_interval():
-    rec = lambda e, cid="ve-beats-cot-sc": claims.estimate(cid, "hotpotqa", e, "EM points")  # noqa: E731
-    assert claims.verdict(rec(_est(5, 1, 9)))[0] == "supported"
-    assert claims.verdict(rec(_est(-5, -9, -1)))[0] == "contradicted"
-    assert claims.verdict(rec(_est(1, -2, 4)))[0] == "inconclusive at this n"
-    assert claims.verdict(rec(_est(0, 0, 0)))[0] == "inconclusive at this n"
-    assert claims.verdict(rec(_est(float("nan"), float("nan"), float("nan"), 1)))[0] == "inconclusive at this n"
-    # an "at least" claim: an interval at or above 0 that is not all 0 supports it
-    assert claims.verdict(rec(_est(2, 0, 4), "covrag-multi-round-ge-single"))[0] == "supported"
-    assert claims.verdict(claims.untestable("cred-human-correlation", "no human ratings")) == (
-        "not testable here", "no human ratings")
+def _record(claim_id: str, scope: str, est: dict, **meta) -> dict:
+    return claims.estimate(claim_id, scope, est, "EM points", **{"model": "m", **meta})
 
 
-def test_records_refuse_unknown_claims_and_incomplete_estimates():
-    with pytest.raises(KeyError, match="unknown claim"):
-        claims.estimate("ve-beats-cot", "x", _est(1, 0, 2), "EM points")
-    with pytest.raises(ValueError, match="lacks"):
-        claims.estimate("ve-beats-cot-sc", "x", {"value": 1}, "EM points")
+def _ledger(tmp_path, notebook: str, records: list[dict], profile: str = "cpu") -> list[dict]:
+    (tmp_path / f"{notebook}.json").write_text(json.dumps(
+        {"metrics": {"claims": records}, "params": {"profile": profile}, "meta": {"model": "m"}}))
+    return claims.collect(claims.read_results(tmp_path))
 
 
-def test_collect_lists_every_claim_once_at_least(tmp_path):
-    diff = metrics.paired_difference([1, 1, 1, 0] * 10, [0, 1, 0, 0] * 10, scale=100)
-    record = {"metrics": {"claims": [claims.estimate("ve-beats-cot-sc", "hotpotqa, bm25", diff, "EM points",
-                                                     model="m")]},
-              "params": {"profile": "smoke"}, "meta": {"model": "m"}}
-    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps(record))
+# --------------------------------------------------------------------------- 1. exact tests on paired 0/1
+
+
+@pytest.mark.parametrize("better, worse, p", [(8, 2, 0.109375), (7, 1, 0.0703125), (6, 0, 0.03125)])
+def test_paired_outcomes_get_the_exact_mcnemar_test(better, worse, p):
+    est = stats.paired_difference(*_paired(better, worse), scale=100)
+    assert est["test"] == "exact McNemar" and (est["better"], est["worse"]) == (better, worse)
+    assert est["p"] == pytest.approx(p) and est["value"] == pytest.approx(10.0)
+    assert (est["low"] > 0) == (p < 0.05)  # the interval inverts the exact test: they never disagree
+
+
+def test_eight_better_two_worse_of_sixty_is_not_supported():
+    """The old percentile bootstrap called +10.0 [1.7, 20.0] 'supported'; the exact p is 0.109."""
+    rec = _record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(8, 2), scale=100))
+    verdict, reason = claims.verdict(rec)
+    assert verdict == "inconclusive at this n"
+    assert "8 better, 2 worse of 60" in reason and "p = 0.109" in reason
+    assert claims.verdict(_record("ve-beats-cot-sc", "x", stats.paired_difference(*_paired(6, 0), scale=100)))[0] \
+        == "supported"
+    assert claims.verdict(_record("ve-beats-cot-sc", "x", stats.paired_difference(*_paired(0, 6), scale=100)))[0] \
+        == "contradicted"
+
+
+def test_the_interval_and_the_test_agree_on_every_table():
+    for better in range(0, 13):
+        for worse in range(0, 13):
+            est = stats.paired_difference(*_paired(better, worse, both=5, n=40))
+            excludes = est["low"] > 0 or est["high"] < 0
+            assert excludes == (est["p"] < 0.05), (better, worse, est)
+
+
+def test_continuous_differences_get_bca_and_a_permutation_p():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 40), rng.normal(0.0, 1.0, 40)
+    est = stats.paired_difference(a, b, seed=1)
+    assert est["test"].startswith("sign-flip") and est["low"] < est["value"] < est["high"]
+    assert 0 < est["p"] < 0.05 and est["sd"] == pytest.approx(np.std(a - b, ddof=1))
+    assert stats.sign_flip_p([1.0, 1.0, 1.0]) == pytest.approx(2 / 8)  # exact: 2 of the 8 sign patterns as extreme
+    null = stats.paired_difference(rng.normal(0, 1, 30), rng.normal(0, 1, 30), seed=2)
+    assert null["p"] > 0.05 and null["low"] < 0 < null["high"]
+
+
+def test_proportions_get_wilson_and_chance_gets_an_exact_test():
+    est = stats.mean_interval([1] * 19 + [0] * 0, scale=100)
+    assert est["interval"] == "Wilson" and est["high"] == 100 and est["low"] == pytest.approx(83.2, abs=0.1)
+    chance = stats.above_chance([1] * 35 + [0] * 25, scale=100)
+    assert chance["p"] == pytest.approx(0.245, abs=1e-3) and chance["low"] < 0 < chance["high"]
+
+
+# --------------------------------------------------------------------------- 2. strict claims
+
+
+def test_one_better_none_worse_supports_nothing():
+    """The old "at least" rule supported a claim from 1 better / 0 worse of 60 (p = 1)."""
+    est = stats.paired_difference(*_paired(1, 0), scale=100)
+    rec = _record("covrag-multi-round-beats-single", "NQ, BM25", est)
+    assert claims.verdict(rec)[0] == "inconclusive at this n" and est["p"] == 1.0
+    assert not hasattr(claims, "AT_LEAST")
+    assert all("at least" not in c.text for c in claims.CLAIMS)
+
+
+# --------------------------------------------------------------------------- 3. one verdict per claim
+
+
+def test_the_primary_scope_gives_the_verdict_and_secondaries_are_holm_adjusted(tmp_path):
+    strong = stats.paired_difference(*_paired(9, 0), scale=100)  # p = 0.0039
+    weak = stats.paired_difference(*_paired(7, 0), scale=100)  # p = 0.0156: 3 x that is 0.047, 4 x is 0.0625
+    records = [_record("ve-beats-cot-sc", "hotpotqa, bm25", strong),
+               _record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(3, 2), scale=100)),
+               *[_record("ve-beats-cot-sc", f"2wikimultihop, {k}", weak) for k in ("bm25", "tfidf", "dense")],
+               _record("ve-beats-cot-sc", "fever, bm25", weak)]
+    rows = [r for r in _ledger(tmp_path, "03_verify_and_edit_tables", records) if r["id"] == "ve-beats-cot-sc"]
+    primary = [r for r in rows if r["role"] == "primary"]
+    assert len(primary) == 1 and primary[0]["scope"] == "hotpotqa, dataset"
+    assert primary[0]["verdict"] == "inconclusive at this n"  # a strong secondary row does not rescue it
+    secondary = [r for r in rows if r["role"] == "secondary"]
+    assert len(secondary) == 5
+    assert {round(r["p_holm"], 4) for r in secondary if r["scope"] != "hotpotqa, bm25"} == {0.0625}
+    assert all(r["verdict"] == "inconclusive at this n" for r in secondary if r["scope"] != "hotpotqa, bm25")
+    assert claims.summary(rows)["n_tests"] == 6
+
+
+def test_a_claim_whose_primary_setting_did_not_run_is_not_testable(tmp_path):
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables",
+                   [_record("ve-beats-cot-sc", "fever, bm25", stats.paired_difference(*_paired(9, 0), scale=100))])
+    (primary,) = [r for r in rows if r["id"] == "ve-beats-cot-sc" and r["role"] == "primary"]
+    assert primary["verdict"] == "not testable here" and "hotpotqa, dataset" in primary["reason"]
+
+
+def test_every_claim_is_listed_and_a_missing_notebook_is_named(tmp_path):
     rows = claims.collect(claims.read_results(tmp_path))
     assert {r["id"] for r in rows} == {c.id for c in claims.CLAIMS}
-    (row,) = [r for r in rows if r["id"] == "ve-beats-cot-sc"]
-    assert row["verdict"] == "supported" and row["n"] == 40 and row["profile"] == "smoke" and row["model"] == "m"
-    missing = [r for r in rows if r["id"] == "covrag-finetune-raises-judgment"][0]
-    assert missing["verdict"] == "not testable here" and "has not run" in missing["reason"]
+    assert all(r["verdict"] == "not testable here" for r in rows)
+    human = next(r for r in rows if r["id"] == "ve-human-study")
+    assert "no rating was collected" in human["reason"]
 
 
 def test_unreadable_results_are_named(tmp_path):
@@ -54,14 +133,118 @@ def test_unreadable_results_are_named(tmp_path):
         claims.read_results(tmp_path)
 
 
-def test_the_book_front_page_shows_the_ledger_escaped(tmp_path):
+def test_estimates_need_a_test():
+    with pytest.raises(KeyError, match="unknown claim"):
+        claims.estimate("ve-beats-cot", "x", stats.paired_difference([1, 0], [0, 0]), "EM points")
+    with pytest.raises(ValueError, match="lacks"):
+        claims.estimate("ve-beats-cot-sc", "x", {"value": 1, "low": 0, "high": 2, "n": 5}, "EM points")
+
+
+# --------------------------------------------------------------------------- 4. power beside inconclusive
+
+
+def test_an_inconclusive_primary_says_what_n_the_papers_effect_needs(tmp_path):
+    est = stats.paired_difference(*_paired(8, 2), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [_record("ve-cot-beats-standard", "hotpotqa", est)])
+    (row,) = [r for r in rows if r["id"] == "ve-cot-beats-standard"]
+    assert row["n_needed"] == power.questions_needed(8.7, est) and row["n_needed"] > 60
+    assert row["n_full"] == 250  # notebook 03's default n_hotpotqa, read from the notebook
+    assert f"would need n≈{row['n_needed']}" in row["reason"] and "`full` runs n=250" in row["reason"]
+
+
+def test_questions_needed_matches_the_textbook_formulas():
+    # Connor (1987): discordance 1/6, effect 0.10 -> n = (1.96 sqrt(.1667) + 0.8416 sqrt(.1667 - .01))^2 / .01
+    est = stats.paired_difference(*_paired(8, 2), scale=100)
+    assert power.questions_needed(10, est) == int(np.ceil((1.959964 * np.sqrt(1 / 6)
+                                                             + 0.841621 * np.sqrt(1 / 6 - 0.01)) ** 2 / 0.01))
+    assert power.questions_needed(0.5, {"test": "Pearson, Fisher-z"}) == int(np.ceil((2.801585 / np.arctanh(0.5)) ** 2 + 3))
+    assert power.questions_needed(5, {"test": "sign-flip permutation", "sd": 20.0}) == int(np.ceil((2.801585 * 4) ** 2))
+
+
+# --------------------------------------------------------------------------- 5. correlations over few models
+
+
+def test_correlations_use_fisher_z_and_refuse_three_points():
+    r = stats.correlation([1, 2, 3, 4, 5], [1.1, 2.3, 2.9, 4.2, 4.8])
+    z, half = np.arctanh(r["value"]), 1.959964 / np.sqrt(2)
+    assert (r["low"], r["high"]) == pytest.approx((np.tanh(z - half), np.tanh(z + half)), abs=1e-6)
+    three = stats.correlation([1, 2, 3], [1, 3, 2])
+    assert three["n"] == 3 and np.isnan(three["low"]) and np.isnan(three["high"])
+    assert claims.verdict(claims.estimate("cred-human-correlation", "x", three, "Pearson r"))[0] \
+        == "inconclusive at this n"
+
+
+# --------------------------------------------------------------------------- 6-8, 11: the claims themselves
+
+
+def _paper_text(name: str) -> str:
+    folder = paths.data_dir().parent / "papers"
+    files = sorted(folder.glob(f"{name}_*.txt"))
+    if not files:
+        pytest.skip(f"the papers are not at {folder}")
+    return " ".join(files[0].read_text(encoding="utf-8").split())
+
+
+def test_every_claim_quotes_its_paper_verbatim():
+    papers = {"Verify-and-Edit": "003", "Credibility": "001", "CoV-RAG": "000"}
+    for c in claims.CLAIMS:
+        assert c.quote, c.id
+        assert " ".join(c.quote.split()) in _paper_text(papers[c.paper]), c.id
+
+
+def test_the_claim_no_paper_makes_is_gone():
+    ids = {c.id for c in claims.CLAIMS}
+    assert "covrag-finetune-raises-judgment" not in ids
+    assert {"covrag-col-beats-no-col", "ve-raises-auc", "ve-dataset-largest-gain", "ve-fever-gains-less",
+            "ve-human-study", "ve-auc-follows-em"} <= ids
+    for c in claims.CLAIMS:
+        assert c.notebook or c.untestable, c.id
+        assert not c.primary or c.notebook, c.id
+
+
+def test_a_repeated_comparison_is_counted_once(tmp_path):
+    est = stats.paired_difference(*_paired(9, 0), scale=100)
+    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est)]}, "params": {"profile": "cpu"}}))
+    (tmp_path / "02_threshold_ablation.json").write_text(json.dumps({"metrics": {"claims": [
+        claims.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
+                       "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
+    rows = claims.collect(claims.read_results(tmp_path))
+    both = {r["id"]: r for r in rows if r["id"] in ("ve-beats-cot-sc", "ve-edit-below-half-helps")
+            and r["role"] == "primary"}
+    assert [r["verdict"] for r in both.values()] == ["supported", "supported"]
+    assert both["ve-beats-cot-sc"]["counted"] and not both["ve-edit-below-half-helps"]["counted"]
+    assert "the same comparison on the same questions as ve-beats-cot-sc" in both["ve-edit-below-half-helps"]["reason"]
+
+
+def test_a_near_oracle_row_is_shown_but_not_counted(tmp_path):
+    est = stats.paired_difference(*_paired(9, 0), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est),
+        _record("ve-beats-cot-sc", "hotpotqa, bm25", est, near_oracle="the corpus holds the gold paragraphs")])
+    (bm25,) = [r for r in rows if r["scope"] == "hotpotqa, bm25"]
+    assert not bm25["counted"] and bm25["p_holm"] is None and "near-oracle corpus" in bm25["reason"]
+
+
+def test_rows_are_grouped_by_model_one_verdict_each(tmp_path):
+    good, bad = stats.paired_difference(*_paired(9, 0), scale=100), stats.paired_difference(*_paired(0, 9), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-cot-beats-standard", "hotpotqa", good, model="big"),
+        _record("ve-cot-beats-standard", "hotpotqa", bad, model="small")])
+    got = {r["model"]: r["verdict"] for r in rows if r["id"] == "ve-cot-beats-standard"}
+    assert got == {"big": "supported", "small": "contradicted"}
+
+
+def test_the_book_front_page_shows_primary_rows_escaped_and_the_test_count(tmp_path):
     from teaching import book
 
     assert "Not built yet" in book.ledger_section(tmp_path)
     (tmp_path / "tab-12-claims.csv").write_text(
-        "paper,claim,scope,ours [95% CI],n,verdict,reason\n"
-        'CoV-RAG,x,"<script>alert(1)</script>","1.0 [0.5, 2.0]",40,supported,the 95% interval lies above 0\n',
+        "paper,claim,role,scope,ours [95% CI],n,better / worse,p,verdict,reason,counted\n"
+        'CoV-RAG,x,primary,"<script>alert(1)</script>","1.0 [0.5, 2.0]",40,9 / 0,0.0039,supported,r,True\n'
+        'CoV-RAG,x,secondary,"hidden scope","1.0 [0.5, 2.0]",40,9 / 0,0.0039,supported,r,True\n',
         encoding="utf-8")
     page = book.index_page([], tmp_path)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
-    assert page.index("Claims ledger") < page.index("Verify-and-Edit") and "1.0 [0.5, 2.0]" in page
+    assert page.index("Claims ledger") < page.index("Verify-and-Edit") and "9 / 0" in page
+    assert "hidden scope" not in page and re.search(r"ran 2 tests", page)

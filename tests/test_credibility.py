@@ -42,6 +42,26 @@ def test_cited_sentences_moves_citations_after_the_stop_and_strips_them():
     assert R.cited_sentences("") == [] and R.cited_sentences("   [2].") == []
 
 
+@pytest.mark.parametrize("answer, stripped, ids", [
+    ("The bridge opened in the year [1990] [2].", "The bridge opened in the year [1990].", [2]),
+    ("Its population was [12000] in 2010 [1][3].", "Its population was [12000] in 2010.", [1, 3]),
+    ("It fell in [1989-1990] [1, 2].", "It fell in [1989-1990].", [1, 2]),
+    ("It opened in 1990 [1][2], closed [3-4].", "It opened in 1990, closed.", [1, 2, 3, 4]),
+    ("It was cited as [120].", "It was cited as.", [120]),  # three digits: an id, out of range or not
+])
+def test_a_bracketed_year_is_text_not_a_citation(answer, stripped, ids):
+    assert R.strip_citations(answer) == stripped and R.parse_citations(answer) == ids
+    assert [s.citations for s in R.cited_sentences(answer)] == [tuple(ids)]
+
+
+def test_em_recall_finds_a_bracketed_year(isolated_cache):
+    facts = C.KeyFacts("q1", "When did Paris host the fair?", "1990", ["Paris hosted the fair in 1990."], "hand", "test")
+    answer = "Paris hosted the fair in the year [1990] [1]."
+    row = C.score_answers([answer], [REFS], [facts], [["1990"]], judge="overlap", progress=False)[0]
+    assert row["em_recall"] == 1.0  # was 0.0: "[1990]" was stripped as if it were a citation
+    assert row["n_cited_sentences"] == 1 and row["cit_precision"] == 1.0  # [1] is still the citation
+
+
 def test_format_references_numbers_from_one():
     refs = [Paragraph("Paris", ["Capital of France."]), Passage("p9", "Lyon", "A city.")]
     assert R.format_references(refs) == "[1] Paris: Capital of France.\n[2] Lyon: A city."

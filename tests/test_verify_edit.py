@@ -182,7 +182,7 @@ def test_threshold_sweep_matches_separate_runs(results, consistency):
 
 @pytest.mark.parametrize("consistency", ["majority", "wang"])
 def test_correctness_by_threshold_and_sweep_intervals(results, consistency):
-    from covlib.core import metrics
+    from covlib.core import stats
 
     edits = V.compute_edits(ScriptedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(),
                             consistency=consistency, shots=SHOTS, encoder=ENCODER, progress=False)
@@ -202,7 +202,7 @@ def test_correctness_by_threshold_and_sweep_intervals(results, consistency):
     assert rows[0]["accuracy low"] < rows[0]["accuracy high"]  # 2 of 4 right: the interval has width
     assert "accuracy low" not in plain[0]
     # notebook 02's claims are paired differences of these lists, in EM points
-    diff = metrics.paired_difference(by_t[N], by_t[0], scale=100)
+    diff = stats.paired_difference(by_t[N], by_t[0], scale=100)
     assert diff["value"] == pytest.approx(25.0) and diff["n"] == 4
 
 

@@ -4,6 +4,7 @@ Answer metrics follow the SQuAD / HotpotQA evaluation scripts (normalise: lowerc
 drop punctuation, drop the articles a/an/the, collapse whitespace), taking the maximum
 over gold aliases. `accuracy_contains` is the WebGLM / CoV-RAG protocol for open QA.
 `accuracy_coverage_auc` reproduces Ye & Durrett's `f1auc_score` that Verify-and-Edit reports.
+Intervals, tests and power live in `covlib.core.stats`.
 """
 
 from __future__ import annotations
@@ -63,16 +64,45 @@ def f1_score(pred: str, golds: str | Iterable[str]) -> float:
     return max((_f1(pred, g) for g in _as_list(golds)), default=0.0)
 
 
+# A number written as one: digits with optional comma thousands groups ("1,990") and decimal part ("3.5"),
+# neither glued to letters ("1990s", "A320") nor a piece of a longer run of digits and separators ("3.5.1").
+_NUMBER = re.compile(r"(?<![^\W_])(?<!\d[.,])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![^\W_]|[.,]\d)")
+_DIGIT_SEPARATOR = re.compile(r"(?<=\d)[.,](?=\d)")  # what is left between digits ("1,5", "3.5.1"): a word break
+
+
+def _number(written: str) -> str:
+    """A number's one spelling: thousands commas and trailing decimal zeros dropped ('1,990' -> '1990', '19.90' -> '19.9')."""
+    whole, _, decimals = written.replace(",", "").partition(".")
+    decimals = decimals.rstrip("0")
+    return f"{whole}.{decimals}" if decimals else whole
+
+
+def _words_keeping_numbers(text: str, words: Any) -> str:
+    """`words` (a normalisation) applied between the numbers; each number kept as one word, spelt by `_number`."""
+    parts = _NUMBER.split(unicodedata.normalize("NFC", str(text)))
+    return " ".join(" ".join((_number(part) if i % 2 else words(_DIGIT_SEPARATOR.sub(" ", part))) for i, part in enumerate(parts)).split())
+
+
+def _split_words(text: str) -> str:
+    s = "".join(ch if ch.isalnum() else " " for ch in text.lower())
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
 def contains_words(text: str) -> str:
     """Containment normalisation: NFC, lowercase, every non-alphanumeric character a word break, articles dropped.
 
     Unlike `normalize_answer`, punctuation separates words instead of gluing them, so an answer
     next to punctuation stays a whole word ("Obama's" -> "obama s", "1990–91" -> "1990 91"),
-    as DPR's `has_answer` tokeniser, ALCE and WebGLM read it.
+    as DPR's `has_answer` tokeniser, ALCE and WebGLM read it. A number stays one word and is read
+    as a number: its decimal point and thousands commas are parsed, neither broken nor deleted
+    ("3.5" -> "3.5", "$19.90" -> "19.9", "1,990" -> "1990"), so "35" is not "3.5", nor "19.90" "1990".
     """
-    s = unicodedata.normalize("NFC", str(text)).lower()
-    s = "".join(ch if ch.isalnum() else " " for ch in s)
-    return " ".join(_ARTICLES.sub(" ", s).split())
+    return _words_keeping_numbers(text, _split_words)
+
+
+def _glued_words(text: str) -> str:
+    """`normalize_answer` (punctuation deleted) between the numbers, each number kept whole as `contains_words` keeps it."""
+    return _words_keeping_numbers(text, normalize_answer)
 
 
 def accuracy_contains(pred: str, golds: str | Iterable[str]) -> float:
@@ -80,11 +110,16 @@ def accuracy_contains(pred: str, golds: str | Iterable[str]) -> float:
 
     Both texts are compared twice: with punctuation as a word break (`contains_words`: "Obama's",
     "Paris-based", "“Help”" hold their gold) and with punctuation deleted (`normalize_answer`:
-    "U.S" holds "US"); either match counts.
+    "U.S" holds "US"); either match counts. In both, numbers compare as numbers (`contains_words`):
+    "It has 35 members." does not hold "3.5", "$19.90" does not hold "1990", "3.5" does not hold "3",
+    but "1,990 feet" holds "1990" and "$19.90" holds "19.9" (the same numbers). Deleting punctuation
+    inside numbers, as WebGLM's normalisation would, glues "3.5" into "35"; DPR's tokeniser never does.
+    A comma between digits is a thousands separator only before groups of three digits ("1,990");
+    "1,5" and "1,2,3" are separate numbers, and "1.990" is a decimal.
     """
-    split_p, glued_p = f" {contains_words(pred)} ", f" {normalize_answer(pred)} "
+    split_p, glued_p = f" {contains_words(pred)} ", f" {_glued_words(pred)} "
     for g in _as_list(golds):
-        split_g, glued_g = contains_words(g), normalize_answer(g)
+        split_g, glued_g = contains_words(g), _glued_words(g)
         if (split_g and f" {split_g} " in split_p) or (glued_g and f" {glued_g} " in glued_p):
             return 1.0
     return 0.0
@@ -230,154 +265,3 @@ def all_recall_at_k(ranked_titles: Sequence[Sequence[str]], gold_titles: Sequenc
     """Fraction of questions whose gold titles are all found among the top k ranked titles."""
     pairs = _ranked_gold_pairs(ranked_titles, gold_titles)
     return {k: float(np.mean([g <= set(r[:k]) for r, g in pairs])) for k in ks}
-
-
-# ---------------------------------------------------------------------------
-# statistics
-
-
-def _pair(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
-    if x.size != y.size:
-        raise ValueError(f"{x.size} values against {y.size}")
-    if x.size < 3:
-        raise ValueError("a correlation needs at least 3 pairs")
-    return x, y
-
-
-def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Pearson correlation and two-sided p-value."""
-    from scipy import stats
-
-    r = stats.pearsonr(*_pair(x, y))
-    return float(r.statistic), float(r.pvalue)
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Spearman rank correlation and two-sided p-value."""
-    from scipy import stats
-
-    r = stats.spearmanr(*_pair(x, y))
-    return float(r.statistic), float(r.pvalue)
-
-
-def point_biserial(binary: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
-    """Point-biserial correlation between a 0/1 variable and a continuous one, and its p-value."""
-    from scipy import stats
-
-    b, v = _pair(binary, values)
-    if not np.isin(b, (0.0, 1.0)).all():
-        raise ValueError("point_biserial needs a 0/1 first argument")
-    r = stats.pointbiserialr(b, v)
-    return float(r.statistic), float(r.pvalue)
-
-
-def mean_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0, n_boot: int = 1000) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval (mean, low, high) with an explicit seed."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if v.size == 0:
-        raise ValueError("mean_ci of no values")
-    rng = np.random.default_rng(seed)
-    chunk = max(1, 2_000_000 // v.size)  # bound memory for long inputs
-    means = np.concatenate([
-        v[rng.integers(0, v.size, size=(min(chunk, n_boot - i), v.size))].mean(axis=1)
-        for i in range(0, n_boot, chunk)
-    ])
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(v.mean()), float(low), float(high)
-
-
-# --------------------------------------------------------------------------- intervals
-#
-# Every number a table reports carries its n and a 95% interval: a seeded percentile bootstrap
-# over questions (resampling whole questions, so per-question rows stay together). A difference
-# between two methods on the same questions is a *paired* bootstrap of the per-question
-# differences. Each returns {"value", "low", "high", "n"} (plain floats, JSON-ready).
-
-N_BOOT = 2000  # bootstrap resamples for every interval
-CONFIDENCE = 0.95
-
-
-def bootstrap(statistic: Any, *columns: Sequence[float], seed: int = 0, n_boot: int = N_BOOT,
-              confidence: float = CONFIDENCE) -> dict[str, float]:
-    """statistic(*columns) and its percentile-bootstrap interval, resampling rows (questions) with a seed.
-
-    Resamples on which the statistic is undefined (NaN: an AUC of one class, a correlation of a
-    constant) are left out of the percentiles; an interval needs at least 2 rows.
-    """
-    cols = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
-    n = cols[0].size if cols else 0
-    if any(c.size != n for c in cols):
-        raise ValueError(f"columns of different lengths {[c.size for c in cols]}")
-    if n == 0:
-        raise ValueError("an interval of no values")
-    value = float(statistic(*cols))
-    if n < 2:
-        return {"value": value, "low": float("nan"), "high": float("nan"), "n": n}
-    rng = np.random.default_rng(seed)
-    draws = np.array([statistic(*(c[idx] for c in cols)) for idx in rng.integers(0, n, size=(n_boot, n))], dtype=float)
-    draws = draws[np.isfinite(draws)]
-    if draws.size < n_boot // 2:
-        return {"value": value, "low": float("nan"), "high": float("nan"), "n": n}
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(draws, [alpha, 1 - alpha])
-    return {"value": value, "low": float(low), "high": float(high), "n": n}
-
-
-def _finite(*columns: Sequence[float]) -> list[np.ndarray]:
-    cols = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
-    if len({c.size for c in cols}) > 1:
-        raise ValueError(f"{' vs '.join(str(c.size) for c in cols)} values: they must pair up")
-    keep = np.logical_and.reduce([np.isfinite(c) for c in cols])
-    return [c[keep] for c in cols]
-
-
-def mean_interval(values: Sequence[float], scale: float = 1.0, seed: int = 0, n_boot: int = N_BOOT) -> dict[str, float]:
-    """Mean of the finite values (x `scale`, e.g. 100 for %) with its 95% bootstrap interval and n (NaNs left out)."""
-    (v,) = _finite(values)
-    if v.size == 0:
-        return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1) if v.size > 1 else np.array([np.nan])
-    alpha = (1 - CONFIDENCE) / 2
-    low, high = (np.quantile(means, [alpha, 1 - alpha]) if v.size > 1 else (np.nan, np.nan))
-    return {"value": float(v.mean() * scale), "low": float(low * scale), "high": float(high * scale), "n": int(v.size)}
-
-
-def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0, seed: int = 0,
-                      n_boot: int = N_BOOT) -> dict[str, float]:
-    """mean(a - b) over the questions where both are finite (x `scale`), with a paired 95% bootstrap interval."""
-    x, y = _finite(a, b)
-    return mean_interval(x - y, scale=scale, seed=seed, n_boot=n_boot)
-
-
-def group_difference(values: Sequence[float], in_group: Sequence[bool], scale: float = 1.0, seed: int = 0,
-                     n_boot: int = N_BOOT) -> dict[str, float]:
-    """mean(values | group) - mean(values | rest), questions resampled together (a stratum may vanish: NaN draw)."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    g = np.asarray(in_group, dtype=bool).ravel()
-    if v.size != g.size:
-        raise ValueError(f"{v.size} values for {g.size} group flags")
-
-    def diff(vals: np.ndarray, flags: np.ndarray) -> float:
-        flags = flags.astype(bool)
-        return float(vals[flags].mean() - vals[~flags].mean()) if flags.any() and (~flags).any() else float("nan")
-
-    est = bootstrap(diff, v, g.astype(float), seed=seed, n_boot=n_boot)
-    return {k: (x * scale if k != "n" else x) for k, x in est.items()}
-
-
-def format_interval(est: dict[str, float], digits: int = 1) -> str:
-    """'41.7 [29.0, 54.3]' (the value, then its 95% interval); 'n/a' for a missing value."""
-    value, low, high = est.get("value"), est.get("low"), est.get("high")
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
-        return f"{value:.{digits}f} [n/a]"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-# --------------------------------------------------------------------------- NLI judges
-
-

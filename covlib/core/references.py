@@ -8,7 +8,9 @@ A reference list is shown to a model as
 and a cited answer marks each sentence with the ids it rests on: `... in 1998 [1][3].`
 `parse_citations` reads `[1][2]`, `[1, 2]`, `[1; 2]`, `[12]` and ranges `[1-3]`; ids are
 1-based and kept as written, so a citation to a reference that does not exist (`[7]` of
-five) survives for the metrics to count. `cited_sentences` splits an answer into sentences
+five) survives for the metrics to count. An id has at most three digits (`MAX_ID_DIGITS`; the
+papers show 5 to 10 references): a bracket holding a longer number, as a year in "in the year
+[1990]", is text, neither parsed nor stripped. `cited_sentences` splits an answer into sentences
 with their citations, moving a citation written after the full stop (`... 1998.[1] Next`)
 onto the sentence it closes.
 """
@@ -22,8 +24,10 @@ from typing import Sequence
 from covlib.core.records import Paragraph, Passage, passage_string
 from covlib.core.text import split_sentences
 
-_GROUP = re.compile(r"\[\s*(\d+(?:\s*(?:[,;]|[-–])\s*\d+)*)\s*\]")
-_RUN = r"(?:\s*\[\s*\d+(?:\s*(?:[,;]|[-–])\s*\d+)*\s*\])+"
+MAX_ID_DIGITS = 3  # a cited id has at most 3 digits: "[1990]" is a bracketed year (or count), not a citation
+_ID = r"\d{1,%d}" % MAX_ID_DIGITS
+_GROUP = re.compile(r"\[\s*(" + _ID + r"(?:\s*(?:[,;]|[-–])\s*" + _ID + r")*)\s*\]")
+_RUN = r"(?:\s*\[\s*" + _ID + r"(?:\s*(?:[,;]|[-–])\s*" + _ID + r")*\s*\])+"
 _AFTER_STOP = re.compile(r"([.!?])(" + _RUN + r")")
 _SPACES = re.compile(r"\s+")
 _BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")

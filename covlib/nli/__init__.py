@@ -49,14 +49,16 @@ sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
 from __future__ import annotations
 
 from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, ONNX_DIR, Judge, two_label
-from covlib.nli.evaluation import decision_accuracy, evaluate, f1_difference, judge_note, nli_confusion, nli_scores
+from covlib.nli.evaluation import (confusion_columns, decision_accuracy, evaluate, f1_difference, judge_note,
+                                   nli_confusion, nli_scores)
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
 from covlib.nli.onnx_judge import (BACKEND_ENV, ONNXNLIJudge, export_onnx, onnx_path, onnx_up_to_date,
                                    resolve_backend)
 from covlib.nli.overlap import NEGATIONS, STOPWORDS, WORD_NUMBERS, OverlapJudge
 from covlib.nli.registry import (DEFAULT_JUDGE, FALLBACK_JUDGE, TRAINED_JUDGE, check_judge, get_judge, load_judge,
                                  load_trained_judge, offline_judge, trained_judge_dir)
-from covlib.nli.scoring import CACHE_TABLE, CHUNK, entailed, entailment, entailment_labels, probabilities
+from covlib.nli.scoring import (CACHE_TABLE, CHUNK, decided_labels, decision_rule, entailed, entailment,
+                                entailment_labels, probabilities)
 
 __all__ = [
     # base
@@ -65,12 +67,13 @@ __all__ = [
     "DEFAULT_JUDGE", "FALLBACK_JUDGE", "TRAINED_JUDGE", "check_judge", "get_judge", "load_judge", "load_trained_judge",
     "offline_judge", "trained_judge_dir",
     # scoring
-    "CACHE_TABLE", "CHUNK", "entailed", "entailment", "entailment_labels", "probabilities",
+    "CACHE_TABLE", "CHUNK", "decided_labels", "decision_rule", "entailed", "entailment", "entailment_labels",
+    "probabilities",
     # judges and the heuristic
     "LLM_TEMPLATE", "HFNLIJudge", "LLMJudge", "TrueT5Judge", "map_nli_labels", "true_input",
     "NEGATIONS", "STOPWORDS", "WORD_NUMBERS", "OverlapJudge",
     # the trained judge on ONNX Runtime
     "BACKEND_ENV", "ONNXNLIJudge", "export_onnx", "onnx_path", "onnx_up_to_date", "resolve_backend",
     # evaluation
-    "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
+    "confusion_columns", "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
 ]

@@ -1,6 +1,8 @@
 """How well a judge agrees with gold labels: 3-way scores on labelled pairs, and its decision against people's.
 
-`evaluate` / `nli_scores` / `nli_confusion`: accuracy, macro-F1 and entailment AUC of the argmax label
+`evaluate` / `nli_scores` / `nli_confusion`: accuracy, macro-F1 and entailment AUC of the judge's labels
+(`decided_labels`: its own decision f, so a two-label judge says "entailed" only when P > 0.5, never by
+a 3-way argmax), and that decision's agreement, precision and recall with 95% Wilson intervals and n
 (held-out FEVER pairs, the credibility fixture). `decision_accuracy` / `f1_difference` / `judge_note`:
 how often the judge's own decision f (`entailed`) agrees with people's "is entailed" on the
 hand-labelled key-fact pairs, with 95% intervals; the credibility tables print `judge_note`.
@@ -12,11 +14,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core import metrics
-from covlib.nli.base import LABELS, Judge
+from covlib.core import stats
+from covlib.nli.base import LABELS, Judge, two_label
 from covlib.nli.labelled import NLIPair, load_keyfact_pairs
 from covlib.nli.registry import get_judge
-from covlib.nli.scoring import entailed, probabilities
+from covlib.nli.scoring import decided_labels, decision_rule, entailed, probabilities
 
 
 def evaluate(
@@ -29,11 +31,32 @@ def evaluate(
     """(accuracy / macro-F1 / entailment AUC / n with the judge's name, the (N, 3) probabilities) on gold-labelled pairs."""
     judge = get_judge(judge)
     probs = probabilities(premises, hypotheses, judge=judge, progress=progress)
-    return {"judge": judge.name, **nli_scores(gold, probs)}, probs
+    return {"judge": judge.name, **nli_scores(gold, probs, judge)}, probs
 
 
-def nli_scores(gold: Sequence[str], probs: Any) -> dict[str, float]:
-    """3-way accuracy and macro-F1 of argmax labels, and AUC of P(entailment) for gold == entailment."""
+def _labels(probs: np.ndarray, judge: Judge | str | None) -> list[str]:
+    """The judge's own labels (`decided_labels`), or the argmax when no judge is named."""
+    return decided_labels(probs, judge) if judge is not None else [LABELS[i] for i in probs.argmax(axis=1)]
+
+
+def _decision_intervals(said: np.ndarray, gold: np.ndarray, seed: int = 0) -> dict[str, dict[str, float]]:
+    """The 'entailed' decision against the gold's, in % with 95% intervals (Wilson: 0/1 outcomes) and n:
+    agreement over all pairs, precision over the pairs decided entailed, recall over the pairs labelled entailed."""
+    said, gold = np.asarray(said, dtype=bool), np.asarray(gold, dtype=bool)
+    hit = (said == gold).astype(float)
+    return {"agreement": stats.mean_interval(hit, scale=100, seed=seed),
+            "entail_precision": stats.mean_interval(hit[said], scale=100, seed=seed),
+            "entail_recall": stats.mean_interval(hit[gold], scale=100, seed=seed)}
+
+
+def nli_scores(gold: Sequence[str], probs: Any, judge: Judge | str | None = None) -> dict[str, Any]:
+    """The judge's labels on gold-labelled pairs: 3-way accuracy and macro-F1, AUC of P(entailment), and the
+    'entailed' decision's agreement / precision / recall in % with 95% intervals and n (`intervals`).
+
+    The labels are the judge's own decision (`decided_labels`); with no judge, the argmax (right for a
+    three-way judge without a threshold only). A two-label judge cannot tell neutral from contradiction:
+    its 3-way accuracy and macro-F1 are NaN, and its decision is scored as entailed or not.
+    """
     from sklearn.metrics import accuracy_score, f1_score as sk_f1, roc_auc_score
 
     probs = np.asarray(probs, dtype=float)
@@ -43,23 +66,38 @@ def nli_scores(gold: Sequence[str], probs: Any) -> dict[str, float]:
     unknown = sorted(set(gold) - set(LABELS))
     if unknown:
         raise ValueError(f"gold labels {unknown} are not among {LABELS}")
-    pred = [LABELS[i] for i in probs.argmax(axis=1)]
-    is_entail = [g == "entailment" for g in gold]
-    auc = roc_auc_score(is_entail, probs[:, 0]) if 0 < sum(is_entail) < len(gold) else float("nan")
+    pred = _labels(probs, judge)
+    is_entail = np.array([g == "entailment" for g in gold], dtype=bool)
+    auc = roc_auc_score(is_entail, probs[:, 0]) if 0 < is_entail.sum() < len(gold) else float("nan")
+    three_way = judge is None or not two_label(get_judge(judge))
+    nan = float("nan")
+    correct = np.array([p == g for p, g in zip(pred, gold)], dtype=float)
+    accuracy = stats.mean_interval(correct, scale=100) if three_way else {"value": nan, "low": nan, "high": nan,
+                                                                          "n": len(gold)}
+    said = np.array([p == "entailment" for p in pred], dtype=bool)
     return {
-        "accuracy": float(accuracy_score(gold, pred)),
-        "macro_f1": float(sk_f1(gold, pred, labels=list(LABELS), average="macro", zero_division=0)),
+        "accuracy": float(accuracy_score(gold, pred)) if three_way else nan,
+        "macro_f1": float(sk_f1(gold, pred, labels=list(LABELS), average="macro", zero_division=0)) if three_way else nan,
         "entail_auc": float(auc),
         "n": len(gold),
+        "decides": "argmax" if judge is None else decision_rule(judge),
+        "intervals": {"accuracy": accuracy, **_decision_intervals(said, is_entail)},
     }
 
 
-def nli_confusion(gold: Sequence[str], probs: Any) -> np.ndarray:
-    """3x3 counts: rows gold, columns argmax prediction, both in (entailment, neutral, contradiction) order."""
-    from sklearn.metrics import confusion_matrix
+def confusion_columns(judge: Judge | str | None = None) -> tuple[str, ...]:
+    """The predicted labels `nli_confusion` counts for a judge: the three, or entailment / not for a two-label judge."""
+    return ("entailment", "not entailment") if judge is not None and two_label(get_judge(judge)) else LABELS
 
-    pred = [LABELS[i] for i in np.asarray(probs).argmax(axis=1)]
-    return confusion_matrix(list(gold), pred, labels=list(LABELS))
+
+def nli_confusion(gold: Sequence[str], probs: Any, judge: Judge | str | None = None) -> np.ndarray:
+    """Counts, rows gold (entailment, neutral, contradiction), columns the judge's own labels in `confusion_columns`
+    order (`decided_labels`; the argmax when no judge is named): a two-label judge's are entailed or not."""
+    columns = confusion_columns(judge)
+    counts = np.zeros((len(LABELS), len(columns)), dtype=int)
+    for g, p in zip(gold, _labels(np.asarray(probs, dtype=float).reshape(-1, 3), judge)):
+        counts[LABELS.index(g), columns.index(p if p in columns else "not entailment")] += 1
+    return counts
 
 
 def _decisions(judge: Judge, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -83,14 +121,14 @@ def decision_accuracy(judge: Judge | str | None, pairs: Sequence[NLIPair], seed:
         raise ValueError("decision_accuracy of no pairs")
     judge = get_judge(judge)
     said, gold = _decisions(judge, pairs, progress)
-    hit = (said == gold).astype(float)
+    decision = _decision_intervals(said, gold, seed=seed)
     return {
         "judge": judge.name,
         "threshold": getattr(judge, "threshold", None),
-        "accuracy": metrics.mean_interval(hit, scale=100, seed=seed),
-        "entail_precision": metrics.mean_interval(hit[said], scale=100, seed=seed),
-        "entail_recall": metrics.mean_interval(hit[gold], scale=100, seed=seed),
-        "entail_f1": metrics.bootstrap(_f1, said, gold, seed=seed),
+        "accuracy": decision["agreement"],
+        "entail_precision": decision["entail_precision"],
+        "entail_recall": decision["entail_recall"],
+        "entail_f1": stats.bootstrap(_f1, said, gold, seed=seed),
     }
 
 
@@ -99,13 +137,13 @@ def f1_difference(judge_a: Judge | str | None, judge_b: Judge | str | None, pair
     """F1 of judge a's 'entailed' decision minus judge b's on the same pairs, with a paired bootstrap interval."""
     said_a, gold = _decisions(get_judge(judge_a), pairs)
     said_b, _ = _decisions(get_judge(judge_b), pairs)
-    return metrics.bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), said_a, said_b, gold, seed=seed)
+    return stats.bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), said_a, said_b, gold, seed=seed)
 
 
 def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
     """One line for beside a credibility table: how far the judge's decision agrees with people on the key-fact pairs."""
     d = decision_accuracy(judge, load_keyfact_pairs(), seed=seed)
-    fmt = metrics.format_interval
+    fmt = stats.format_interval
     rule = "" if d["threshold"] is None else f" (decides 'entailed' at P > {d['threshold']:.2f})"
     return (f"judge {d['judge']}{rule} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
             f"{fmt(d['accuracy'])}%; when it says 'entailed' it is right {fmt(d['entail_precision'])}% "

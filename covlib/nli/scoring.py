@@ -112,6 +112,23 @@ def entailed(probs: Any, judge: Judge | str | None = None) -> np.ndarray:
     return (probs.argmax(axis=1) == 0).astype(float)
 
 
+def decision_rule(judge: Judge | str | None = None) -> str:
+    """How `entailed` decides for this judge, for tables: 'P > 0.37' (a threshold), 'P > 0.50' (two-label) or 'argmax'."""
+    judge = get_judge(judge)
+    threshold = getattr(judge, "threshold", None)
+    if threshold is not None:
+        return f"P > {threshold:.2f}"
+    return "P > 0.50" if two_label(judge) else "argmax"
+
+
+def decided_labels(probs: Any, judge: Judge | str | None = None) -> list[str]:
+    """The judge's label per row of `probabilities`' output: 'entailment' where `entailed` decides so, else the
+    larger of neutral and contradiction ('neutral' on a tie, as for a two-label judge, which cannot tell them apart)."""
+    probs = np.asarray(probs, dtype=float).reshape(-1, 3)
+    decided = entailed(probs, judge)
+    return ["entailment" if d else LABELS[1 + int(p[2] > p[1])] for d, p in zip(decided, probs)]
+
+
 def entailment_labels(
     premises: Sequence[str],
     hypotheses: Sequence[str],
@@ -121,6 +138,4 @@ def entailment_labels(
     """Label ('entailment' / 'neutral' / 'contradiction') per pair: the argmax, or for a two-label judge
     'entailment' when P(entailment) > 0.5 and otherwise the larger of the other two."""
     judge = get_judge(judge)
-    probs = probabilities(premises, hypotheses, judge=judge, progress=progress)
-    decided = entailed(probs, judge)
-    return ["entailment" if d else LABELS[1 + int(p[2] > p[1])] for d, p in zip(decided, probs)]
+    return decided_labels(probabilities(premises, hypotheses, judge=judge, progress=progress), judge)

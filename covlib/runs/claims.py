@@ -1,109 +1,45 @@
-"""The claims ledger: every directional claim of the three papers, the evidence we measured for it, a verdict.
+"""The claims ledger: every directional claim of the three papers, the evidence we measured for it, one verdict.
 
-Each experiment notebook records, in its results JSON, `claims`: a list of `estimate` records,
-one per claim it tests and scope it tests it in (a dataset, a knowledge source, a model):
+The claims are plain data in each paper's package (`covlib.papers.<paper>.claims.CLAIMS`), each
+with the paper's sentence, its numbers and its headline setting (`Claim.primary`), declared
+before any run. Each experiment notebook records, in its results JSON, `claims`: one `estimate`
+per claim and scope it tests (a dataset, a knowledge source, a model), oriented so that the claim
+says "> 0", with the test that fits the data (`covlib.core.stats`: exact McNemar for paired 0/1
+outcomes, with the discordant counts; sign-flip permutation for paired means; Fisher z for
+correlations). Notebook 12 reads them all (`collect`):
 
-    {"claim": "ve-beats-cot-sc", "scope": "hotpotqa, bm25", "value": 2.1, "low": -3.0, "high": 7.5,
-     "n": 60, "unit": "EM points", "model": "SmolLM2-135M-Instruct"}
+- per claim and model, the **primary** row (the declared headline scope) gives the claim's verdict,
+  at p < 0.05 two-sided;
+- every other scope is a **secondary** row, its p Holm-adjusted within the claim's secondary rows;
+- a row that repeats another claim's comparison on the same questions (`same_as`) points to it and
+  is not counted again; a row on a near-oracle corpus (`near_oracle`) is shown, not counted as support.
 
-where value / low / high are a difference (or a correlation) oriented so that the paper's claim
-says "> 0", with a 95% bootstrap interval (`metrics.paired_difference` and friends). Notebook
-12 reads them all (`collect`) and gives each claim a `verdict`:
-
-- `supported`: the whole interval is above 0 (or at or above, for an "at least" claim: see `CLAIMS`);
-- `contradicted`: the whole interval is below 0;
-- `inconclusive at this n`: the interval holds 0;
-- `not testable here`: no notebook recorded it, or what ran cannot test it (the reason says which).
-
-A notebook that cannot test a claim in its run records `untestable(claim, reason)` instead,
-so the ledger says why rather than only "missing".
+Verdicts: `supported` / `contradicted` (p below the level, the sign for / against the claim),
+`inconclusive at this n` (with the n at which the paper's own effect would be detected with 80%
+power, and whether the `full` profile reaches it), `not testable here` (the reason: nothing ran,
+the mechanism the claim is about never ran, the model is outside the claim's scope).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import math
-from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from covlib.core import paths
+from covlib.core import paths, power
+from covlib.core.claim import Claim
+from covlib.papers.covrag import claims as covrag_claims
+from covlib.papers.credibility import claims as credibility_claims
+from covlib.papers.verify_edit import claims as verify_edit_claims
 
-
-@dataclass(frozen=True)
-class Claim:
-    """One directional claim of a paper, and where this project tests it."""
-
-    id: str
-    paper: str  # "Verify-and-Edit", "Credibility", "CoV-RAG"
-    text: str  # the claim, in the paper's terms
-    evidence: str  # the paper's own evidence (its numbers and where they are)
-    notebook: str  # the results file (notebook name) that records our estimate
-    measure: str  # what our estimate is, oriented so that the claim says > 0
-
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim("ve-consistency-separates", "Verify-and-Edit",
-          "CoT-SC consistency is higher for correct than for incorrect predictions",
-          "Fig. 2: incorrect predictions concentrate below ⌈n/2⌉, correct ones above (text-davinci-003, 250 questions)",
-          "01_consistency_kde", "mean consistency (correct) − mean consistency (incorrect), on [0, n]"),
-    Claim("ve-edit-below-half-helps", "Verify-and-Edit",
-          "Editing the predictions below ⌈n/2⌉ raises EM over not editing (the ablation's peak is near ⌈n/2⌉)",
-          "Fig. 3: EM rises from threshold 0 to a peak near 3 of 5, then falls",
-          "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold 0 (no edit), paired"),
-    Claim("ve-half-beats-edit-all", "Verify-and-Edit",
-          "Editing only below ⌈n/2⌉ does at least as well as editing (almost) every prediction",
-          "Fig. 3: EM at threshold 5 of 5 is below the peak near 3",
-          "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold n, paired"),
-    Claim("ve-beats-cot-sc", "Verify-and-Edit",
-          "CoT-SC + Verify-and-Edit beats CoT-SC",
-          "Tables 1-3: +4.5 to +25.6 EM (HotpotQA), +3.4 to +9.5 (2Wiki), +1.3 to +1.9 accuracy (FEVER)",
-          "03_verify_and_edit_tables", "EM/accuracy of CoT-SC + VE − CoT-SC, paired over questions"),
-    Claim("ve-cot-beats-standard", "Verify-and-Edit",
-          "CoT prompting beats Standard few-shot prompting",
-          "Tables 1-3: CoT − Standard = +8.7 (HotpotQA), +11.5 (2Wiki), +3.2 (FEVER)",
-          "03_verify_and_edit_tables", "EM/accuracy of CoT − Standard, paired over questions"),
-    Claim("cred-noise-lowers-recall", "Credibility",
-          "More noise references lower key-fact recall",
-          "Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT) to about 30% (LLaMA, Vicuna)",
-          "05_knowledge_precision", "key-fact recall with the fewest references − with the most, paired"),
-    Claim("cred-complete-beats-partial", "Credibility",
-          "Complete references give higher key-fact recall than partial ones",
-          "Table 3: complete R > partial R for every model (e.g. ChatGPT 56.55 vs 35.34)",
-          "06_knowledge_recall", "key-fact recall (complete) − (partial), paired"),
-    Claim("cred-partial-beats-closed", "Credibility",
-          "Partial references give higher key-fact recall than none (closed book)",
-          "Table 3: partial R > closed-book R for 4 of 5 models (ChatGPT 35.34 vs 39.17 is the exception)",
-          "06_knowledge_recall", "key-fact recall (partial) − (closed book), paired"),
-    Claim("cred-self-completion-helps", "Credibility",
-          "Self-completion raises key-fact F1 over BM25's top 10 for strong models",
-          "Table 4: ChatGPT F1 42.66 → 48.18, ChatGLM2-6B 25.84 → 30.41; weak models do not gain",
-          "07_reflection_completion", "key-fact F1 with self-completion − with BM25 top 10, paired"),
-    Claim("cred-reflection-tracks-strength", "Credibility",
-          "Self-reflection accuracy grows with model strength",
-          "Table 4: reflection accuracy 50.0-51.8 for LLaMA models, 70.2 for ChatGPT",
-          "07_reflection_completion", "needs two or more models of known strength"),
-    Claim("cred-human-correlation", "Credibility",
-          "Key-fact precision and recall correlate with human ratings better than EM-recall",
-          "Table 2: Pearson over 5 models, P 0.87, R 0.88, EM-recall 0.54",
-          "04_credibility_models", "needs human ratings of the answers"),
-    Claim("covrag-multi-round-ge-single", "CoV-RAG",
-          "Multi-round CoV-RAG is at least as accurate as a single round",
-          "Fig. 3 / Table 4: multi 63.6-67.3 vs single 62.5-65.8",
-          "09_covrag_iterations", "accuracy (multi round) − (single round), paired"),
-    Claim("covrag-revision-raises-ref-acc", "CoV-RAG",
-          "Verifier-guided query revision raises reference accuracy",
-          "Table 5: NQ 65.0 → 66.8 (Bing), 69.3 → 71.3 (Chrome); WebQ 69.8 → 71.0, 76.0 → 76.0",
-          "09_covrag_iterations", "reference accuracy after revision − before, paired"),
-    Claim("covrag-finetune-raises-judgment", "CoV-RAG",
-          "Fine-tuning the verifier raises its judgment accuracy",
-          "Table 4: the fine-tuned verifier judges 56.0% (no chain of scores) to 60.0% (with it) correctly; "
-          "the paper does not report the untuned model",
-          "10_covrag_finetune", "judgment accuracy (fine-tuned) − (base model; the QA-only adapter in smoke), paired"),
-)
-AT_LEAST = {"covrag-multi-round-ge-single", "ve-half-beats-edit-all"}  # "≥" claims: an interval at or above 0 supports
+CLAIMS: tuple[Claim, ...] = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
+ALPHA = 0.05  # two-sided level of every verdict (the primary row's p; a secondary row's Holm-adjusted p)
 _BY_ID = {c.id: c for c in CLAIMS}
+_STAT_KEYS = ("value", "low", "high", "n", "p", "test")
 
 
 def claim(claim_id: str) -> Claim:
@@ -114,40 +50,154 @@ def claim(claim_id: str) -> Claim:
 
 
 def estimate(claim_id: str, scope: str, est: dict[str, Any], unit: str, **meta: Any) -> dict[str, Any]:
-    """One recorded estimate of a claim: the interval dict of `metrics` plus claim id, scope, unit and meta."""
+    """One recorded estimate of a claim: a `covlib.core.stats` result (with its p and test) plus scope, unit and meta."""
     claim(claim_id)
-    missing = {"value", "low", "high", "n"} - set(est)
+    missing = set(_STAT_KEYS) - set(est)
     if missing:
-        raise ValueError(f"estimate of {claim_id!r} lacks {sorted(missing)}")
-    return {"claim": claim_id, "scope": scope, "unit": unit, **{k: est[k] for k in ("value", "low", "high", "n")},
-            **meta}
+        raise ValueError(f"estimate of {claim_id!r} lacks {sorted(missing)}: use a test of covlib.core.stats")
+    return {"claim": claim_id, "scope": scope, "unit": unit, **est, **meta}
 
 
 def untestable(claim_id: str, reason: str, scope: str = "", **meta: Any) -> dict[str, Any]:
-    """A record saying this run cannot test the claim, and why."""
+    """A record saying this run cannot test the claim in this scope, and why (with the counts that show it)."""
     claim(claim_id)
     return {"claim": claim_id, "scope": scope, "untestable": reason, **meta}
 
 
+def same_as(claim_id: str, scope: str, est: dict[str, Any], unit: str, other_id: str, other_scope: str,
+            **meta: Any) -> dict[str, Any]:
+    """An estimate that is the same comparison, on the same questions, as another claim's row: shown, counted there."""
+    claim(other_id)
+    return {**estimate(claim_id, scope, est, unit, **meta), "same_as": [other_id, other_scope]}
+
+
+def record(comparison: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    """The ledger record of a paper function's comparison {"claim", "scope", "est", "unit"} or {..., "untestable"}."""
+    if "untestable" in comparison:
+        return untestable(comparison["claim"], comparison["untestable"], scope=comparison["scope"], **meta)
+    return estimate(comparison["claim"], comparison["scope"], comparison["est"], comparison["unit"], **meta)
+
+
 def _number(x: Any) -> float:
-    return float(x) if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else float("nan")
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else float("nan")
 
 
-def verdict(record: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, reason) of one recorded estimate."""
+def _test_words(record: dict[str, Any]) -> str:
+    if record.get("test") == "exact McNemar":
+        return f"{record['better']} better, {record['worse']} worse of {record['n']}: exact McNemar"
+    return str(record.get("test", "test"))
+
+
+def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
+    """(verdict, reason) of one recorded estimate at level ALPHA, from its p (or `p`: the Holm-adjusted one)."""
     if record.get("untestable"):
         return "not testable here", str(record["untestable"])
-    low, high = _number(record.get("low")), _number(record.get("high"))
-    if math.isnan(low) or math.isnan(high):
-        return "inconclusive at this n", f"no interval (n={record.get('n')})"
-    at_least = record["claim"] in AT_LEAST
-    if low > 0 or (at_least and low >= 0 and high > 0):
-        return "supported", "the 95% interval lies above 0"
-    if high < 0:
-        return "contradicted", "the 95% interval lies below 0"
-    if low == high == 0:
-        return "inconclusive at this n", "no question changed between the two settings (interval [0, 0])"
-    return "inconclusive at this n", "the 95% interval holds 0"
+    value = _number(record.get("value"))
+    p = _number(record.get("p") if p is None else p)
+    if math.isnan(value):
+        return "inconclusive at this n", f"no estimate (n={record.get('n')})"
+    if math.isnan(p):  # an interval without a test (e.g. two correlations): read the interval
+        low, high = _number(record.get("low")), _number(record.get("high"))
+        if math.isnan(low) or math.isnan(high):
+            return "inconclusive at this n", f"no interval (n={record.get('n')})"
+        if low > 0 or high < 0:
+            return ("supported" if low > 0 else "contradicted"), "the 95% interval excludes 0"
+        return "inconclusive at this n", "the 95% interval holds 0"
+    words = f"{_test_words(record)} p = {p:.3g}"
+    if p < ALPHA and value != 0:
+        return ("supported" if value > 0 else "contradicted"), words
+    if record.get("test") == "exact McNemar" and record["better"] + record["worse"] == 0:
+        return "inconclusive at this n", f"no question changed between the two settings (p = 1, n = {record['n']})"
+    return "inconclusive at this n", words
+
+
+@lru_cache(maxsize=None)
+def notebook_default(notebook: str, parameter: str) -> int | None:
+    """The default of a notebook's parameter (its `parameters` cell in notebooks/<notebook>.py), or None."""
+    path = paths.code_root() / "notebooks" / f"{notebook}.py"
+    if not parameter or not path.is_file():
+        return None
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == parameter:
+            value = ast.literal_eval(node.value) if node.value is not None else None
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
+def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
+    """The n at which the paper's own effect would be detected (80% power) and what `full` runs, in words too."""
+    need = power.questions_needed(c.paper_effect, record) if c.paper_effect is not None else None
+    full = notebook_default(c.notebook, c.n_parameter)
+    if full is not None and isinstance(record.get("available"), int):
+        full = min(full, record["available"])
+    if c.paper_effect is None:
+        words = "the paper gives no effect size in our unit to size a study by"
+    elif need is None:
+        words = f"the paper's {c.paper_effect:+g} cannot be sized from this run (no spread observed)"
+    else:
+        reach = "" if full is None else f"; `full` runs n={full}" + (" (enough)" if full >= need else " (not enough)")
+        words = f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need n≈{need}{reach}"
+    return {"n_needed": need, "n_full": full, "power": words}
+
+
+def _row(c: Claim, r: dict[str, Any], role: str, meta: dict[str, Any], profile: Any) -> dict[str, Any]:
+    return {"paper": c.paper, "claim": c.text, "id": c.id, "quote": c.quote, "paper evidence": c.evidence,
+            "scope": r.get("scope", ""), "role": role, "measure": c.measure, "unit": r.get("unit", ""),
+            "ours": r.get("value"), "low": r.get("low"), "high": r.get("high"), "n": r.get("n"),
+            "p": r.get("p"), "p_holm": None, "better": r.get("better"), "worse": r.get("worse"),
+            "test": r.get("test"), "note": r.get("note", ""), "counted": False,
+            "model": r.get("model") or meta.get("model"), "profile": profile, "notebook": c.notebook}
+
+
+def _independent(r: dict[str, Any]) -> bool:
+    return not (r.get("untestable") or r.get("same_as") or r.get("near_oracle"))
+
+
+def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile: Any) -> list[dict[str, Any]]:
+    """The rows of one claim for one model: the primary (its verdict is the claim's), the secondaries (Holm)."""
+    rows, family = [], []
+    primary = next((r for r in found if c.is_primary(r.get("scope", ""))), None)
+    if primary is None:
+        scope = c.primary or "the first recorded scope"
+        primary = untestable(c.id, f"the primary setting ({scope}) did not run", scope=c.primary,
+                             model=found[0].get("model") if found else None)
+    for r in [primary] + [r for r in found if r is not primary]:
+        row = _row(c, r, "primary" if r is primary else "secondary", meta, profile)
+        row["same_as"], row["near_oracle"] = r.get("same_as"), bool(r.get("near_oracle"))
+        row["verdict"], row["reason"] = verdict(r)
+        if r is not primary and _independent(r):
+            family.append((row, r))
+        if r.get("near_oracle"):
+            row["reason"] = f"near-oracle corpus, not independent support ({r['near_oracle']}); " + row["reason"]
+        if r is primary and row["verdict"] == "inconclusive at this n":
+            row.update(power_note(c, r))
+            row["reason"] += f"; {row['power']}"
+        row["counted"] = _independent(r) and math.isfinite(_number(r.get("p")))
+        rows.append(row)
+    adjusted = power.holm([_number(r.get("p")) for _, r in family])
+    for (row, r), p in zip(family, adjusted):
+        if not math.isnan(p):
+            row["p_holm"] = p
+            row["verdict"], row["reason"] = verdict(r, p=p)
+            row["reason"] += f" (Holm-adjusted over {len(family)} secondary rows)"
+    return rows
+
+
+def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
+    """A row that repeats another claim's comparison takes that row's verdict and is counted there, once."""
+    for row in rows:
+        if not row.get("same_as"):
+            continue
+        other_id, other_scope = row["same_as"]
+        other = next((o for o in rows if o["id"] == other_id and o["scope"] == other_scope and o["counted"]
+                      and o["model"] == row["model"]), None)
+        if other is None:  # the other notebook did not run this comparison: this row stands on its own
+            row["counted"] = math.isfinite(_number(row.get("p")))
+            continue
+        row["counted"] = False
+        row["verdict"] = other["verdict"]
+        row["reason"] = (f"the same comparison on the same questions as {other_id} ({other_scope}): "
+                         f"{other['verdict']} there, counted once")
 
 
 def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
@@ -163,23 +213,35 @@ def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def collect(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ledger's rows: one per recorded estimate (or one 'not testable' row per claim nobody recorded)."""
+    """The ledger's rows: per claim and model a primary row and its secondaries (every claim listed at least once)."""
     rows = []
     for c in CLAIMS:
-        record = results.get(c.notebook)
+        record = results.get(c.notebook) if c.notebook else None
         found = [r for r in (record or {}).get("metrics", {}).get("claims", []) if r.get("claim") == c.id]
+        meta, profile = (record or {}).get("meta", {}), (record or {}).get("params", {}).get("profile")
         if not found:
-            why = f"notebook {c.notebook} has not run" if record is None else f"{c.notebook} recorded no estimate"
-            found = [untestable(c.id, why)]
-        meta = (record or {}).get("meta", {})
+            why = c.untestable or (f"notebook {c.notebook} has not run" if record is None
+                                   else f"{c.notebook} recorded no estimate")
+            found = [untestable(c.id, why, scope=c.primary)]
+        by_model: dict[Any, list[dict[str, Any]]] = {}
         for r in found:
-            v, reason = verdict(r)
-            rows.append({"paper": c.paper, "claim": c.text, "id": c.id, "paper evidence": c.evidence,
-                         "scope": r.get("scope", ""), "measure": c.measure, "unit": r.get("unit", ""),
-                         "ours": r.get("value"), "low": r.get("low"), "high": r.get("high"), "n": r.get("n"),
-                         "verdict": v, "reason": reason, "model": r.get("model") or meta.get("model"),
-                         "profile": (record or {}).get("params", {}).get("profile")})
+            by_model.setdefault(r.get("model"), []).append(r)
+        for group in by_model.values():
+            rows.extend(_family(c, group, meta, profile))
+    _point_same_comparisons(rows)
     return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the front page says: tests run, primary verdicts counted per claim, secondary rows."""
+    primaries = [r for r in rows if r["role"] == "primary"]
+    counts: dict[str, int] = {v: 0 for v in VERDICTS}
+    for r in primaries:
+        counts[r["verdict"]] += 1
+    return {"n_claims": len({r["id"] for r in rows}), "n_primary": len(primaries),
+            "n_tests": sum(1 for r in rows if r["counted"]),
+            "n_secondary": sum(1 for r in rows if r["role"] == "secondary"),
+            "primary_verdicts": counts}
 
 
 VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusive at this n": "#7570b3",
@@ -187,10 +249,10 @@ VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusi
 
 
 def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
-    """A forest plot of the ledger: each estimate with its 95% interval, coloured by verdict, 0 marked."""
+    """A forest plot of the primary rows: each estimate with its 95% interval, coloured by verdict, 0 marked."""
     import matplotlib.pyplot as plt
 
-    shown = [r for r in rows if isinstance(r.get("ours"), (int, float)) and math.isfinite(r["ours"])]
+    shown = [r for r in rows if r["role"] == "primary" and math.isfinite(_number(r.get("ours")))]
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 0.35 * max(len(shown), 3) + 1))
     for y, r in enumerate(reversed(shown)):
@@ -202,7 +264,7 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels([f"{r['id']} ({r['scope']}, n={r['n']}; {r['unit']})" for r in reversed(shown)], fontsize=7)
-    ax.set_xlabel("ours: the claim's measure, oriented so that the paper says > 0 (95% interval)")
+    ax.set_xlabel("ours: the claim's measure, oriented so that the paper says > 0 (95% interval; primary rows)")
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLORS.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")
     return ax

@@ -246,16 +246,19 @@ def caption(ax: Any, text: str = "", **fields: Any) -> Any:
     return ax
 
 
-def confusion(matrix: Any, labels: Sequence[str], ax: Any = None, title: str | None = None, normalize: bool = True) -> Any:
-    """A confusion-matrix heatmap (rows gold, columns predicted), each row shown as shares with the counts."""
+def confusion(matrix: Any, labels: Sequence[str], ax: Any = None, title: str | None = None, normalize: bool = True,
+              predicted: Sequence[str] | None = None) -> Any:
+    """A confusion-matrix heatmap (rows gold, with their n; columns predicted, `labels` unless `predicted` names
+    them), each row shown as shares with the counts."""
     import seaborn as sns
 
     ax = _ax(ax, figsize=(4, 3.5))
     counts = np.asarray(matrix, dtype=float)
     shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1) if normalize else counts
     notes = np.array([[f"{s:.0%}\n({int(c)})" if normalize else f"{int(c)}" for s, c in zip(sr, cr)] for sr, cr in zip(shares, counts)])
+    rows = [f"{label}\n(n={int(n)})" for label, n in zip(labels, counts.sum(axis=1))]
     sns.heatmap(shares, annot=notes, fmt="", cmap="Blues", vmin=0, vmax=1 if normalize else None, cbar=False,
-                xticklabels=labels, yticklabels=labels, ax=ax, annot_kws={"fontsize": 8})
+                xticklabels=list(predicted or labels), yticklabels=rows, ax=ax, annot_kws={"fontsize": 8})
     ax.set_xlabel("predicted")
     ax.set_ylabel("gold")
     if title:

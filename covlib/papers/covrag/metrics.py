@@ -12,7 +12,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from covlib.core.metrics import accuracy_contains, bootstrap, normalize_answer
+from covlib.core.metrics import accuracy_contains, normalize_answer
+from covlib.core.stats import bootstrap
 from covlib.core.records import Example, Passage
 from covlib.papers.covrag.correctness import is_correct
 from covlib.papers.covrag.method import CovRagRecord

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core import metrics
+from covlib.core import metrics, stats
 
 from covlib.papers.credibility.metrics import f1
 
@@ -27,20 +27,20 @@ def per_question(rows: Sequence[dict[str, Any]], metric: str) -> np.ndarray:
 def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[str, float]]:
     """Every mean `summarize` reports, in %, with its 95% bootstrap interval over questions and n.
 
-    Each is `metrics.mean_interval` of the per-question values (NaN left out, as in the means);
-    F1_of_means, the F1 of mean P and mean R, resamples questions with `metrics.bootstrap`.
+    Each is `stats.mean_interval` of the per-question values (NaN left out, as in the means);
+    F1_of_means, the F1 of mean P and mean R, resamples questions with `stats.bootstrap`.
     The values equal `summarize`'s.
     """
     if not rows:
         raise ValueError("no rows to put intervals on")
-    out = {name: metrics.mean_interval(per_question(rows, name), scale=100, seed=seed) for name in ROW_KEYS}
+    out = {name: stats.mean_interval(per_question(rows, name), scale=100, seed=seed) for name in ROW_KEYS}
     p, r = per_question(rows, "P"), per_question(rows, "R")
     keep = np.isfinite(p) & np.isfinite(r)
     if keep.any():
-        out["F1_of_means"] = metrics.bootstrap(lambda a, b: 100 * f1(float(a.mean()), float(b.mean())), p[keep], r[keep],
+        out["F1_of_means"] = stats.bootstrap(lambda a, b: 100 * f1(float(a.mean()), float(b.mean())), p[keep], r[keep],
                                                seed=seed)
     else:
-        out["F1_of_means"] = metrics.mean_interval([])
+        out["F1_of_means"] = stats.mean_interval([])
     return out
 
 
@@ -55,7 +55,7 @@ def paired(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], m
            seed: int = 0) -> dict[str, float]:
     """mean(a − b) of one metric in % over the same questions, with a paired 95% bootstrap interval."""
     _aligned(rows_a, rows_b)
-    return metrics.paired_difference(per_question(rows_a, metric), per_question(rows_b, metric), scale=100, seed=seed)
+    return stats.paired_difference(per_question(rows_a, metric), per_question(rows_b, metric), scale=100, seed=seed)
 
 
 def recall_drop(rows_few: Sequence[dict[str, Any]], rows_many: Sequence[dict[str, Any]],
@@ -69,9 +69,9 @@ def recall_drop(rows_few: Sequence[dict[str, Any]], rows_many: Sequence[dict[str
     def relative(x: np.ndarray, y: np.ndarray) -> float:
         return 100 * float(x.mean() - y.mean()) / float(x.mean()) if x.mean() > 0 else float("nan")
 
-    rel = (metrics.bootstrap(relative, a[keep], b[keep], seed=seed) if keep.any()
-           else metrics.mean_interval([]))
-    return {"absolute": metrics.paired_difference(a, b, scale=100, seed=seed), "relative": rel}
+    rel = (stats.bootstrap(relative, a[keep], b[keep], seed=seed) if keep.any()
+           else stats.mean_interval([]))
+    return {"absolute": stats.paired_difference(a, b, scale=100, seed=seed), "relative": rel}
 
 
 def _refusal_f1(refused: np.ndarray, insufficient: np.ndarray) -> float:
@@ -86,8 +86,8 @@ def reflection_intervals(refused: Sequence[bool], insufficient: Sequence[bool], 
     p, y = np.asarray(refused, dtype=float), np.asarray(insufficient, dtype=float)
     if p.size != y.size or not p.size:
         raise ValueError(f"{p.size} decisions against {y.size} labels")
-    return {"accuracy": metrics.mean_interval(reflection_correct(refused, insufficient), scale=100, seed=seed),
-            "f1": metrics.bootstrap(_refusal_f1, p, y, seed=seed)}
+    return {"accuracy": stats.mean_interval(reflection_correct(refused, insufficient), scale=100, seed=seed),
+            "f1": stats.bootstrap(_refusal_f1, p, y, seed=seed)}
 
 
 def reflection_correct(refused: Sequence[bool], insufficient: Sequence[bool]) -> list[float]:
@@ -106,8 +106,8 @@ def gold_recall(titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], 
         raise ValueError(f"{len(titles)} reference lists for {len(gold)} gold lists")
     pairs = [(set(t), set(g)) for t, g in zip(titles, gold) if g]
     share = [len(t & g) / len(g) for t, g in pairs]
-    return {"recall": metrics.mean_interval(share, scale=100, seed=seed),
-            "all": metrics.mean_interval([float(g <= t) for t, g in pairs], scale=100, seed=seed)}
+    return {"recall": stats.mean_interval(share, scale=100, seed=seed),
+            "all": stats.mean_interval([float(g <= t) for t, g in pairs], scale=100, seed=seed)}
 
 
 def _pearson_or_nan(x: np.ndarray, y: np.ndarray) -> float:
@@ -118,7 +118,7 @@ def _pearson_or_nan(x: np.ndarray, y: np.ndarray) -> float:
 
 def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[str, dict[str, float]],
                                 seed: int = 0) -> dict[str, dict[str, float]]:
-    """Table 2's Pearson correlations across models with 95% bootstrap intervals over models (`metrics.bootstrap`;
+    """Table 2's Pearson correlations across models with 95% bootstrap intervals over models (`stats.bootstrap`;
     resamples whose correlation is undefined are left out): P vs human precision, R and EM-recall vs human
     recall, and `P_minus_EM_recall` = r(P, HPrec) − r(EM-recall, HRec), the claim that key-fact precision
     tracks people better than EM-recall. Needs at least 3 rated models (ValueError otherwise)."""
@@ -128,8 +128,8 @@ def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[s
     cols = {k: np.array([auto[m][k] for m in models], dtype=float) for k in ("P", "R", "EM_recall")}
     cols.update({k: np.array([human[m][k] for m in models], dtype=float) for k in ("HPrec", "HRec")})
     pairs = {"P": ("P", "HPrec"), "R": ("R", "HRec"), "EM_recall": ("EM_recall", "HRec")}
-    out = {name: metrics.bootstrap(_pearson_or_nan, cols[a], cols[b], seed=seed) for name, (a, b) in pairs.items()}
-    out["P_minus_EM_recall"] = metrics.bootstrap(
+    out = {name: stats.bootstrap(_pearson_or_nan, cols[a], cols[b], seed=seed) for name, (a, b) in pairs.items()}
+    out["P_minus_EM_recall"] = stats.bootstrap(
         lambda p, hp, em, hr: _pearson_or_nan(p, hp) - _pearson_or_nan(em, hr),
         cols["P"], cols["HPrec"], cols["EM_recall"], cols["HRec"], seed=seed)
     return out
@@ -137,9 +137,9 @@ def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[s
 
 def interval_columns(est: dict[str, dict[str, float]], labels: dict[str, str], digits: int = 1) -> dict[str, Any]:
     """Table columns for interval dicts: per `labels` entry {name: label}, `label` (the value) and
-    `label 95% CI` ('41.7 [29.0, 54.3]', `metrics.format_interval`)."""
+    `label 95% CI` ('41.7 [29.0, 54.3]', `stats.format_interval`)."""
     out: dict[str, Any] = {}
     for name, label in labels.items():
         out[label] = est[name]["value"]
-        out[f"{label} 95% CI"] = metrics.format_interval(est[name], digits)
+        out[f"{label} 95% CI"] = stats.format_interval(est[name], digits)
     return out

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,14 +23,30 @@ from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
 
 
 KEY_FACTS_VERSION = 1
-# Where a notebook's key facts come from. "hand": written for the 100 shared HotpotQA questions following §3
-# (atomic, paraphrased, one per reasoning step, reviewed twice), shipped in covlib/resources; the default.
+# Where a notebook's key facts come from. "hand": the shipped facts for the 100 shared HotpotQA questions
+# (who made them: HAND_KEY_FACTS_PROVENANCE; the name "hand" is the source's key, kept for old runs); the default.
 # "supporting": HotpotQA's gold supporting sentences, verbatim sentences of the gold references (copying the
 # references scores best on them: a labelled option). "llm": the paper's two prompts with any covlib model.
 SOURCES = ("hand", "supporting", "llm")
 DEFAULT_KEY_FACTS = "hand"
 HAND_KEY_FACTS = "key_facts_hand-v1.jsonl"  # in paths.resources_dir()
 HAND_REVIEW_SHEET = "key_facts_hand-review.csv"
+# What made each shipped file, in the words its header, the notebooks and the docs quote (a test keeps them equal):
+# the key facts' header is every record's `author`, the review sheet's its first line ("# provenance: ...").
+HAND_KEY_FACTS_PROVENANCE = (
+    "Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) "
+    "and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, "
+    "review2); then 52 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping "
+    "their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with "
+    "covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold "
+    "supporting sentences beyond names, numbers, function words and the words of its question and answer. "
+    "No person wrote, reviewed or rewrote them.")
+HAND_REVIEW_PROVENANCE = (
+    "One row per key fact of key_facts_hand-v1.jsonl (and per dropped draft): draft, review1 and review2 are the AI "
+    "coding agents' draft and two reviews; v1_key_fact is the wording before an AI coding assistant's rewrite (the "
+    "hypotheses of keyfact_nli_pairs-v1.jsonl), key_fact the shipped wording and rewrite what changed; the run "
+    "columns and the counts below are computed by covlib.papers.credibility.key_facts.gold_overlap. "
+    "No person reviewed them.")
 # --------------------------------------------------------------------------- key facts (§3)
 
 
@@ -46,19 +64,25 @@ class KeyFacts:
     version: int = KEY_FACTS_VERSION
 
 
+def gold_sentences(example: Example) -> list[str]:
+    """The example's gold supporting sentences (HotpotQA `supporting_facts`), in order, each once."""
+    by_title = {p.title: p for p in example.paragraphs}
+    facts = []
+    for title, idx in example.supporting_facts:
+        para = by_title.get(title)
+        if para is not None and 0 <= idx < len(para.sentences) and para.sentences[idx].strip():
+            facts.append(para.sentences[idx].strip())
+    return list(dict.fromkeys(facts))
+
+
 def supporting_key_facts(examples: Sequence[Example]) -> list[KeyFacts]:
-    """The gold supporting sentences as key facts (an option; the default is the hand-written facts, `DEFAULT_KEY_FACTS`)."""
+    """The gold supporting sentences as key facts (an option; the default is the shipped facts, `DEFAULT_KEY_FACTS`)."""
     out = []
     for ex in examples:
-        by_title = {p.title: p for p in ex.paragraphs}
-        facts = []
-        for title, idx in ex.supporting_facts:
-            para = by_title.get(title)
-            if para is not None and 0 <= idx < len(para.sentences) and para.sentences[idx].strip():
-                facts.append(para.sentences[idx].strip())
+        facts = gold_sentences(ex)
         if not facts:
             raise DataError(ex.id, "no supporting sentence could be found among the example's paragraphs")
-        out.append(KeyFacts(ex.id, ex.question, ex.answer, list(dict.fromkeys(facts)), "supporting",
+        out.append(KeyFacts(ex.id, ex.question, ex.answer, facts, "supporting",
                             "HotpotQA gold supporting sentences"))
     return out
 
@@ -150,7 +174,7 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
                or (source == "llm" and stored[ex.id].author != generator.name)]
     if missing:
         if source == "hand":
-            raise ValueError(f"{len(missing)} question(s) have no hand-written key facts in {path} (e.g. "
+            raise ValueError(f"{len(missing)} question(s) have no shipped ('hand') key facts in {path} (e.g. "
                              f"{missing[0].id!r}): they cover the 100 shared HotpotQA questions only; use "
                              f"key_facts='llm' (then review it) for other questions")
         if source.endswith("+reviewed"):
@@ -216,3 +240,134 @@ def read_review_sheet(path: str | Path, records: Sequence[KeyFacts], reviewer: s
     return [KeyFacts(r.question_id, r.question, r.answer, list(dict.fromkeys(kept[r.question_id])),
                      r.source.split("+")[0] + "+reviewed", f"{r.author}; reviewed by {reviewer}", r.reasoning)
             for r in records]
+
+
+# --------------------------------------------------------------------------- overlap with the gold sentences
+
+OVERLAP_BINS = ("0", "1", "2", "3", "4", "5+")  # longest shared run, in words
+# Words any paraphrase may share with its source: articles, prepositions, pronouns, auxiliaries, conjunctions.
+FUNCTION_WORDS = frozenset("""a an the this that these those it its he him his she her they them their who whom whose
+which what when where s of in on at to for from by with as into onto about than then and or but nor not no both
+either is are was were be been being am has have had do does did will would can could may might shall should also
+there here one during after before between through under over within without near while until since via across
+against among around upon""".split())
+_WORD = re.compile(r"\w+")
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+
+
+def overlap_words(text: str) -> list[str]:
+    """The words `shared_runs` counts: runs of letters, digits and _, NFC and lowercased; every word counts."""
+    return _WORD.findall(unicodedata.normalize("NFC", text).lower())
+
+
+def _runs(fact: list[str], sentence: list[str]) -> list[tuple[int, int]]:
+    """Every maximal run of consecutive words the two share, as (start in fact, length)."""
+    out, prev = [], [0] * (len(sentence) + 1)
+    for i, word in enumerate(fact + [None]):
+        cur = [0] * (len(sentence) + 1)
+        for j in range(len(sentence) + 1):
+            same = j < len(sentence) and word == sentence[j]
+            if same:
+                cur[j + 1] = prev[j] + 1
+            elif prev[j]:  # the run ending at (i-1, j-1) stops here
+                out.append((i - prev[j], prev[j]))
+        prev = cur
+    return out
+
+
+def shared_runs(fact: str, sentences: Sequence[str], min_words: int = 1) -> list[str]:
+    """Every maximal run of at least `min_words` consecutive words the fact shares with one of the sentences (each
+    sentence on its own), in the fact's spelling, longest first."""
+    cased = _WORD.findall(unicodedata.normalize("NFC", fact))
+    words = [w.lower() for w in cased]
+    found = {(i, n) for s in sentences for i, n in _runs(words, overlap_words(s)) if n >= min_words}
+    return [" ".join(cased[i:i + n]) for i, n in sorted(found, key=lambda r: (-r[1], r[0]))]
+
+
+def longest_shared_run(fact: str, sentences: Sequence[str]) -> int:
+    """The longest run of consecutive words the fact shares with any one of the sentences (0: no word shared)."""
+    runs = shared_runs(fact, sentences)
+    return len(runs[0].split()) if runs else 0
+
+
+def _names(text: str) -> set[str]:
+    """Lowercased words a text spells as names: capitalised after its first word (the first too when the second
+    is), and every word of a "quoted" title."""
+    words = _WORD.findall(unicodedata.normalize("NFC", text))
+    out = {w.lower() for w in words[1:] if w[:1].isupper()}
+    if len(words) > 1 and words[0][:1].isupper() and words[1][:1].isupper():
+        out.add(words[0].lower())
+    return out | {w for m in _QUOTED.finditer(text) for w in overlap_words(m.group(1) or m.group(2))}
+
+
+def copied_runs(fact: str, sentences: Sequence[str], keep: Sequence[str] = (), min_words: int = 3) -> list[str]:
+    """The shared runs of at least `min_words` words that copy the sentences' wording: some word of theirs is not a
+    function word (`FUNCTION_WORDS`), a number, a name (`_names` of the fact or a sentence) or a word of `keep`
+    (the question and the answer, which a fact may repeat)."""
+    free = FUNCTION_WORDS.union(*(_names(t) for t in (fact, *sentences)), *(overlap_words(k) for k in keep))
+    return [r for r in shared_runs(fact, sentences, min_words)
+            if any(w.lower() not in free and not any(ch.isdigit() for ch in w) for w in r.split())]
+
+
+def overlap_distribution(runs: Sequence[int]) -> dict[str, int]:
+    """How many facts have each longest shared run, binned 0, 1, 2, 3, 4, 5+ (every bin present)."""
+    counts = dict.fromkeys(OVERLAP_BINS, 0)
+    for n in runs:
+        counts[OVERLAP_BINS[min(n, len(OVERLAP_BINS) - 1)]] += 1
+    return counts
+
+
+def format_distribution(counts: dict[str, int]) -> str:
+    """'0: 0, 1: 10, ..., 5+: 29', the form the review sheet's header and the docs print."""
+    return ", ".join(f"{k}: {v}" for k, v in counts.items())
+
+
+def gold_overlap(records: Sequence[KeyFacts], examples: Sequence[Example]) -> list[dict[str, Any]]:
+    """Per key fact, the wording it shares with its question's gold supporting sentences: fact_id
+    (`<question_id>#<n>`, n from 1), key_fact, run (the longest shared run of words) and shared_run (its words),
+    wording_run and wording_shared (the same for the runs holding a word `copied_runs` counts as copied wording:
+    not a name, number, function word or word of the question or answer)."""
+    by_id = {ex.id: ex for ex in examples}
+    out = []
+    for r in records:
+        if r.question_id not in by_id:
+            raise ValueError(f"no example for the key facts of question {r.question_id!r}")
+        ex = by_id[r.question_id]
+        gold = gold_sentences(ex)
+        for i, fact in enumerate(r.key_facts, 1):
+            runs, wording = shared_runs(fact, gold), copied_runs(fact, gold, (ex.question, *ex.answers), 1)
+            out.append({"fact_id": f"{r.question_id}#{i}", "key_fact": fact,
+                        "run": len(runs[0].split()) if runs else 0, "shared_run": runs[0] if runs else "",
+                        "wording_run": len(wording[0].split()) if wording else 0,
+                        "wording_shared": wording[0] if wording else ""})
+    return out
+
+
+# --------------------------------------------------------------------------- the shipped review sheet
+
+HAND_REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "draft", "review1", "review2",
+                       "v1_key_fact", "rewrite", "run_v1", "wording_run_v1", "run", "shared_run", "wording_run",
+                       "wording_shared")
+
+
+def read_hand_review(path: str | Path | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The shipped review sheet: its header (the '# name: value' lines above the CSV) and its rows."""
+    text = Path(path or paths.resources_dir() / HAND_REVIEW_SHEET).read_text(encoding="utf-8")
+    header = {}
+    while text.startswith("#"):
+        line, _, text = text.partition("\n")
+        name, _, value = line[1:].strip().partition(": ")
+        header[name] = value
+    return header, list(csv.DictReader(io.StringIO(text, newline="")))
+
+
+def write_hand_review(header: dict[str, str], rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> Path:
+    """Write the review sheet: '# name: value' header lines, then the CSV with `HAND_REVIEW_COLUMNS`."""
+    path = Path(path or paths.resources_dir() / HAND_REVIEW_SHEET)
+    out = io.StringIO(newline="")
+    out.write("".join(f"# {k}: {v}\r\n" for k, v in header.items()))  # CRLF, as csv writes its rows
+    w = csv.DictWriter(out, HAND_REVIEW_COLUMNS)
+    w.writeheader()
+    w.writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8", newline="")
+    return path

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core.metrics import pearson
+from covlib.core.stats import pearson
 from covlib.core.records import DataError
 from covlib.core.references import cited_sentences
 

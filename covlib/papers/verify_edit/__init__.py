@@ -46,9 +46,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from covlib.core.metrics import accuracy_coverage_auc, bootstrap, mean_interval
+from covlib.core.metrics import accuracy_coverage_auc
+from covlib.core.stats import (bootstrap, independent_difference, mean_interval, paired_difference,
+                               paired_statistic_difference)
 from covlib.papers.verify_edit import trace
-from covlib.papers.verify_edit.knowledge import Knowledge
+from covlib.papers.verify_edit.knowledge import NEAR_ORACLE, RETRIEVER_KINDS, Knowledge
 from covlib.papers.verify_edit.cot import (
     CONSISTENCY_KINDS,
     NUM_SHOTS,
@@ -303,11 +305,20 @@ def correctness_by_threshold(results: Sequence[PromptResult], edits: dict[str, E
     """{threshold: per-question correctness (0/1, in `results` order)} at each threshold (default 0..n).
 
     The same questions at every threshold, so two thresholds compare with a paired bootstrap
-    (`metrics.paired_difference(by_t[a], by_t[b], scale=100)`: EM points).
+    (`stats.paired_difference(by_t[a], by_t[b], scale=100)`: EM points).
     """
     n = _n_of(results, None)
     return {t: [r.correct for r in apply_threshold(results, edits, t, consistency)]
             for t in (range(n + 1) if thresholds is None else thresholds)}
+
+
+def auc_difference(a: Sequence[VERecord], b: Sequence[VERecord], confidence: str = "confidence",
+                   seed: int = 0) -> dict:
+    """AUC (x100) of records `a` minus that of `b`, the same questions in the same order: paired, with a swap p."""
+    if [r.id for r in a] != [r.id for r in b]:
+        raise ValueError("auc_difference needs the same questions in the same order")
+    cols = lambda rs: ([getattr(r, confidence) for r in rs], [r.correct for r in rs])  # noqa: E731
+    return {**paired_statistic_difference(accuracy_coverage_auc, cols(a), cols(b), seed=seed), "scale": 1.0}
 
 
 def sweep_thresholds(results: Sequence[PromptResult], edits: dict[str, Edit],
@@ -317,7 +328,7 @@ def sweep_thresholds(results: Sequence[PromptResult], edits: dict[str, Edit],
 
     With `intervals=True` each row also has `n` and, for `accuracy`, `auc` and
     `auc_answer_logprob`, the bounds `<metric> low` / `<metric> high` of a 95% percentile
-    bootstrap over questions (seeded; `metrics.mean_interval` / `metrics.bootstrap`).
+    bootstrap over questions (seeded; `stats.mean_interval` / `stats.bootstrap`).
     """
     n = _n_of(results, None)
     rows = []
@@ -341,3 +352,37 @@ def sweep_thresholds(results: Sequence[PromptResult], edits: dict[str, Edit],
             row["n"] = len(records)
         rows.append(row)
     return rows
+
+
+def cross_table_comparisons(details: dict, correctness: dict, seed: int = 0) -> list[dict]:
+    """Notebook 03's comparisons across rows: dataset knowledge against an open-domain source, FEVER's gain against
+    HotpotQA's; each {"claim", "scope", "unit", "est"} or {"claim", "scope", "untestable"}.
+
+    `details` maps (dataset, knowledge kind) to VE records, `correctness` (dataset, method) to 0/1 lists.
+    """
+    out = []
+    for name in sorted({n for n, _ in details} - {"fever"}):
+        open_kinds = [k for n, k in details if n == name and k != "dataset"
+                      and not (k in RETRIEVER_KINDS and name in NEAR_ORACLE)]
+        if (name, "dataset") not in details or not open_kinds:
+            why = ("no open-domain source ran: the paper's Wikipedia, DrQA and Google need the network, and our "
+                   f"offline retrievers are near-oracle here ({NEAR_ORACLE.get(name, 'no dataset knowledge ran')})")
+            out.append({"claim": "ve-dataset-largest-gain", "scope": name, "untestable": why})
+            continue
+        for kind in open_kinds:
+            est = paired_difference([r.correct for r in details[(name, "dataset")]],
+                                    [r.correct for r in details[(name, kind)]], scale=100, seed=seed)
+            out.append({"claim": "ve-dataset-largest-gain", "scope": f"{name}, dataset − {kind}", "unit": "EM points",
+                        "est": est})
+    common = sorted(k for n, k in details if n == "hotpotqa" and ("fever", k) in details)
+    for kind in common:
+        gains = {n: [a.correct - b for a, b in zip(details[(n, kind)], correctness[(n, "CoT-SC")])]
+                 for n in ("hotpotqa", "fever")}
+        est = independent_difference(gains["hotpotqa"], gains["fever"], scale=100, seed=seed)
+        out.append({"claim": "ve-fever-gains-less", "scope": f"{kind}, hotpotqa − fever", "est": est,
+                    "unit": "points of gain (EM on HotpotQA, accuracy on FEVER)"})
+    if not common:
+        out.append({"claim": "ve-fever-gains-less", "scope": "", "untestable":
+                    "HotpotQA and FEVER did not both run Verify-and-Edit with one knowledge source"})
+    return out
+

@@ -107,6 +107,12 @@ class WebKnowledge(RetrieverKnowledge):
 
 
 KNOWLEDGE_KINDS = ("dataset", "bm25", "tfidf", "dense", "web")
+RETRIEVER_KINDS = ("bm25", "tfidf", "dense")  # the offline retrievers, over a paragraph corpus
+# Datasets whose offline corpus holds the questions' own gold paragraphs: retrieval there is near-oracle
+NEAR_ORACLE = {
+    "hotpotqa": "the offline corpus holds every Adversarial HotpotQA paragraph, the test questions' gold included",
+    "fever": "the FEVER corpus is built from the claims' own evidence pages",
+}
 _RETRIEVER_LABELS = {
     "bm25": "BM25 over the paragraph corpus (offline stand-in for Wikipedia search)",
     "tfidf": "TF-IDF bigrams, DrQA-style, over the paragraph corpus",
