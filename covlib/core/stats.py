@@ -134,8 +134,7 @@ def mean_interval(values: Sequence[float], scale: float = 1.0, seed: int = 0, n_
         return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
     if _is_binary(v):
         low, high = wilson_interval(int(v.sum()), int(v.size))
-        return {"value": float(v.mean() * scale), "low": low * scale, "high": high * scale, "n": int(v.size),
-                "interval": "Wilson"}
+        return {"value": float(v.mean() * scale), "low": low * scale, "high": high * scale, "n": int(v.size)}
     rng = np.random.default_rng(seed)
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1) if v.size > 1 else np.array([np.nan])
     alpha = (1 - CONFIDENCE) / 2
@@ -262,9 +261,9 @@ def independent_difference(a: Sequence[float], b: Sequence[float], scale: float 
                            n_boot: int = N_BOOT, n_perm: int = 9999) -> dict[str, Any]:
     """mean(a) - mean(b) of two independent samples (x `scale`): percentile bootstrap of each, permutation p."""
     (x,), (y,) = _finite(a), _finite(b)
-    if x.size < 2 or y.size < 2:
+    if x.size < 1 or y.size < 1 or x.size + y.size < 3:
         return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(x.size + y.size),
-                "p": float("nan"), "test": "none (fewer than 2 per group)"}
+                "p": float("nan"), "test": "none (an empty group, or fewer than 3 values)"}
     rng = np.random.default_rng(seed)
     draws = (x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
              - y[rng.integers(0, y.size, size=(n_boot, y.size))].mean(axis=1))
