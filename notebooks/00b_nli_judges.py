@@ -163,7 +163,7 @@ pd.DataFrame([judge_row({**r, "set": f"fixture · {r['setting']}"}) for r in by_
 # ## 3. Where each judge goes wrong
 
 # %%
-fig, axes = plt.subplots(len(sets), len(judge_specs), figsize=(3.6 * len(judge_specs), 3.3 * len(sets)), squeeze=False)
+fig, axes = plt.subplots(len(sets), len(judge_specs), figsize=(3.8 * len(judge_specs), 3.8 * len(sets)), squeeze=False)
 short = {"entailment": "entail", "neutral": "neutral", "contradiction": "contra", "not entailment": "not entail"}
 for col, spec in enumerate(judge_specs):
     for row, name in enumerate(sets):
@@ -172,10 +172,10 @@ for col, spec in enumerate(judge_specs):
         ci = nli_eval.nli_scores(gold, probs, judge)["intervals"]
         plotting.confusion(nli_eval.nli_confusion(gold, probs, judge), [short[g] for g in nli.LABELS], ax=axes[row, col],
                            predicted=[short[c] for c in nli_eval.confusion_columns(judge)],
-                           title=f"{spec} · {name}, n={len(gold)}\n3-way {stats.format_interval(ci['accuracy'])}%, "
-                                 f"entailed or not {stats.format_interval(ci['agreement'])}%")
-fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision "
-             "(shares of each gold row, counts in brackets; accuracy % [95% CI])")
+                           title=f"{spec} · {name}, n={len(gold)}\n3-way accuracy {stats.format_interval(ci['accuracy'])}%"
+                                 f"\nentailed or not {stats.format_interval(ci['agreement'])}%")
+fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision\n"
+             "(shares of each gold row, counts in brackets; accuracy % [95% Wilson CI])")
 fig.tight_layout()
 results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 

@@ -45,7 +45,8 @@ from covlib import data, generation
 from covlib.core import stats, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
-from covlib.runs import claims, plotting, profiles, results, trace_view
+from covlib.papers.verify_edit import claims
+from covlib.runs import plotting, profiles, results, trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -35,7 +35,8 @@ from covlib.core import stats, traces
 from covlib.papers import verify_edit
 from covlib.papers.verify_edit import cot
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
-from covlib.runs import claims, plotting, profiles, results
+from covlib.papers.verify_edit import claims
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -25,9 +27,9 @@
 # references including both gold ones (Table 1).
 #
 # **Deviations** (offline defaults; each is a parameter): the 100 HotpotQA dev questions in
-# `../shared/data` instead of a 500-question sample; key facts written by hand for those 100
-# questions following §3's guideline (atomic, paraphrased, one per reasoning step, reviewed twice;
-# `covlib/resources`) instead of GPT-4's human-filtered ones (`key_facts="llm"` runs the paper's two
+# `../shared/data` instead of a 500-question sample; the shipped key facts for those 100
+# questions, written following §3's guideline (atomic, one per reasoning step; `covlib/resources`,
+# made as quoted below) instead of GPT-4's human-filtered ones (`key_facts="llm"` runs the paper's two
 # prompts with any model, and the review sheet below is the human filtering step). Table 1 is also
 # shown under HotpotQA's gold *supporting sentences* (`compare_key_facts`): they are verbatim
 # sentences of the gold references in the prompt, so copying the references scores best on them,
@@ -36,6 +38,13 @@
 # paper's 7-13B models (`models=...` or the full profile on a GPU). The answer prompt's words
 # after "Please write a high-quality answer" are elided in the paper: ours are in
 # `credibility.ANSWER_INSTRUCTION`.
+#
+# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
+#
+# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+#
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
 # Every number of ours carries its 95% interval (seeded percentile bootstrap over questions, the
 # `95% CI` column beside it) and n; a difference between two key-fact sources on the same answers
@@ -51,8 +60,10 @@ import pandas as pd
 from covlib.core import paths, references, stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
+from covlib.papers.credibility.intervals import tuning_claims
 from covlib.papers.credibility.notebook import setup
-from covlib.runs import claims, profiles
+from covlib.papers.credibility.ratings import human_correlation_claims
+from covlib.runs import profiles
 from covlib.runs import results
 
 # %% tags=["parameters"]
@@ -64,7 +75,7 @@ questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
 seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references per question, both gold included (paper: 5)
-key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
@@ -121,7 +132,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 est = {n: C.intervals(r, seed=seed) for n, r in per_model.items()}  # each mean with its 95% interval
 
@@ -349,8 +360,8 @@ else:
 # precision) and the answer's completeness in {0, .25, .5, .75, 1} (human recall), then
 # correlated them with P, R and EM-recall across 5 models (Pearson 0.87, 0.88, 0.54). Fill the
 # sheet below (one row per rater, `helpful` as space-separated 0/1 flags in sentence order) and
-# pass it as `ratings`; the correlation needs at least 3 models, and its interval resamples the
-# models (with 5 of them, a wide one).
+# pass it as `ratings`; the correlation needs at least 3 models and its Fisher-z interval at least 4
+# (with 5 of them, a wide one).
 
 # %%
 to_rate = [{"question_id": ex.id, "model": n, "question": ex.question, "answer": answers[n][i]}
@@ -382,18 +393,22 @@ if corr_est is None:
     print("Pearson across models (paper):", C.PAPER_PEARSON)
 
 # %% [markdown]
-# The claim, for the ledger (notebook 12): key-fact precision tracks people's precision better
-# than EM-recall tracks their recall, i.e. r(P, human precision) − r(EM-recall, human recall) > 0
-# across models. Without ratings of at least 3 models it cannot be tested here.
+# The claims, for the ledger (notebook 12):
+#
+# - instruction-tuned models beat foundation models (Table 1): per question, key-fact F1 averaged
+#   over the instruction-tuned models minus over the foundation ones, paired (then R, P, SC and
+#   citation P / R as secondary rows). Each model's kind is declared by its card
+#   (`credibility.claims.MODEL_CARDS`); without a model of each kind it cannot be tested here;
+# - key-fact recall tracks people's recall ratings more closely than EM-recall does (Table 2):
+#   r(R, human recall) − r(EM-recall, human recall) with Zou's interval, each correlation recorded
+#   with its Fisher-z interval and the number of models (then precision's row). Without ratings of
+#   at least 4 models it cannot be tested here.
 
 # %%
 scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
-if corr_est is not None:
-    claim_records = [claims.estimate("cred-human-correlation", f"{scope}; {corr_est['P']['n']} rated models",
-                                     corr_est["P_minus_EM_recall"], "Pearson r difference (bootstrap over models)",
-                                     model=", ".join(names))]
-else:
-    claim_records = [claims.untestable("cred-human-correlation", human_note, scope=scope, model=", ".join(names))]
+available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
+claim_records = (tuning_claims(generators, per_model, scope, seed=seed, available=available)
+                 + human_correlation_claims(summary, human if ratings else None, scope))
 claim_records
 
 # %%

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,6 +33,13 @@
 # carries its 95% interval (bootstrap over questions) and n; a change between two sizes is a
 # paired bootstrap over the same questions.
 #
+# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
+#
+# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+#
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
+#
 # Outputs: `figures/fig-05-knowledge-precision.*`, `tables/tab-05-knowledge-precision.*`,
 # `tables/tab-05-recall-drop.*`, `results/05_knowledge_precision.json`.
 
@@ -42,7 +51,7 @@ from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.runs import claims
+from covlib.papers.credibility import claims
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
@@ -54,7 +63,7 @@ questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
 seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: str = "2,3,4,5,6,7,8,9,10"  # reference counts, 2 gold + noise (paper: 2 to 10)
-key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 
@@ -82,7 +91,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 names = [g.name for g in generators]
 summary = {name: {n: C.summarize(rows[(name, n)]) for n in sizes} for name in names}
 judge_name = summary[names[0]][sizes[0]]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(examples)
 
@@ -154,13 +163,18 @@ drop_table
 
 # %% [markdown]
 # The claim, for the ledger (notebook 12): more noise lowers key-fact recall, i.e. recall with
-# the fewest references minus recall with the most is > 0, paired over questions, per model.
+# fewer references minus recall with more is > 0, paired over questions, per model. The primary
+# comparison is the paper's own, 5 vs 10 references (§6.3's drops); the fewest vs the most is a
+# secondary row (the only one when the sweep lacks 5 or 10).
 
 # %%
-scope = f"hotpotqa, {sizes[0]} vs {sizes[-1]} references (2 gold + noise), key facts: {facts[0].author}"
-claim_records = [claims.estimate("cred-noise-lowers-recall", scope,
-                                 C.paired(rows[(name, sizes[0])], rows[(name, sizes[-1])], "R", seed=seed),
-                                 "key-fact recall points", model=name) for name in names]
+available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
+pairs = ([(5, 10)] if {5, 10} <= set(sizes) else []) + ([(sizes[0], sizes[-1])] if (sizes[0], sizes[-1]) != (5, 10) else [])
+claim_records = [claims.estimate("cred-noise-lowers-recall",
+                                 f"hotpotqa, {few} vs {many} references, 2 gold + noise, key facts: {facts[0].author}",
+                                 C.paired(rows[(name, few)], rows[(name, many)], "R", seed=seed),
+                                 "key-fact recall points", model=name, available=available)
+                 for name in names for few, many in pairs]
 claim_records
 
 # %%

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -27,6 +29,13 @@
 # carries its 95% interval (bootstrap over questions) and n; the differences between settings
 # are paired bootstraps over the same questions.
 #
+# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
+#
+# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+#
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
+#
 # Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
 
 # %%
@@ -37,7 +46,8 @@ from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.notebook import setup
-from covlib.runs import claims, trace_view
+from covlib.papers.credibility import claims
+from covlib.runs import trace_view
 from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
@@ -49,7 +59,7 @@ questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
 seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references in the partial and complete settings (paper: 5)
-key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 
@@ -80,7 +90,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 names = [g.name for g in generators]
 summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
 judge_name = summary[names[0]]["complete"]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
@@ -139,12 +149,13 @@ ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-b
            for name, by_s in summary.items()}
 print("complete ≥ partial ≥ closed-book (point estimates):", ordered, "(paper: yes for every model)")
 scope = f"hotpotqa, {n_refs} references, key facts: {facts[0].author}"
+available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
 claim_records = []
 for name in names:
     claim_records.append(claims.estimate("cred-complete-beats-partial", scope, diffs[name]["R complete − partial"],
-                                         "key-fact recall points", model=name))
+                                         "key-fact recall points", model=name, available=available))
     claim_records.append(claims.estimate("cred-partial-beats-closed", scope, diffs[name]["R partial − closed-book"],
-                                         "key-fact recall points", model=name))
+                                         "key-fact recall points", model=name, available=available))
 claim_records
 
 # %% [markdown]

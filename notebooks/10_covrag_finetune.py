@@ -21,10 +21,13 @@
 # ("w/o CoL": judgment and revised query only) on judgment accuracy (Jdg), format rate (Fmt),
 # single- and multi-iteration QA accuracy (Si, Mi) and the gain in reference accuracy (Dlt).
 #
-# Here, three adapters are trained the same way on the same training questions:
+# Here, in the paper's two stages (§2.2; `C.train_two_stages`), three LoRA adapters on the same
+# training questions:
 #
-# * **QA only**: the WebGLM-like baseline (L_QA alone);
-# * **QA + verification w/o CoL** and **QA + verification w/ CoL** (L_QA + L_verification).
+# * **stage 1, QA only** (M1; the WebGLM-like baseline): SFT on the RAG QA pairs (L_QA alone);
+# * M1 then answers the training questions, and **its** answers are verified (gold or teacher labels);
+# * **stage 2, QA + verification w/o CoL** and **QA + verification w/ CoL** (L_QA + L_verification,
+#   Eqs. 2-4), trained from the base model on the QA pairs and the verifications of M1's answers.
 #
 # **Deviations (labelled).** The paper does not name its fine-tuning method or hyper-parameters;
 # we use LoRA (`peft`, `covlib.generation.training.fine_tune_lora`, settings recorded in each adapter's
@@ -37,22 +40,27 @@
 # references again: Mi and Dlt stay near Si and 0 by construction (a teacher model writes real
 # revisions). The "w/o CoL" adapter writes only judgment and revised query: its Fmt is measured
 # against that schema, and its σ is judgment false with a revised query (ours: the paper does not
-# say). **The predictions the verifier learns to judge are the base model's, not a fine-tuned
-# M1's**: the paper first fine-tunes M1 on the RAG QA data ("we employed Supervised Fine-Tuning
-# (SFT) on RAG dataset to get M1 ... Then we harness M1 to produce predicted QA pairs for
-# verifying", §2.2) and verifies M1's answers; ours come from the untuned base model, which errs
-# more often and differently, so our verification pairs hold more wrong answers than the paper's.
+# say). The predictions the verifier learns to judge are M1's, as in the paper ("we employed
+# Supervised Fine-Tuning (SFT) on RAG dataset to get M1 ... Then we harness M1 to produce predicted
+# QA pairs for verifying", §2.2); the paper does not say whether stage 2 starts from M1 or from the
+# backbone: ours starts from the backbone (M trained on D, Eq. 2), so the w/ CoL and w/o CoL adapters
+# differ only in their verification targets. M1 is loaded with its adapter, so its answers enter the
+# call cache by the adapter's content fingerprint, and the stage-2 adapters' data hash holds them.
 # "Dlt" and Table 5's "retrieval accuracy" are read as the share of questions with a gold alias in
 # the top-k references: ours, the paper does not define it. Revision win-rate ("Rev") needs GPT-4
 # as a judge and is not computed. On a CPU the smoke and cpu profiles train a few steps on the
 # embedded 135M model to show the losses fall; the full profile is for a GPU and a 7-13B model.
 #
-# **Uncertainty.** Every rate of Table 4 carries its n and a 95% bootstrap interval over the test
-# questions; Dlt is a paired difference (after minus before revision, same questions). The claim
-# `covrag-finetune-raises-judgment` is the judgment accuracy of the verification-trained adapter
-# minus that of the **base model** (no adapter) on the same test questions, paired; the smoke profile
-# does not run the base model (`evaluate_base`) and compares with the QA-only adapter instead (a
-# model not trained to verify); the recorded scope says which.
+# **Uncertainty.** Every rate of Table 4 carries its n and a 95% interval over the test questions
+# (Wilson for rates); Dlt is a paired difference (after minus before revision, same questions). Two
+# claims, paired over the same test questions with exact McNemar tests (`C.finetune_comparisons`):
+# `covrag-col-beats-no-col`, Table 4's w/ CoL against w/o CoL, primary on multi-iteration accuracy
+# (the CoV-RAG system's answer), with single-iteration accuracy, judgment accuracy on the questions
+# both adapters judged true/false (so the format rate is not counted as judgment) and Dlt as
+# secondary rows (Holm); and `covrag-s-beats-qa-only`, the w/ CoL adapter's single-iteration answer
+# (CoV-RAG-S) against the QA-only adapter's (WebGLM-like, Fig. 3). A comparison whose step never
+# ran (no question re-retrieved for Dlt, none judged by both for Jdg) is recorded as "not testable
+# here" with the counts.
 #
 # Outputs: `tables/tab-10-finetune.*`, `figures/fig-10-loss.*`, adapters under `build/adapters/`,
 # `results/10_covrag_finetune.json`.
@@ -61,7 +69,6 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import generation
 from covlib import retrieval
 from covlib.core import paths, stats, traces
 from covlib.generation import training
@@ -90,7 +97,7 @@ batch_size: int = 8  # pairs per step
 max_length: int = 1024  # tokens per training pair (the prompt loses its start first)
 max_new_tokens: int = 128  # longest answer at test time
 verify_tokens: int = 160  # longest verification at test time
-evaluate_base: bool = True  # also run the untuned base model on the test questions (the judgment claim's baseline)
+evaluate_base: bool = True  # also run the untuned base model on the test questions (a reference row of Table 4)
 
 # %%
 S = setup("covrag-finetune", profile=profile, model=model, device=device, teacher=teacher, n_train=n_train,
@@ -108,48 +115,38 @@ params = dict(profile=profile, model=model or "embedded", teacher=teacher or "go
               max_steps=max_steps, batch_size=batch_size, max_length=max_length, evaluate_base=evaluate_base)
 
 # %% [markdown]
-# ## 1. Training data from training questions only (QA pairs and verification pairs, with the leak check)
+# ## 1. The two stages (§2.2): M1 on the QA pairs, then the verifiers on M1's predictions
 #
-# The verification pairs judge **base-model predictions, not a fine-tuned M1's** (the paper's M1 is
-# first fine-tuned on the RAG QA data; see the deviations above).
+# Training data from training questions only (the leak check refuses a test question). Stage 1
+# trains M1 (the QA-only, WebGLM-like adapter) on the QA pairs; M1 answers the training questions;
+# the verification pairs judge **M1's** answers; stage 2 trains the w/o CoL and w/ CoL adapters on
+# L_QA + L_verification.
 
 # %%
 test_examples, train = S.examples, S.train
 train_refs = retrieval.search_passages(retriever, [ex.question for ex in train], k)
-predictions = C.answer_batch(base, [ex.question for ex in train], train_refs, max_new_tokens, chat,
-                             desc="training predictions (base model, not a fine-tuned M1)",
-                             golds=[ex.answers for ex in train], ids=[ex.id for ex in train])
-all_test_questions = [ex.question for ex in test_examples]
-with_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, teacher=labeller)
-without_chain = C.training_set(train, train_refs, predictions, test_questions=all_test_questions, chain=False,
-                               teacher=labeller)
+stages = C.train_two_stages(
+    base, model, train, train_refs, test_questions=[ex.question for ex in test_examples],
+    adapters_dir=paths.build_dir() / "adapters", prefix=f"10-{profile}-", device=device, teacher=labeller, chat=chat,
+    max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, rank=lora_rank, alpha=lora_alpha, epochs=epochs,
+    max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed)
+with_chain, cards = stages.with_chain, stages.cards
+wrong = sum(not C.is_correct(a, ex.answers) for a, ex in zip(stages.predictions, train))
 print(f"{len(with_chain.qa)} QA pairs, {len(with_chain.verification)} verification pairs ({with_chain.labels}); "
-      f"predictions judged: {C.run_label(base.name)} (base-model predictions, not a fine-tuned M1)")
+      f"predictions judged: M1 = {C.run_label(stages.m1.name)}, wrong on {wrong} of {len(train)} training questions")
 print(with_chain.verification[0][1])
 
 # %% [markdown]
-# ## 2. Three adapters, trained the same way
+# ## 2. The three adapters: training loss, and the loss on a fixed probe of each one's pairs before and after
 
 # %%
-base_dir = model or generation.embedded_model_dir()
-adapters_dir = paths.build_dir() / "adapters"
-variants = {  # name -> (folder slug, training pairs)
-    "QA only (WebGLM-like)": ("qa-only", with_chain.qa),
-    "QA + verification w/o CoL": ("qa-verify-no-chain", without_chain.multitask()),
-    "QA + verification w/ CoL": ("qa-verify-chain", with_chain.multitask()),
-}
-cards, probes, probe_loss = {}, {}, {}
-for name, (slug, pairs) in variants.items():
-    rendered = [(base.render(p, chat), t) for p, t in pairs]
-    probes[name] = rendered[:8]  # a fixed probe of this variant's own training pairs, scored before and after
+probes, probe_loss = {}, {}
+for name, card in cards.items():
+    probes[name] = stages.pairs[name][:8]  # a fixed probe of this variant's own training pairs, before and after
     probe_loss[name] = {"before": training.target_loss(base.model, base.tokenizer, probes[name], max_length=max_length)}
-    cards[name] = training.fine_tune_lora(
-        rendered, base_dir, adapters_dir / f"10-{profile}-{slug}", rank=lora_rank, alpha=lora_alpha, epochs=epochs,
-        max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
-        card={"name": name, "labels": with_chain.labels})
-    cards[name]["folder"] = str(adapters_dir / f"10-{profile}-{slug}")
-    curve = cards[name]["loss_curve"]
-    print(f"{name}: {cards[name]['steps']} steps, logged loss {curve[0][1]:.3f} -> {curve[-1][1]:.3f}")
+    curve = card["loss_curve"]
+    print(f"{name} (stage {card['stage'][0]}): {card['steps']} steps, logged loss {curve[0][1]:.3f} -> "
+          f"{curve[-1][1]:.3f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -166,9 +163,8 @@ results.save_figure(fig, "fig-10-loss", params=params, model=base.name)
 # %% [markdown]
 # ## 3. Table 4: each adapter on the test questions (Jdg, Fmt, Si, Mi, Dlt) with 95% intervals, the paper's rows beside ours
 #
-# Beside the table, the difference from the paper: its verifier learned to judge a QA-fine-tuned
-# M1's answers; ours learned to judge the **base model's predictions, not a fine-tuned M1's**.
-# Dlt is ours: the gain in the share of questions with a gold alias in the top-k references (the
+# As in the paper, the verifiers learned to judge the answers of M1 (stage 1's QA-SFT adapter, the
+# "QA only" row). Dlt is ours: the gain in the share of questions with a gold alias in the top-k references (the
 # paper: "the difference in the accuracy of reference retrieved between SI and MI", undefined).
 
 # %%
@@ -186,17 +182,18 @@ def fmt_row(name, what_ran, flags, s, extra):
 
 evaluated = ({"base model, no adapter": None} if evaluate_base else {})
 evaluated.update({name: card["folder"] for name, card in cards.items()})
-rows, summaries, flags, intervals, ran = [], {}, {}, {}, {}
+rows, summaries, flags, intervals, ran, records_of = [], {}, {}, {}, {}, {}
 for name, folder in evaluated.items():
     tuned = base if folder is None else profiles.load_model(model, device, adapter=folder)
-    extra = {"steps": 0}
+    extra = {"stage": "-", "steps": 0}
     if folder is not None:
         probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name],
                                                          max_length=max_length)
-        extra = {"steps": cards[name]["steps"], "probe loss before": probe_loss[name]["before"],
-                 "probe loss after": probe_loss[name]["after"]}
-    records = C.cov_rag(tuned, test_examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
-                        verify_tokens=verify_tokens, chat=chat, chain="w/o CoL" not in name)
+        extra = {"stage": cards[name]["stage"][0], "steps": cards[name]["steps"],
+                 "probe loss before": probe_loss[name]["before"], "probe loss after": probe_loss[name]["after"]}
+    records = records_of[name] = C.cov_rag(tuned, test_examples, retriever, k=k, max_rounds=1,
+                                           max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat,
+                                           chain="w/o CoL" not in name)
     summaries[name], flags[name], ran[name] = C.summarize(records), C.question_flags(records), C.run_label(tuned.name)
     row, intervals[name] = fmt_row(name, ran[name], flags[name], summaries[name], extra)
     rows.append(row)
@@ -205,32 +202,37 @@ for name, values in C.PAPER_TABLE4.items():
 table = C.table_frame(rows)
 results.save_table(table, "tab-10-finetune", params=params, model=base.name, corpus=corpus_name,
                    labels=with_chain.labels,
-                   note="Rev (GPT-4 win-rate) is not computed offline; the verification pairs judge base-model "
-                        "predictions, not a fine-tuned M1's (the paper fine-tunes M1 on RAG QA first); Dlt: "
-                        "ours, the gain in questions with a gold alias in the top-k (the paper: 'the difference in "
-                        "the accuracy of reference retrieved between SI and MI'); ours: 95% bootstrap intervals "
-                        "over test questions, Dlt paired", floatfmt=".1f")
+                   note="Rev (GPT-4 win-rate) is not computed offline; two stages as the paper's §2.2: M1 (the "
+                        "QA only row) is fine-tuned on the RAG QA pairs first, and the verification pairs judge M1's "
+                        "answers to the training questions; Dlt: ours, the gain in questions with a gold alias in "
+                        "the top-k (the paper: 'the difference in the accuracy of reference retrieved between SI and "
+                        "MI'); ours: 95% intervals over test questions (Wilson for rates), Dlt paired",
+                   floatfmt=".1f")
 table
 
 # %% [markdown]
-# ## 4. The claim: does verification training raise judgment accuracy? (paired over the test questions)
+# ## 4. The claims, paired over the test questions (exact McNemar)
+#
+# `covrag-col-beats-no-col` (Table 4): w/ CoL minus w/o CoL; the primary row is multi-iteration
+# accuracy, the others secondary. `covrag-s-beats-qa-only` (Fig. 3): the w/ CoL adapter's
+# single-iteration accuracy (CoV-RAG-S) minus the QA-only adapter's (WebGLM-like; its first answer
+# does not depend on its verification).
 
 # %%
-baseline = "base model, no adapter" if evaluate_base else "QA only (WebGLM-like)"
-baseline_label = "the base model (no adapter)" if evaluate_base else "the QA-only adapter (not trained to verify)"
-claim_records = []
-for name in ("QA + verification w/ CoL", "QA + verification w/o CoL"):
-    est = stats.paired_difference(flags[name]["judgment"], flags[baseline]["judgment"], scale=100, seed=seed)
-    claim_records.append(claims.estimate(
-        "covrag-finetune-raises-judgment", f"{name} adapter − {baseline_label}, {'+'.join(names)} test questions, "
-        f"{with_chain.labels} labels", est, "judgment-accuracy points", model=ran[name], baseline=ran[baseline]))
-pd.DataFrame([{"scope": r["scope"], "n": r["n"], "ours [95% CI]": stats.format_interval(r)} for r in claim_records])
+tested = f"{'+'.join(names)} test questions, {with_chain.labels} labels"
+claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]])
+                 for c in C.finetune_comparisons(records_of, tested, seed=seed)]
+pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),
+               "ours [95% CI]": r.get("untestable") or stats.format_interval(r),
+               "better / worse": f"{r['better']} / {r['worse']}" if "better" in r else "", "p": r.get("p")}
+              for r in claim_records])
 
 # %%
 headline = {
     "model": base.name,
     "labels": with_chain.labels,
-    "predictions_judged_in_training": "base model (not a fine-tuned M1)",
+    "predictions_judged_in_training": f"M1: {stages.m1.name} (stage 1, the QA-only adapter)",
+    "m1_wrong_on_training": wrong,
     "n_train": len(train),
     "n_qa_pairs": len(with_chain.qa),
     "n_verification_pairs": len(with_chain.verification),

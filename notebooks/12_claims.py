@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 12 · The claims ledger: what the three papers claim, and what our runs say
 #
-# Every directional claim of the three papers (`covlib.runs.claims.CLAIMS`, declared as data in
+# Every directional claim of the three papers (`CLAIMS` of `covlib.papers.<paper>.claims`: data in
 # each paper's package, with the paper's own sentence), the paper's evidence, and our estimate as
 # notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
 # questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
@@ -47,6 +47,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.core import stats
+from covlib.papers.covrag import claims as covrag_claims
+from covlib.papers.credibility import claims as credibility_claims
+from covlib.papers.verify_edit import claims as verify_edit_claims
 from covlib.runs import claims, plotting, profiles, results
 
 # %% tags=["parameters"]
@@ -59,11 +62,12 @@ results_folder: str = ""  # folder of the results JSON of notebooks 01-11; empty
 profiles.check_parameters()  # no numeric parameter: nothing to check but the profile
 profile = profiles.resolve(profile, device or None)
 params = dict(profile=profile, results_folder=results_folder or "results/")
+CLAIMS = verify_edit_CLAIMS + credibility_CLAIMS + covrag_CLAIMS  # the three papers', in order
 recorded = claims.read_results(results_folder or None)
-rows = claims.collect(recorded)
+rows = claims.collect(recorded, CLAIMS)
 ran = {name: (r.get("params", {}).get("profile"), r.get("meta", {}).get("model")) for name, r in recorded.items()
-       if any(name == c.notebook for c in claims.CLAIMS)}
-print(f"{len(claims.CLAIMS)} claims; results of {len(ran)} notebooks found: "
+       if any(name == c.notebook for c in CLAIMS)}
+print(f"{len(CLAIMS)} claims; results of {len(ran)} notebooks found: "
       + ", ".join(f"{n} ({p}, {m or 'no model'})" for n, (p, m) in sorted(ran.items())))
 if len({p for p, _ in ran.values()}) > 1:
     print("note: the notebooks ran in different profiles; each row names its own")
@@ -106,7 +110,7 @@ results.save_figure(ax.figure, "fig-12-claims", params=params, profile=profile)
 
 # %%
 headline = {
-    "n_claims": len(claims.CLAIMS),
+    "n_claims": len(CLAIMS),
     "n_estimates": len(rows),
     **summary,
     "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from covlib.core import paths, power, stats
+from covlib.papers.covrag import claims as covrag_claims
+from covlib.papers.credibility import claims as credibility_claims
+from covlib.papers.verify_edit import claims as ve
 from covlib.runs import claims
+
+CLAIMS = ve.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS
 
 
 def _paired(better: int, worse: int, both: int = 10, n: int = 60) -> tuple[list[int], list[int]]:
@@ -21,13 +26,14 @@ def _paired(better: int, worse: int, both: int = 10, n: int = 60) -> tuple[list[
 
 
 def _record(claim_id: str, scope: str, est: dict, **meta) -> dict:
-    return claims.estimate(claim_id, scope, est, "EM points", **{"model": "m", **meta})
+    paper = next(m for m in (ve, credibility_claims, covrag_claims) if claim_id in {c.id for c in m.CLAIMS})
+    return paper.estimate(claim_id, scope, est, "EM points", **{"model": "m", **meta})
 
 
 def _ledger(tmp_path, notebook: str, records: list[dict], profile: str = "cpu") -> list[dict]:
     (tmp_path / f"{notebook}.json").write_text(json.dumps(
         {"metrics": {"claims": records}, "params": {"profile": profile}, "meta": {"model": "m"}}))
-    return claims.collect(claims.read_results(tmp_path))
+    return claims.collect(claims.read_results(tmp_path), CLAIMS)
 
 
 # --------------------------------------------------------------------------- 1. exact tests on paired 0/1
@@ -89,7 +95,7 @@ def test_one_better_none_worse_supports_nothing():
     rec = _record("covrag-multi-round-beats-single", "NQ, BM25", est)
     assert claims.verdict(rec)[0] == "inconclusive at this n" and est["p"] == 1.0
     assert not hasattr(claims, "AT_LEAST")
-    assert all("at least" not in c.text for c in claims.CLAIMS)
+    assert all("at least" not in c.text for c in CLAIMS)
 
 
 # --------------------------------------------------------------------------- 3. one verdict per claim
@@ -121,8 +127,8 @@ def test_a_claim_whose_primary_setting_did_not_run_is_not_testable(tmp_path):
 
 
 def test_every_claim_is_listed_and_a_missing_notebook_is_named(tmp_path):
-    rows = claims.collect(claims.read_results(tmp_path))
-    assert {r["id"] for r in rows} == {c.id for c in claims.CLAIMS}
+    rows = claims.collect(claims.read_results(tmp_path), CLAIMS)
+    assert {r["id"] for r in rows} == {c.id for c in CLAIMS}
     assert all(r["verdict"] == "not testable here" for r in rows)
     human = next(r for r in rows if r["id"] == "ve-human-study")
     assert "no rating was collected" in human["reason"]
@@ -136,9 +142,11 @@ def test_unreadable_results_are_named(tmp_path):
 
 def test_estimates_need_a_test():
     with pytest.raises(KeyError, match="unknown claim"):
-        claims.estimate("ve-beats-cot", "x", stats.paired_difference([1, 0], [0, 0]), "EM points")
+        ve.estimate("ve-beats-cot", "x", stats.paired_difference([1, 0], [0, 0]), "EM points")
+    with pytest.raises(KeyError, match="unknown claim"):  # a notebook of one paper cannot record another's claim
+        ve.estimate("cred-human-correlation", "x", stats.paired_difference([1, 0], [0, 0]), "EM points")
     with pytest.raises(ValueError, match="lacks"):
-        claims.estimate("ve-beats-cot-sc", "x", {"value": 1, "low": 0, "high": 2, "n": 5}, "EM points")
+        ve.estimate("ve-beats-cot-sc", "x", {"value": 1, "low": 0, "high": 2, "n": 5}, "EM points")
 
 
 # --------------------------------------------------------------------------- 4. power beside inconclusive
@@ -171,7 +179,7 @@ def test_correlations_use_fisher_z_and_refuse_three_points():
     assert (r["low"], r["high"]) == pytest.approx((np.tanh(z - half), np.tanh(z + half)), abs=1e-6)
     three = stats.correlation([1, 2, 3], [1, 3, 2])
     assert three["n"] == 3 and np.isnan(three["low"]) and np.isnan(three["high"])
-    assert claims.verdict(claims.estimate("cred-human-correlation", "x", three, "Pearson r"))[0] \
+    assert claims.verdict(credibility_claims.estimate("cred-human-correlation", "x", three, "Pearson r"))[0] \
         == "inconclusive at this n"
 
 
@@ -188,17 +196,17 @@ def _paper_text(name: str) -> str:
 
 def test_every_claim_quotes_its_paper_verbatim():
     papers = {"Verify-and-Edit": "003", "Credibility": "001", "CoV-RAG": "000"}
-    for c in claims.CLAIMS:
+    for c in CLAIMS:
         assert c.quote, c.id
         assert " ".join(c.quote.split()) in _paper_text(papers[c.paper]), c.id
 
 
 def test_the_claim_no_paper_makes_is_gone():
-    ids = {c.id for c in claims.CLAIMS}
+    ids = {c.id for c in CLAIMS}
     assert "covrag-finetune-raises-judgment" not in ids
     assert {"covrag-col-beats-no-col", "ve-raises-auc", "ve-dataset-largest-gain", "ve-fever-gains-less",
             "ve-human-study", "ve-auc-follows-em"} <= ids
-    for c in claims.CLAIMS:
+    for c in CLAIMS:
         assert c.notebook or c.untestable, c.id
         assert not c.primary or c.notebook, c.id
 
@@ -208,9 +216,9 @@ def test_a_repeated_comparison_is_counted_once(tmp_path):
     (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [
         _record("ve-beats-cot-sc", "hotpotqa, dataset", est)]}, "params": {"profile": "cpu"}}))
     (tmp_path / "02_threshold_ablation.json").write_text(json.dumps({"metrics": {"claims": [
-        claims.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
+        ve.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
                        "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
-    rows = claims.collect(claims.read_results(tmp_path))
+    rows = claims.collect(claims.read_results(tmp_path), CLAIMS)
     both = {r["id"]: r for r in rows if r["id"] in ("ve-beats-cot-sc", "ve-edit-below-half-helps")
             and r["role"] == "primary"}
     assert [r["verdict"] for r in both.values()] == ["supported", "supported"]

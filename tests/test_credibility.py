@@ -11,6 +11,7 @@ from scripted import ScriptedGenerator
 
 from covlib import data, generation, nli
 from covlib.core import references as R
+from covlib.core import stats
 from covlib.core.records import DataError, Example, Paragraph, Passage
 from covlib.papers import credibility as C
 from covlib.retrieval import BM25Retriever
@@ -546,7 +547,9 @@ def test_intervals_match_summarize_and_bracket_the_value():
         assert est[name]["value"] == pytest.approx(s[name]), name
     assert est["P"]["n"] == 5 and est["EM_recall"]["n"] == 6
     assert est["R"]["low"] < est["R"]["value"] < est["R"]["high"]
-    assert est["EM_recall"]["low"] == est["EM_recall"]["high"] == 100.0  # every answer contains the gold
+    # every answer contains the gold: 6 of 6, a proportion with its Wilson interval (the old bootstrap said [100, 100])
+    assert est["EM_recall"]["high"] == 100.0
+    assert est["EM_recall"]["low"] == pytest.approx(100 * stats.wilson_interval(6, 6)[0])
     cols = C.interval_columns(est, {"R": "R", "SC_cited": "SC (cited sents)"})
     assert cols["R"] == est["R"]["value"] and cols["R 95% CI"].startswith(f"{est['R']['value']:.1f} [")
     assert set(cols) == {"R", "R 95% CI", "SC (cited sents)", "SC (cited sents) 95% CI"}

@@ -1,7 +1,8 @@
 """A paper's directional claim as plain data: its sentence, its evidence, where we test it, its headline setting.
 
-Each paper package declares its claims (`covlib.papers.<paper>.claims.CLAIMS`); the claims
-ledger (`covlib.runs.claims`) reads them with the estimates the notebooks recorded. Declared
+Each paper package declares its claims (`covlib.papers.<paper>.claims.CLAIMS`) and records its
+notebooks' estimates with that module's `estimate` / `untestable` / `same_as` / `record` (a
+`ClaimSet`); the claims ledger (`covlib.runs.claims`) reads them with the estimates recorded. Declared
 before any run, so that the verdict comes from one pre-declared comparison: `primary` names the
 paper's headline setting, every other scope a notebook records is a secondary row.
 """
@@ -9,6 +10,7 @@ paper's headline setting, every other scope a notebook records is a secondary ro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,45 @@ class Claim:
         want = [f.strip() for f in self.primary.split(",") if f.strip()]
         have = [f.strip() for f in scope.split(",")]
         return have[:len(want)] == want
+
+
+_STAT_KEYS = ("value", "low", "high", "n", "p", "test")
+
+
+class ClaimSet:
+    """A paper's claims and the record builders its notebooks use (an unknown claim id is an error naming the ids)."""
+
+    def __init__(self, claims: tuple[Claim, ...]):
+        self.claims = tuple(claims)
+        self._by_id = {c.id: c for c in self.claims}
+
+    def claim(self, claim_id: str) -> Claim:
+        """The claim with this id."""
+        if claim_id not in self._by_id:
+            raise KeyError(f"unknown claim {claim_id!r}; claims are {sorted(self._by_id)}")
+        return self._by_id[claim_id]
+
+    def estimate(self, claim_id: str, scope: str, est: dict[str, Any], unit: str, **meta: Any) -> dict[str, Any]:
+        """One recorded estimate: a `covlib.core.stats` result (with its p and test) plus scope, unit and meta."""
+        self.claim(claim_id)
+        missing = set(_STAT_KEYS) - set(est)
+        if missing:
+            raise ValueError(f"estimate of {claim_id!r} lacks {sorted(missing)}: use a test of covlib.core.stats")
+        return {"claim": claim_id, "scope": scope, "unit": unit, **est, **meta}
+
+    def untestable(self, claim_id: str, reason: str, scope: str = "", **meta: Any) -> dict[str, Any]:
+        """A record saying this run cannot test the claim in this scope, and why (with the counts that show it)."""
+        self.claim(claim_id)
+        return {"claim": claim_id, "scope": scope, "untestable": reason, **meta}
+
+    def same_as(self, claim_id: str, scope: str, est: dict[str, Any], unit: str, other_id: str, other_scope: str,
+                **meta: Any) -> dict[str, Any]:
+        """An estimate that is the same comparison, on the same questions, as another claim's row: counted there."""
+        self.claim(other_id)
+        return {**self.estimate(claim_id, scope, est, unit, **meta), "same_as": [other_id, other_scope]}
+
+    def record(self, comparison: dict[str, Any], **meta: Any) -> dict[str, Any]:
+        """The record of a comparison {"claim", "scope", "est", "unit"} or {"claim", "scope", "untestable"}."""
+        if "untestable" in comparison:
+            return self.untestable(comparison["claim"], comparison["untestable"], scope=comparison["scope"], **meta)
+        return self.estimate(comparison["claim"], comparison["scope"], comparison["est"], comparison["unit"], **meta)

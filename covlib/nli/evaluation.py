@@ -4,8 +4,9 @@
 (`decided_labels`: its own decision f, so a two-label judge says "entailed" only when P > 0.5, never by
 a 3-way argmax), and that decision's agreement, precision and recall with 95% Wilson intervals and n
 (held-out FEVER pairs, the credibility fixture). `decision_accuracy` / `f1_difference` / `judge_note`:
-how often the judge's own decision f (`entailed`) agrees with people's "is entailed" on the
-hand-labelled key-fact pairs, with 95% intervals; the credibility tables print `judge_note`.
+how often the judge's own decision f (`entailed`) agrees with the gold "is entailed" of the
+key-fact pairs (labelled by AI coding agents: `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`), with 95%
+intervals; the credibility tables print `judge_note`.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def nli_confusion(gold: Sequence[str], probs: Any, judge: Judge | str | None = N
 
 
 def _decisions(judge: Judge, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(the judge's own 'entailed' decision, people's) per pair, as booleans."""
+    """(the judge's own 'entailed' decision, the pairs' gold one) per pair, as booleans."""
     probs = probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
     return entailed(probs, judge).astype(bool), np.array([p.label == "entailment" for p in pairs])
 
@@ -141,11 +142,13 @@ def f1_difference(judge_a: Judge | str | None, judge_b: Judge | str | None, pair
 
 
 def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
-    """One line for beside a credibility table: how far the judge's decision agrees with people on the key-fact pairs."""
+    """One line for beside a credibility table: how far the judge's decision agrees with the key-fact pairs' labels
+    (which AI coding agents made: `KEYFACT_PAIRS_PROVENANCE`)."""
     d = decision_accuracy(judge, load_keyfact_pairs(), seed=seed)
     fmt = stats.format_interval
     rule = "" if d["threshold"] is None else f" (decides 'entailed' at P > {d['threshold']:.2f})"
-    return (f"judge {d['judge']}{rule} on {d['accuracy']['n']} hand-labelled key-fact pairs: agrees with people "
-            f"{fmt(d['accuracy'])}%; when it says 'entailed' it is right {fmt(d['entail_precision'])}% "
+    return (f"judge {d['judge']}{rule} on {d['accuracy']['n']} key-fact pairs labelled by AI coding agents "
+            f"(docs/judges.md): agrees with their labels {fmt(d['accuracy'])}%; when it says 'entailed' it is right "
+            f"{fmt(d['entail_precision'])}% "
             f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
             f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}")

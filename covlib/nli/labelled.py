@@ -1,8 +1,9 @@
 """Labelled NLI pairs: the `NLIPair` record, balancing and counting, JSONL files, the hand-labelled sets.
 
-The two hand-labelled sets judges are measured on ship with the code: the credibility fixture
+The two labelled sets judges are measured on ship with the code: the credibility fixture
 (tests/fixtures, hand-checked answer / key-fact pairs) and the key-fact pairs (covlib/resources,
-the embedded model's real answers against hand key facts, labelled without any judge's output).
+the embedded model's real answers against the shipped key facts' first wording, labelled by AI coding
+agents without any judge's output: `KEYFACT_PAIRS_PROVENANCE`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def load_pairs(path: str | Path) -> list[NLIPair]:
     known = {"premise", "hypothesis", "label", "source", "kind", "extra"}
     pairs = []
     for row, loc in iter_records(path):
+        if loc.line == 1 and isinstance(row, dict) and set(row) == {"provenance"}:
+            continue  # the file's header: what made it
         for key in ("premise", "hypothesis", "label"):
             if not isinstance(row.get(key), str) or not row[key].strip():
                 raise loc.error("missing or empty", field=key)
@@ -107,11 +110,20 @@ def load_credibility_fixture() -> list[NLIPair]:
 
 # --------------------------------------------------------------------------- the key-fact test set
 
-KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); written by scripts/keyfact_pairs.py, labelled by hand
+KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); its first line is {"provenance": ...}
+# What made the file, in the words its header, the notebooks and the docs quote (a test keeps them equal).
+KEYFACT_PAIRS_PROVENANCE = (
+    "Premises: the embedded model's answers and answer sentences with complete, partial and no references, written "
+    "unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording "
+    "before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a "
+    "fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any "
+    "judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits "
+    "adjudicated, the reason in `why`); the project's history names no human labeller.")
 
 
 def load_keyfact_pairs() -> list[NLIPair]:
-    """The hand-labelled key-fact pairs: the embedded model's real answers (or answer sentences) vs hand key facts.
+    """The key-fact pairs: the embedded model's real answers (or answer sentences) vs the shipped key facts' first
+    wording, labelled by AI coding agents (`KEYFACT_PAIRS_PROVENANCE`).
 
     Labelled without any judge's output and kept apart from every training pair; the judge's
     accuracy on them is what the credibility tables print beside their numbers (`decision_accuracy`).

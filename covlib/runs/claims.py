@@ -1,6 +1,7 @@
 """The claims ledger: every directional claim of the three papers, the evidence we measured for it, one verdict.
 
-The claims are plain data in each paper's package (`covlib.papers.<paper>.claims.CLAIMS`), each
+The claims are plain data in each paper's package (`covlib.papers.<paper>.claims.CLAIMS`, with the
+record builders its notebooks use; notebook 12 passes the three papers' claims to `collect`), each
 with the paper's sentence, its numbers and its headline setting (`Claim.primary`), declared
 before any run. Each experiment notebook records, in its results JSON, `claims`: one `estimate`
 per claim and scope it tests (a dataset, a knowledge source, a model), oriented so that the claim
@@ -30,52 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from covlib.core import paths, power
-from covlib.core.claim import Claim
-from covlib.papers.covrag import claims as covrag_claims
-from covlib.papers.credibility import claims as credibility_claims
-from covlib.papers.verify_edit import claims as verify_edit_claims
+from covlib.core.claim import Claim, ClaimSet
 
-CLAIMS: tuple[Claim, ...] = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
 ALPHA = 0.05  # two-sided level of every verdict (the primary row's p; a secondary row's Holm-adjusted p)
-_BY_ID = {c.id: c for c in CLAIMS}
-_STAT_KEYS = ("value", "low", "high", "n", "p", "test")
 
 
-def claim(claim_id: str) -> Claim:
-    """The claim with this id (a typo is an error naming the ids)."""
-    if claim_id not in _BY_ID:
-        raise KeyError(f"unknown claim {claim_id!r}; claims are {sorted(_BY_ID)}")
-    return _BY_ID[claim_id]
-
-
-def estimate(claim_id: str, scope: str, est: dict[str, Any], unit: str, **meta: Any) -> dict[str, Any]:
-    """One recorded estimate of a claim: a `covlib.core.stats` result (with its p and test) plus scope, unit and meta."""
-    claim(claim_id)
-    missing = set(_STAT_KEYS) - set(est)
-    if missing:
-        raise ValueError(f"estimate of {claim_id!r} lacks {sorted(missing)}: use a test of covlib.core.stats")
-    return {"claim": claim_id, "scope": scope, "unit": unit, **est, **meta}
-
-
-def untestable(claim_id: str, reason: str, scope: str = "", **meta: Any) -> dict[str, Any]:
-    """A record saying this run cannot test the claim in this scope, and why (with the counts that show it)."""
-    claim(claim_id)
+def _untestable(claim_id: str, reason: str, scope: str = "", **meta: Any) -> dict[str, Any]:
     return {"claim": claim_id, "scope": scope, "untestable": reason, **meta}
-
-
-def same_as(claim_id: str, scope: str, est: dict[str, Any], unit: str, other_id: str, other_scope: str,
-            **meta: Any) -> dict[str, Any]:
-    """An estimate that is the same comparison, on the same questions, as another claim's row: shown, counted there."""
-    claim(other_id)
-    return {**estimate(claim_id, scope, est, unit, **meta), "same_as": [other_id, other_scope]}
-
-
-def record(comparison: dict[str, Any], **meta: Any) -> dict[str, Any]:
-    """The ledger record of a paper function's comparison {"claim", "scope", "est", "unit"} or {..., "untestable"}."""
-    if "untestable" in comparison:
-        return untestable(comparison["claim"], comparison["untestable"], scope=comparison["scope"], **meta)
-    return estimate(comparison["claim"], comparison["scope"], comparison["est"], comparison["unit"], **meta)
 
 
 def _number(x: Any) -> float:
@@ -159,7 +122,7 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
     primary = next((r for r in found if c.is_primary(r.get("scope", ""))), None)
     if primary is None:
         scope = c.primary or "the first recorded scope"
-        primary = untestable(c.id, f"the primary setting ({scope}) did not run", scope=c.primary,
+        primary = _untestable(c.id, f"the primary setting ({scope}) did not run", scope=c.primary,
                              model=found[0].get("model") if found else None)
     for r in [primary] + [r for r in found if r is not primary]:
         row = _row(c, r, "primary" if r is primary else "secondary", meta, profile)
@@ -212,17 +175,18 @@ def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def collect(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ledger's rows: per claim and model a primary row and its secondaries (every claim listed at least once)."""
+def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> list[dict[str, Any]]:
+    """The ledger's rows for `claims` (the papers' CLAIMS): per claim and model a primary row and its secondaries."""
+    ClaimSet(claims)  # one id per claim
     rows = []
-    for c in CLAIMS:
+    for c in claims:
         record = results.get(c.notebook) if c.notebook else None
         found = [r for r in (record or {}).get("metrics", {}).get("claims", []) if r.get("claim") == c.id]
         meta, profile = (record or {}).get("meta", {}), (record or {}).get("params", {}).get("profile")
         if not found:
             why = c.untestable or (f"notebook {c.notebook} has not run" if record is None
                                    else f"{c.notebook} recorded no estimate")
-            found = [untestable(c.id, why, scope=c.primary)]
+            found = [_untestable(c.id, why, scope=c.primary)]
         by_model: dict[Any, list[dict[str, Any]]] = {}
         for r in found:
             by_model.setdefault(r.get("model"), []).append(r)

@@ -248,8 +248,7 @@ def caption(ax: Any, text: str = "", **fields: Any) -> Any:
 
 def confusion(matrix: Any, labels: Sequence[str], ax: Any = None, title: str | None = None, normalize: bool = True,
               predicted: Sequence[str] | None = None) -> Any:
-    """A confusion-matrix heatmap (rows gold, with their n; columns predicted, `labels` unless `predicted` names
-    them), each row shown as shares with the counts."""
+    """A confusion-matrix heatmap: rows gold with their n, columns `predicted` (else `labels`), shares with counts."""
     import seaborn as sns
 
     ax = _ax(ax, figsize=(4, 3.5))

@@ -13,7 +13,8 @@ from the paper is labelled in the module that makes it.
 | `verifier` | `Verification`, `parse_verification`, `parse_report` |
 | `method` | σ (`Thresholds`, `sigma`) and Algorithm 1 (`cov_rag`, `Round`, `CovRagRecord`, the batches) |
 | `metrics` | accuracy, judgment and retrieval accuracy, averages, intervals' flags, table rows, `answerable` |
-| `training` | §2.2's training data: SFT pairs, gold or teacher labels, the leakage check |
+| `training` | §2.2's training data and stages: SFT pairs, gold or teacher labels, the leakage check, M1 then the verifiers |
+| `claims` | the paper's claims (read by the ledger) and when a run can test them |
 | `ranking` | LLM-as-judge ranking (Table 3, Table 16) |
 | `trace` | per-example traces: Algorithm 1 step by step, the batches' and the judge's records |
 """
@@ -42,8 +43,12 @@ from covlib.papers.covrag.metrics import (
     weighted_average,
 )
 from covlib.papers.covrag.training import (
-    TrainingSet, check_no_leak, gold_answer, gold_verification, normalize_question, training_set,
-    verification_json, well_formed_question,
+    M1, VARIANTS, WITH_COL, WITHOUT_COL, TrainingSet, TwoStages, check_no_leak, gold_answer, gold_verification,
+    normalize_question, qa_pairs, train_two_stages, training_set, verification_json, well_formed_question,
+)
+from covlib.papers.covrag.claims import (
+    TABLE3_COMPARISONS, finetune_comparisons, judged_by_both, no_revision, ranking_untestable, revision_comparison,
+    table3_comparisons,
 )
 from covlib.papers.covrag.trace import sigma_counts
 from covlib.papers.covrag.ranking import (
@@ -70,8 +75,12 @@ __all__ = [
     "references_hold_answer", "retrieval_accuracy", "rounds_histogram", "run_label", "summarize", "table_frame",
     "weighted_average",
     # training
-    "TrainingSet", "check_no_leak", "gold_answer", "gold_verification", "normalize_question", "training_set",
-    "verification_json", "well_formed_question",
+    "M1", "VARIANTS", "WITH_COL", "WITHOUT_COL", "TrainingSet", "TwoStages", "check_no_leak", "gold_answer",
+    "gold_verification", "normalize_question", "qa_pairs", "train_two_stages", "training_set", "verification_json",
+    "well_formed_question",
+    # claims
+    "TABLE3_COMPARISONS", "finetune_comparisons", "judged_by_both", "no_revision", "ranking_untestable",
+    "revision_comparison", "table3_comparisons",
     # ranking
     "CITATION_RANK_TEMPLATE", "OTHERS_RANK_TEMPLATE", "RANK_CRITERIA", "mean_ranks", "parse_ranking", "rank_answers",
     "rank_values", "ranking_prompt",

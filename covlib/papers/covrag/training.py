@@ -3,19 +3,28 @@
 The verifier's targets are Table 6's JSON (`verification_json`, "w/ CoL") or only its judgment and
 revised query ("w/o CoL", Table 4); labels come from a teacher model or, offline, from the gold
 answer (`gold_verification`); `training_set` refuses training questions that are test questions.
+
+`train_two_stages` runs §2.2's stages as the paper orders them: (1) SFT of M1 on the RAG QA pairs
+(our QA-only, WebGLM-like adapter); (2) M1 answers the training questions, its answers are verified
+(gold or teacher labels), and the w/o CoL and w/ CoL adapters learn L_QA + L_verification (Eqs. 2-4)
+on them. Each stage is a LoRA run (`covlib.generation.training.fine_tune_lora`); M1 is loaded with its
+adapter, so its predictions enter the call cache by the adapter's content fingerprint.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from covlib.core.metrics import normalize_answer
 from covlib.core.records import Example, Passage
 from covlib.core.references import parse_citations, strip_citations
+from covlib import generation
 from covlib.generation import Generator
-from covlib.papers.covrag.method import verify_batch
+from covlib.generation import training as lora_training
+from covlib.papers.covrag.method import answer_batch, verify_batch
 from covlib.papers.covrag.metrics import is_correct, references_hold_answer
 from covlib.papers.covrag.prompts import ANSWER_SCORES, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification
@@ -88,6 +97,13 @@ def check_no_leak(train_questions: Iterable[str], test_questions: Iterable[str])
                          + (" ..." if len(leaked) > 5 else ""))
 
 
+def qa_pairs(examples: Sequence[Example], references: Sequence[Sequence[Passage]]) -> list[tuple[str, str]]:
+    """L_QA's pairs (Eq. 3): question + references -> the cited gold answer (`gold_answer`), one per example."""
+    if len(examples) != len(references):
+        raise ValueError(f"{len(examples)} examples, {len(references)} reference lists")
+    return [(qa_prompt(ex.question, refs), " " + gold_answer(refs, ex.answers)) for ex, refs in zip(examples, references)]
+
+
 @dataclass(frozen=True)
 class TrainingSet:
     """SFT pairs for one model: QA pairs, verification pairs, and where their labels came from."""
@@ -118,7 +134,7 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
     check_no_leak([ex.question for ex in examples], test_questions)
     if not (len(examples) == len(references) == len(predictions)):
         raise ValueError(f"{len(examples)} examples, {len(references)} reference lists, {len(predictions)} predictions")
-    qa = [(qa_prompt(ex.question, refs), " " + gold_answer(refs, ex.answers)) for ex, refs in zip(examples, references)]
+    qa = qa_pairs(examples, references)
     prompts = [verification_prompt(ex.question, pred, refs) for ex, refs, pred in zip(examples, references, predictions)]
     if teacher is None:
         labels = [gold_verification(ex.question, pred, refs, ex.answers)
@@ -131,3 +147,59 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
     # only complete labels become targets: a missing score must not be taught as 0.0
     verification = [(p, " " + verification_json(v, chain)) for p, v in zip(prompts, labels) if v.complete]
     return TrainingSet(qa, verification, source)
+
+
+# --------------------------------------------------------------------------- §2.2's stages
+
+M1 = "QA only (WebGLM-like)"  # stage 1's model: SFT on the RAG QA data alone (the paper's M1; WebGLM's recipe)
+WITHOUT_COL, WITH_COL = "QA + verification w/o CoL", "QA + verification w/ CoL"  # stage 2 (Table 4's rows)
+VARIANTS = {M1: "qa-only", WITHOUT_COL: "qa-verify-no-chain", WITH_COL: "qa-verify-chain"}  # name -> folder slug
+
+
+@dataclass
+class TwoStages:
+    """What §2.2's two stages produced: M1 and its predictions, the verification data built on them, the adapters."""
+
+    m1: Generator  # stage 1's model (base + the QA-only adapter), loaded: it produced `predictions`
+    predictions: list[str]  # M1's answers to the training questions: what the verifier learns to judge
+    with_chain: TrainingSet  # QA pairs + verification of M1's answers, Table 6's JSON (w/ CoL)
+    without_chain: TrainingSet  # the same with judgment and revised query only (w/o CoL)
+    pairs: dict[str, list[tuple[str, str]]]  # per variant (VARIANTS), the rendered (prompt, target) pairs it learned
+    cards: dict[str, dict[str, Any]]  # per variant, its adapter's card, with "folder" and "stage"
+
+
+def train_two_stages(base: Any, model: str, train: Sequence[Example], references: Sequence[Sequence[Passage]], *,
+                     test_questions: Iterable[str], adapters_dir: str | Path, prefix: str, device: str = "",
+                     teacher: Generator | None = None, chat: bool = False, max_new_tokens: int = 128,
+                     verify_tokens: int = 160, **lora: Any) -> TwoStages:
+    """§2.2's training in the paper's order: (1) M1 = LoRA SFT of `model` on the QA pairs; (2) M1 answers the
+    training questions, those answers are labelled (gold, or `teacher`), and the w/o CoL and w/ CoL adapters learn
+    L_QA + L_verification (Eqs. 2-4) from `model`. `base` is `model` loaded (it renders the prompts); `lora` goes to
+    `fine_tune_lora`; adapters are written to `adapters_dir/<prefix><slug>` (VARIANTS)."""
+    test_questions = list(test_questions)
+    check_no_leak([ex.question for ex in train], test_questions)
+    base_dir = model or generation.embedded_model_dir()
+    adapters_dir = Path(adapters_dir)
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    cards: dict[str, dict[str, Any]] = {}
+
+    def fit(name: str, raw: Sequence[tuple[str, str]], stage: str, **card: Any) -> str:
+        folder = adapters_dir / f"{prefix}{VARIANTS[name]}"
+        pairs[name] = [(base.render(p, chat), t) for p, t in raw]
+        cards[name] = lora_training.fine_tune_lora(pairs[name], base_dir, folder, card={"name": name, "stage": stage,
+                                                                                          **card}, **lora)
+        cards[name].update(folder=str(folder), stage=stage)
+        return str(folder)
+
+    m1_folder = fit(M1, qa_pairs(train, references), "1: SFT on the RAG QA pairs (M1)")
+    m1 = generation.load_lm(model, device=device, adapter=m1_folder)
+    predictions = answer_batch(m1, [ex.question for ex in train], references, max_new_tokens, chat,
+                               desc="training predictions (M1: the QA-SFT adapter)",
+                               golds=[ex.answers for ex in train], ids=[ex.id for ex in train])
+    sets = {chain: training_set(train, references, predictions, test_questions=test_questions, chain=chain,
+                                teacher=teacher, verify_tokens=verify_tokens) for chain in (False, True)}
+    judged = {"predictions_from": m1.name, "m1_adapter_files": getattr(m1, "adapter_files", None),
+              "labels": sets[True].labels}
+    for name, chain in ((WITHOUT_COL, False), (WITH_COL, True)):
+        fit(name, sets[chain].multitask(), "2: L_QA + L_verification on M1's predictions", **judged)
+    return TwoStages(m1, predictions, sets[True], sets[False], pairs, cards)

@@ -8,13 +8,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core import traces
+from covlib.core import stats, traces
 from covlib.core.records import Example
 from covlib.generation import Generator
 from covlib.retrieval import Retriever
+from covlib.papers.credibility import claims as ledger
 
 import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.answers import answer_batch
+from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, RLHF_SCOPE, outside, parameter_count, size_label,
+                                              size_tiers)
+from covlib.papers.credibility.intervals import reflection_correct
 from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt, is_refusal
 from covlib.papers.credibility.references import ReferenceSet, hits_set, partial, rng, with_gold
 
@@ -175,3 +179,85 @@ def _complete(tr: Any, generator: Generator, examples: Sequence[Example], retrie
             trace.completion_write(tr, examples, records, steps, [i for i in todo if i not in still])
         todo = still
     return records
+
+
+# --------------------------------------------------------------------------- the claims ledger's records (notebook 07)
+
+
+def _above_chance(g: Generator, replies: Sequence[str], insufficient: Sequence[bool], scope: str,
+                  meta: dict[str, Any]) -> dict[str, Any]:
+    """`cred-reflection-above-chance` for one model: outside the claim, never decided, or an exact binomial test."""
+    name, n = g.name, len(replies)
+    refused = [is_refusal(a) for a in replies]
+    k, partial_share = sum(refused), float(np.mean(insufficient))
+    why = outside(INSTRUCTION_SCOPE, g)
+    if not why and not any((a or "").strip() for a in replies):
+        why = f"{name} replied with no text to any of the {n} questions: self-reflection produced no answer"
+    if not why and k in (0, n):
+        why = (f"{name} refused {k} of {n} questions ({sum(map(bool, insufficient))} had partial references): the "
+               "same decision every time, so its accuracy is the share of one group by construction and "
+               "self-reflection never discriminated")
+    if why:
+        return ledger.untestable("cred-reflection-above-chance", why, scope=scope, model=name, refused=k, **meta)
+    chance = max(partial_share, 1 - partial_share)  # the better constant decision (0.5 with equal groups)
+    est = stats.above_chance(reflection_correct(refused, insufficient), chance=chance, scale=100)
+    return ledger.estimate("cred-reflection-above-chance", scope, est, "accuracy points above chance", model=name,
+                           refused=k, **meta)
+
+
+def _by_size(generators: Sequence[Generator], correct: dict[str, list[float]], scope: str, seed: int,
+             meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """`cred-reflection-tracks-strength`: the largest models − the smallest (and each size − the next smaller)."""
+    counted = {g.name: parameter_count(g) for g in generators}  # listed smallest first, whatever the given order
+    sizes = dict(sorted(counted.items(), key=lambda kv: (kv[1][0] is None, kv[1][0] or 0.0, kv[0])))
+    ran = "; ".join(f"{n} {size_label(s) if s is not None else 'of unknown size'} ({how})" for n, (s, how) in sizes.items())
+    tiers = size_tiers({n: s for n, (s, _) in sizes.items()})
+    meta = {"model": ", ".join(m for _, ms in tiers for m in ms) or ", ".join(sizes), "sizes": ran, **meta}
+    if len(tiers) < 2:
+        return [ledger.untestable("cred-reflection-tracks-strength", f"needs models of 2 or more distinct known sizes "
+                                  f"(ran {len(sizes)}: {ran})", scope=f"strongest vs weakest, {scope}", **meta)]
+
+    def compare(role: str, hi: tuple[str, list[str]], lo: tuple[str, list[str]]) -> dict[str, Any]:
+        pooled = [np.mean([correct[m] for m in ms], axis=0) for _, ms in (hi, lo)]
+        where = f"{hi[0]} ({', '.join(hi[1])}) − {lo[0]} ({', '.join(lo[1])})"
+        return ledger.estimate("cred-reflection-tracks-strength", f"{role}, {scope}, {where}",
+                               stats.paired_difference(*pooled, scale=100, seed=seed), "accuracy points", **meta)
+
+    out = [compare("strongest vs weakest", tiers[-1], tiers[0])]
+    if len(tiers) > 2:
+        out += [compare("next size up", tiers[i + 1], tiers[i]) for i in range(len(tiers) - 1)]
+    return out
+
+
+def reflection_claims(generators: Sequence[Generator], replies: dict[str, Sequence[str]],
+                      insufficient: Sequence[bool], scope: str, seed: int = 0, **meta: Any) -> list[dict[str, Any]]:
+    """Self-reflection's records: `cred-reflection-above-chance` per model, `cred-reflection-tracks-strength` by size."""
+    out = [_above_chance(g, replies[g.name], insufficient, scope, meta) for g in generators]
+    correct = {g.name: reflection_correct([is_refusal(a) for a in replies[g.name]], insufficient) for g in generators}
+    return out + _by_size(generators, correct, scope, seed, meta)
+
+
+def completion_claims(generators: Sequence[Generator], completed: dict[str, Sequence[Completed]],
+                      gain: dict[str, dict[str, Any]], scope: str, k_initial: int, cap: int,
+                      **meta: Any) -> list[dict[str, Any]]:
+    """`cred-self-completion-helps` per model: the paired F1 gain `gain[name]`, or why it is not testable here.
+
+    Not testable: a model outside the claim (not RLHF-tuned by its card, or no card), or one on
+    which self-completion never ran (it refused no question, or no round yielded a query).
+    """
+    out = []
+    for g in generators:
+        done = completed[g.name]
+        refused, asked = sum(d.refused for d in done), sum(any(q for q in d.queries) for d in done)
+        why = outside(RLHF_SCOPE, g)
+        if not why and not refused:
+            why = (f"{g.name} refused 0 of {len(done)} questions, so self-completion never ran (a gap here would "
+                   f"come from answering from the top {k_initial} references, not the top {cap})")
+        if not why and not asked:
+            why = (f"{g.name} refused {refused} of {len(done)} questions but no completion round yielded a search "
+                   "query (0 asked), so self-completion retrieved nothing")
+        counts = {"model": g.name, "refused": refused, "asked": asked, **meta}
+        out.append(ledger.untestable("cred-self-completion-helps", why, scope=scope, **counts) if why else
+                   ledger.estimate("cred-self-completion-helps", scope, gain[g.name],
+                                   "key-fact F1 points (per-question mean)", **counts))
+    return out

@@ -7,7 +7,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from covlib.core import metrics, stats
+from covlib.papers.credibility import claims as ledger
 
+from covlib.papers.credibility.claims import model_card
 from covlib.papers.credibility.metrics import f1
 
 
@@ -110,28 +112,53 @@ def gold_recall(titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], 
             "all": stats.mean_interval([float(g <= t) for t, g in pairs], scale=100, seed=seed)}
 
 
-def _pearson_or_nan(x: np.ndarray, y: np.ndarray) -> float:
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
+def nonoverlapping_difference(x1: Sequence[float], y1: Sequence[float], x2: Sequence[float],
+                              y2: Sequence[float]) -> dict[str, Any]:
+    """r(x1, y1) − r(x2, y2), two correlations over the same units sharing no variable, with Zou's (2007) interval.
+
+    Each r has its Fisher-z interval (`stats.correlation`); their dependence is estimated from the
+    six correlations among the four columns (Pearson-Filon). With y1 = y2 it equals the overlapping
+    case (`stats.correlation_difference`). NaN interval with fewer than 4 units.
+    """
+    a, b, c, d = (np.asarray(v, dtype=float) for v in (x1, y1, x2, y2))
+    r1, r2 = stats.correlation(a, b), stats.correlation(c, d)
+    out = {"value": float(r1["value"] - r2["value"]), "low": float("nan"), "high": float("nan"), "n": int(a.size),
+           "p": float("nan"), "test": "Zou (2007), non-overlapping correlations", "r_first": r1, "r_second": r2}
+    if not np.all(np.isfinite([r1["low"], r2["low"]])):
+        return out
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = np.corrcoef(np.vstack([a, b, c, d]))
+    r12, r34, r13, r14, r23, r24 = r1["value"], r2["value"], m[0, 2], m[0, 3], m[1, 2], m[1, 3]
+    if not np.all(np.isfinite([r13, r14, r23, r24])):
+        return out
+    cov = ((0.5 * r12 * r34 * (r13 ** 2 + r14 ** 2 + r23 ** 2 + r24 ** 2) + r13 * r24 + r14 * r23
+            - (r12 * r13 * r14 + r12 * r23 * r24 + r13 * r23 * r34 + r14 * r24 * r34))
+           / ((1 - r12 ** 2) * (1 - r34 ** 2)))
+    l1, u1, l2, u2 = r1["low"], r1["high"], r2["low"], r2["high"]
+    low = out["value"] - np.sqrt(max(0.0, (r12 - l1) ** 2 + (u2 - r34) ** 2 - 2 * cov * (r12 - l1) * (u2 - r34)))
+    high = out["value"] + np.sqrt(max(0.0, (u1 - r12) ** 2 + (r34 - l2) ** 2 - 2 * cov * (u1 - r12) * (r34 - l2)))
+    return {**out, "low": float(low), "high": float(high)}
 
 
 def human_correlation_intervals(auto: dict[str, dict[str, float]], human: dict[str, dict[str, float]],
-                                seed: int = 0) -> dict[str, dict[str, float]]:
-    """Table 2's Pearson correlations across models with 95% bootstrap intervals over models (`stats.bootstrap`;
-    resamples whose correlation is undefined are left out): P vs human precision, R and EM-recall vs human
-    recall, and `P_minus_EM_recall` = r(P, HPrec) − r(EM-recall, HRec), the claim that key-fact precision
-    tracks people better than EM-recall. Needs at least 3 rated models (ValueError otherwise)."""
+                                seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Table 2's Pearson correlations across models, each with its Fisher-z 95% interval and n (the models).
+
+    `P` (vs human precision), `R` and `EM_recall` (vs human recall); `R_minus_EM_recall` =
+    r(R, HRec) − r(EM-recall, HRec) (Zou's interval for two correlations sharing human recall) and
+    `P_minus_EM_recall` = r(P, HPrec) − r(EM-recall, HRec) (Zou's, sharing no variable). The
+    intervals need 4 rated models (`stats.MIN_CORRELATION_N`; NaN below); fewer than 3 is a
+    ValueError. `seed` is unused (kept for callers): nothing is resampled.
+    """
     models = sorted(set(auto) & set(human))
     if len(models) < 3:
         raise ValueError(f"a correlation across models needs at least 3 rated models, got {models}")
     cols = {k: np.array([auto[m][k] for m in models], dtype=float) for k in ("P", "R", "EM_recall")}
     cols.update({k: np.array([human[m][k] for m in models], dtype=float) for k in ("HPrec", "HRec")})
     pairs = {"P": ("P", "HPrec"), "R": ("R", "HRec"), "EM_recall": ("EM_recall", "HRec")}
-    out = {name: stats.bootstrap(_pearson_or_nan, cols[a], cols[b], seed=seed) for name, (a, b) in pairs.items()}
-    out["P_minus_EM_recall"] = stats.bootstrap(
-        lambda p, hp, em, hr: _pearson_or_nan(p, hp) - _pearson_or_nan(em, hr),
-        cols["P"], cols["HPrec"], cols["EM_recall"], cols["HRec"], seed=seed)
+    out = {name: stats.correlation(cols[a], cols[b]) for name, (a, b) in pairs.items()}
+    out["R_minus_EM_recall"] = stats.correlation_difference(cols["R"], cols["EM_recall"], cols["HRec"])
+    out["P_minus_EM_recall"] = nonoverlapping_difference(cols["P"], cols["HPrec"], cols["EM_recall"], cols["HRec"])
     return out
 
 
@@ -143,3 +170,42 @@ def interval_columns(est: dict[str, dict[str, float]], labels: dict[str, str], d
         out[label] = est[name]["value"]
         out[f"{label} 95% CI"] = stats.format_interval(est[name], digits)
     return out
+
+
+# --------------------------------------------------------------------------- Table 1: instruction-tuned vs foundation
+
+KIND_METRICS = {"F1": "F1_mean", "R": "R", "P": "P", "SC": "SC_cited", "CitP": "CitP", "CitR": "CitR"}  # F1 first
+
+
+def kind_difference(rows: dict[str, Sequence[dict[str, Any]]], first: Sequence[str], second: Sequence[str],
+                    metric: str, seed: int = 0) -> dict[str, Any]:
+    """Per question, the mean of one metric over the `first` models − over the `second` models, in %, paired."""
+    names = list(first) + list(second)
+    for name in names[1:]:
+        _aligned(rows[names[0]], rows[name])
+    a = np.mean([per_question(rows[n], metric) for n in first], axis=0)
+    b = np.mean([per_question(rows[n], metric) for n in second], axis=0)
+    return stats.paired_difference(a, b, scale=100, seed=seed)
+
+
+def tuning_claims(generators: Sequence[Any], rows: dict[str, Sequence[dict[str, Any]]], scope: str, seed: int = 0,
+                  **meta: Any) -> list[dict[str, Any]]:
+    """`cred-instruction-beats-foundation` records: instruction-tuned − foundation models, key-fact F1 first.
+
+    Kinds come from each model's declared card (`model_card`); then R, P, SC, CitP and CitR as
+    secondary rows. Not testable without a model of each kind with a card (the models are named).
+    """
+    names = [g.name for g in generators]
+    cards = {g.name: model_card(g) for g in generators}
+    tuned = [n for n in names if cards[n] is not None and cards[n].instruction_tuned]
+    base = [n for n in names if cards[n] is not None and not cards[n].instruction_tuned]
+    unknown = [n for n in names if cards[n] is None]
+    ran = (f"instruction-tuned: {', '.join(tuned) or 'none'}; foundation: {', '.join(base) or 'none'}"
+           + (f"; no model card (kind unknown): {', '.join(unknown)}" if unknown else ""))
+    meta = {"model": ", ".join(names), **meta}
+    if not tuned or not base:
+        return [ledger.untestable("cred-instruction-beats-foundation", "needs at least one instruction-tuned and one "
+                                  f"foundation model with a declared card (ran {ran})", scope=f"F1, {scope}", **meta)]
+    return [ledger.estimate("cred-instruction-beats-foundation", f"{label}, {scope}, {ran}",
+                            kind_difference(rows, tuned, base, metric, seed=seed), f"{label} points (per-question mean)",
+                            **meta) for label, metric in KIND_METRICS.items()]

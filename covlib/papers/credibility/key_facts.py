@@ -36,7 +36,7 @@ HAND_REVIEW_SHEET = "key_facts_hand-review.csv"
 HAND_KEY_FACTS_PROVENANCE = (
     "Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) "
     "and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, "
-    "review2); then 52 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping "
+    "review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping "
     "their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with "
     "covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold "
     "supporting sentences beyond names, numbers, function words and the words of its question and answer. "

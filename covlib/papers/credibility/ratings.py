@@ -8,9 +8,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from covlib.core import stats
 from covlib.core.stats import pearson
 from covlib.core.records import DataError
 from covlib.core.references import cited_sentences
+from covlib.papers.credibility import claims as ledger
+
+from covlib.papers.credibility.intervals import human_correlation_intervals
 
 
 # --------------------------------------------------------------------------- human ratings (§6.2, Table 2)
@@ -94,3 +98,31 @@ def human_correlation(auto: dict[str, dict[str, float]], human: dict[str, dict[s
             "R": pearson([auto[m]["R"] for m in models], [human[m]["HRec"] for m in models])[0],
             "EM_recall": pearson([auto[m]["EM_recall"] for m in models], [human[m]["HRec"] for m in models])[0],
             "n_models": len(models)}
+
+
+def human_correlation_claims(auto: dict[str, dict[str, float]], human: dict[str, dict[str, float]] | None,
+                             scope: str, **meta: Any) -> list[dict[str, Any]]:
+    """`cred-human-correlation` records: r(R, HRec) − r(EM-recall, HRec), then precision's, with both correlations.
+
+    Each row carries both correlations (`r_key_facts`, `r_em_recall`: Fisher-z intervals, n models)
+    and says them in `note`. Not testable without ratings, or with fewer than 4 rated models.
+    """
+    rated = sorted(set(auto) & set(human or {}))
+    meta = {"model": ", ".join(rated or auto), **meta}
+    if not human:
+        return [ledger.untestable("cred-human-correlation", "no human ratings given (the `ratings` parameter is empty)",
+                                  scope=f"recall, {scope}", **meta)]
+    if len(rated) < stats.MIN_CORRELATION_N:
+        return [ledger.untestable("cred-human-correlation", f"not testable with fewer than {stats.MIN_CORRELATION_N} "
+                                  f"rated models ({len(rated)} rated: {', '.join(rated) or 'none'}): a Fisher-z "
+                                  "interval over models needs 4", scope=f"recall, {scope}", **meta)]
+    est = human_correlation_intervals(auto, human)
+    out = []
+    for field, key, metric, people in (("recall", "R", "key-fact R", "human recall"),
+                                       ("precision", "P", "key-fact P", "human precision")):
+        note = (f"r({metric}, {people}) = {stats.format_interval(est[key], 2)}; r(EM-recall, human recall) = "
+                f"{stats.format_interval(est['EM_recall'], 2)}; {len(rated)} models, Fisher-z intervals")
+        out.append(ledger.estimate("cred-human-correlation", f"{field}, {scope}, {len(rated)} rated models",
+                                   est[f"{key}_minus_EM_recall"], "Pearson r difference (Zou 2007)", note=note,
+                                   r_key_facts=est[key], r_em_recall=est["EM_recall"], **meta))
+    return out
