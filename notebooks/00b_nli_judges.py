@@ -25,17 +25,22 @@
 # * **FEVER test**: pairs built from the paper's 1,000 `sampled_ids` claims (the Verify-and-Edit
 #   test set, never trained on): SUPPORTS → entailment, REFUTES → contradiction with the claim's
 #   own evidence as premise; NOT ENOUGH INFO → neutral with BM25-retrieved evidence of other claims.
-# * **Credibility fixture**: 90 hand-checked pairs in the credibility setting, 30 per label, built
-#   from `hotpot_dev_distractor_sample100.jsonl`: premise = an LLM-style cited answer (or one of its
-#   sentences), hypothesis = a gold supporting sentence used as a key fact
-#   (`tests/fixtures/credibility_nli_pairs.jsonl`). Its style shaped the training pairs.
+# * **Credibility fixture**: 90 pairs in the credibility setting, 30 per label, written and labelled
+#   by AI coding agents (each label's reason in `why`) from `hotpot_dev_distractor_sample100.jsonl`:
+#   premise = an LLM-style cited answer (or one of its sentences), hypothesis = a gold supporting
+#   sentence used as a key fact (`tests/fixtures/credibility_nli_pairs.jsonl`). Its style shaped the
+#   training pairs.
 # * **Key-fact pairs** (the test that decides): 359 pairs of the credibility metrics' real input,
 #   the embedded model's own answers (whole, for recall; one sentence, for precision) with complete,
-#   partial or no references, against the hand-written key facts, labelled by two labellers
-#   without any judge's output (κ = 0.96; 2 disagreements adjudicated), kept apart from every
-#   training pair (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, `scripts/keyfact_pairs.py`).
-#   Most pairs are neutral, as a 135M model's answers mostly miss the facts: what counts is
-#   whether the judge's decision f says "entailed" when, and only when, a person would.
+#   partial or no references, against the shipped key facts in their first wording, labelled
+#   without any judge's output and kept apart from every training pair
+#   (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, `scripts/keyfact_pairs.py`; who labelled them:
+#   quoted below). Most pairs are neutral, as a 135M model's answers mostly miss the facts: what
+#   counts is whether the judge's decision f says "entailed" when, and only when, the pairs' labels do.
+#
+# Who made the key-fact pairs, as the file's header says (`covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
+#
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
 # Metrics: every judge is scored on its own decision f (`nli.entailed`: the argmax of a three-way
 # judge, P(entailment) > 0.5 for a two-label judge such as TRUE, or a calibrated threshold), never
@@ -184,7 +189,7 @@ results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 # The credibility metrics use the judge's **decision** f (`nli.entailed`: the argmax, P > 0.5
 # for a two-label judge, or a threshold where `make judge --calibration-prevalence` set one; off by
 # default, see the README), averaged over pairs; so the judge to trust is the one whose decision
-# agrees with people's "is entailed" on the key-fact pairs. Accuracy alone would reward a judge
+# agrees with the "is entailed" labels of the key-fact pairs. Accuracy alone would reward a judge
 # that never says "entailed" (most pairs are neutral); the rule is the **F1 of the entailment
 # decision** on the key-fact pairs, with precision and recall and their 95% intervals beside it.
 # `nli.DEFAULT_JUDGE` is the offline default this rule picks among the judges covlib can run

@@ -44,6 +44,13 @@
 # folder instead. Other deviations as in notebook 04. Every number of ours carries its 95%
 # interval (bootstrap over questions) and n; differences between pipelines are paired.
 #
+# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
+#
+# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+#
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
+#
 # Outputs: `tables/tab-07-reflection-completion.*`, `tables/tab-07-gold-recall.*`,
 # `results/07_reflection_completion.json`.
 
@@ -72,7 +79,7 @@ cap: int = 10  # references after completion, and the baseline's BM25 top-k (pap
 k_initial: int = 5  # BM25 references the model reflects on before asking (ours; the paper does not say)
 max_rounds: int = 3  # cap on ask-and-retrieve rounds while the model still refuses (paper: until satisfied, no cap given; ours: 3, credibility.COMPLETION_ROUNDS)
 corpus: str = ""  # passages BM25 searches: empty for the offline HotpotQA paragraphs; a DPR psgs_w100.tsv or {id, contents} JSONL file; or a `make index` folder (Wikipedia scale)
-key_facts: str = "hand"  # hand: written by hand for the 100 shared questions per §3 (default); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 
@@ -161,7 +168,7 @@ rows = C.score_runs(runs, examples, facts, judge)
 summary = {key: C.summarize(r) for key, r in rows.items()}
 est = {key: C.intervals(r, seed=seed) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against people's on the key-fact pairs (00b)
+judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b)
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}

@@ -59,7 +59,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--calibration-prevalence", type=float, default=None,
                     help="calibrate a decision threshold on the held-out FEVER calibration pairs for this share of entailed "
                          "pairs (the key-fact pairs have 19 of 359, 0.05); 0 keeps the argmax, which agreed better with "
-                         "people on the key-fact pairs (docs/judges.md); default: the built judge's setting, "
+                         "the key-fact pairs' labels (docs/judges.md); default: the built judge's setting, "
                          "else 0")
     ap.add_argument("--force", action="store_true", help="retrain (with --onnx-only: re-export) even when up to date")
     ap.add_argument("--onnx-only", action="store_true",

@@ -1,10 +1,12 @@
-"""Unlabelled (premise, key fact) pairs from the embedded model's real answers, for a hand-labelled judge test set.
+"""Unlabelled (premise, key fact) pairs from the embedded model's real answers, to be labelled as a judge test set.
 
 The credibility metrics ask the NLI judge two kinds of question: does the whole answer entail a key
 fact (recall), does one answer sentence entail it (precision). This script writes such pairs from
 answers the embedded model gives to the shared HotpotQA questions, with complete, partial and no
-references (so entailed, missing and contradicted facts all occur), against the hand-written key
-facts. Nothing here calls a judge: labels are written by people, without any judge's output.
+references (so entailed, missing and contradicted facts all occur), against the shipped key facts
+(source "hand"). Nothing here calls a judge or writes a label: the `label` column is left empty. The
+shipped pairs were labelled afterwards, without any judge's output; who labelled them is their file's
+header, `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE` (labelled twice by AI coding agents).
 
     .venv/bin/python scripts/keyfact_pairs.py --questions 60 --pairs 360 --out build/keyfact_pairs/unlabelled.csv
 """

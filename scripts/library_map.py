@@ -15,7 +15,7 @@ LAYERS = (  # (package folder, layer, what it is) bottom first; imports only poi
     ("covlib/data", 1, "dataset readers, by family"),
     ("covlib/generation", 1, "every LLM call: the `Generator` protocol, the in-process and HTTP backends, LoRA"),
     ("covlib/retrieval", 2, "knowledge sources: one registry over BM25, TF-IDF, dense and the disk index"),
-    ("covlib/nli", 3, "entailment judges, their evaluation on hand-labelled pairs, and the judge's training pairs"),
+    ("covlib/nli", 3, "entailment judges, their evaluation on labelled pairs, and the judge's training pairs"),
     ("covlib/runs", 4, "running the notebooks: profiles, recorded results, plots, the claims ledger"),
     ("covlib/papers/verify_edit", 5, "Verify-and-Edit (notebooks 01-03)"),
     ("covlib/papers/credibility", 5, "the credibility benchmark (notebooks 04-07)"),

@@ -76,7 +76,7 @@ def test_citation_scores_count_what_does_not_exist():
     assert math.isnan(C.citation_scores([1], gold=[], n_refs=0)["cit_recall"])
 
 
-# --------------------------------------------------------------------------- metrics on hand-computed cases
+# --------------------------------------------------------------------------- metrics on worked-out cases
 
 FACTS = C.KeyFacts("q1", "What is the capital of France?", "Paris",
                    ["Paris is the capital of France.", "The Eiffel Tower stands in Paris."], "supporting", "test")

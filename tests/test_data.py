@@ -1,4 +1,4 @@
-"""Dataset loaders: real shared records, hand-written records in each official format, bad input."""
+"""Dataset loaders: real shared records, small records written into the tests in each official format, bad input."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_available_datasets_and_dispatch(shared_data):
         data.load("squad")
 
 
-# --------------------------------------------------------------------------- official formats, hand-written
+# --------------------------------------------------------------------------- official formats, written into the tests
 
 
 def test_official_hotpotqa_json_list(tmp_path):

@@ -201,7 +201,7 @@ def test_judge_table_scores_a_two_label_judge_by_its_own_decision():
     assert (ci["agreement"]["value"], ci["agreement"]["n"]) == (pytest.approx(100 * 4 / 6), 6)
     assert (ci["entail_precision"]["value"], ci["entail_precision"]["n"]) == (50.0, 2)
     assert (ci["entail_recall"]["value"], ci["entail_recall"]["n"]) == (50.0, 2)
-    # Wilson's 95% interval for 4 of 6 (z = 1.96), worked by hand: [30.0, 90.3]
+    # Wilson's 95% interval for 4 of 6 (z = 1.96), worked from the formula: [30.0, 90.3]
     assert ci["agreement"]["low"] == pytest.approx(30.0, abs=0.05) and ci["agreement"]["high"] == pytest.approx(90.3, abs=0.05)
     assert nli_eval.confusion_columns(true) == ("entailment", "not entailment")
     assert nli_eval.nli_confusion(TRUE_GOLD, probs, true).tolist() == [[1, 1], [0, 2], [1, 1]]  # rows: gold E, N, C
@@ -279,7 +279,7 @@ def test_bootstrap_of_a_statistic_and_its_formatting():
     assert g["value"] == 3.0 and g["low"] <= 3.0 <= g["high"]
 
 
-# --------------------------------------------------------------------------- 4. hand-written key facts
+# --------------------------------------------------------------------------- 4. the shipped key facts
 
 
 def _five_grams(text: str) -> set[tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""Answer metrics, FEVER labels, the accuracy-coverage AUC, recall and statistics on hand-computed cases."""
+"""Answer metrics, FEVER labels, the accuracy-coverage AUC, recall and statistics on worked-out cases."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_pairs_round_trip_and_bad_lines_name_the_line(tmp_path):
         P.load_pairs(path)
 
 
-# --------------------------------------------------------------------------- the hand-checked fixture
+# --------------------------------------------------------------------------- the credibility fixture
 
 
 def test_credibility_fixture_is_balanced_and_its_key_facts_are_gold_sentences(shared_data):

@@ -157,7 +157,7 @@ def test_00b_nli_judges_smoke(smoke_root):
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["macro_f1"] <= 1
     decided = {d["spec"]: d for d in m["keyfact_decisions"]}
     assert set(decided) == set(specs) and m["best_on_keyfact_pairs"] in specs
-    for d in decided.values():  # the decision's agreement with people, each with its interval and n
+    for d in decided.values():  # the decision's agreement with the pairs' labels, each with its interval and n
         assert d["intervals"]["accuracy"]["n"] > 0
         for est in d["intervals"].values():  # precision has n = 0 for a judge that never says "entailed"
             if est["n"] >= 2:
@@ -306,7 +306,7 @@ def _percent(value) -> bool:
 
 
 def _cred_key_facts() -> dict:
-    """The credibility notebooks' default key facts (hand-written) when their file ships, else the supporting sentences."""
+    """The credibility notebooks' default key facts (the shipped "hand" ones) when their file ships, else the supporting sentences."""
     from covlib.papers import credibility as C
 
     return {} if C.key_facts_path("hand").exists() else {"key_facts": "supporting"}
@@ -384,7 +384,7 @@ def test_04_credibility_models_smoke(smoke_root):
     if key_facts:  # the supporting sentences: no second source to compare with
         assert m["key_facts"] == "HotpotQA gold supporting sentences" and not m["compare"]["key_fact_source"]
         assert "key facts" in md and "HotpotQA gold supporting sentences" in md
-    else:  # Table 1 under the hand-written key facts and under the supporting sentences, both saved
+    else:  # Table 1 under the shipped ("hand") key facts and under the supporting sentences, both saved
         assert m["key_fact_source"] == "hand" and m["key_facts"] != "HotpotQA gold supporting sentences"
         assert m["compare"]["key_fact_source"] == "supporting"
         assert m["compare"]["key_facts"] == "HotpotQA gold supporting sentences"

@@ -96,7 +96,7 @@ def code_root() -> Path:
 
 
 def resources_dir() -> Path:
-    """Data files the project ships inside the covlib package (hand-written key facts and their review sheet)."""
+    """Data files the project ships inside the covlib package (the key facts, their review sheet and the key-fact NLI pairs)."""
     return Path(__file__).resolve().parents[1] / "resources"
 
 

@@ -29,9 +29,9 @@ the judge: nothing is entailed by, or entails, an empty text (an empty model ans
 
 The default judge (`judge=None`) is `DEFAULT_JUDGE`, the trained judge, or the overlap heuristic
 (`FALLBACK_JUDGE`) where `make judge` has not built it. Notebook 00b measures
-every judge on held-out FEVER pairs, the hand-checked credibility fixture and
-359 hand-labelled key-fact pairs (the metrics' real input); the default is the
-judge whose own decision agrees best with people on the last (F1 of "entailed"). Every result records the judge's name; local model folders
+every judge on held-out FEVER pairs, the credibility fixture and the
+359 key-fact pairs (the metrics' real input; both labelled by AI coding agents); the default is the
+judge whose own decision agrees best with the labels of the last (F1 of "entailed"). Every result records the judge's name; local model folders
 (the trained judge included) also enter cache keys by a hash of their files'
 contents, so retraining never returns the old model's cached probabilities.
 
@@ -41,8 +41,8 @@ Modules (everything public is re-exported here, so `nli.X` works for all of them
 ONNX export, int8 quantisation and `ONNXNLIJudge`; `backend=` or `COVLIB_NLI_BACKEND` picks torch or ONNX),
 `registry` (`load_judge`, `get_judge`, the offline defaults), `scoring` (`probabilities` with the cache, the
 decision `entailed`),
-`evaluation` (scores on gold-labelled pairs; the decision against people's on the key-fact pairs).
-The pair data are submodules, not re-exported: `labelled` (NLIPair, pair files, the hand-labelled
+`evaluation` (scores on gold-labelled pairs; the decision against the key-fact pairs' labels).
+The pair data are submodules, not re-exported: `labelled` (NLIPair, pair files, the agent-labelled
 sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
 """
 

@@ -1,4 +1,4 @@
-"""How well a judge agrees with gold labels: 3-way scores on labelled pairs, and its decision against people's.
+"""How well a judge agrees with gold labels: 3-way scores on labelled pairs, and its decision against the key-fact pairs' labels.
 
 `evaluate` / `nli_scores` / `nli_confusion`: accuracy, macro-F1 and entailment AUC of the judge's labels
 (`decided_labels`: its own decision f, so a two-label judge says "entailed" only when P > 0.5, never by

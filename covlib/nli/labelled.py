@@ -1,9 +1,9 @@
-"""Labelled NLI pairs: the `NLIPair` record, balancing and counting, JSONL files, the hand-labelled sets.
+"""Labelled NLI pairs: the `NLIPair` record, balancing and counting, JSONL files, the agent-labelled sets.
 
 The two labelled sets judges are measured on ship with the code: the credibility fixture
-(tests/fixtures, hand-checked answer / key-fact pairs) and the key-fact pairs (covlib/resources,
-the embedded model's real answers against the shipped key facts' first wording, labelled by AI coding
-agents without any judge's output: `KEYFACT_PAIRS_PROVENANCE`).
+(tests/fixtures, answer / key-fact pairs written and labelled by AI coding agents) and the key-fact pairs
+(covlib/resources, the embedded model's real answers against the shipped key facts' first wording, labelled by
+AI coding agents without any judge's output: `KEYFACT_PAIRS_PROVENANCE`).
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ def load_pairs(path: str | Path) -> list[NLIPair]:
 
 
 def fixture_path() -> Path:
-    """The hand-checked credibility-setting pairs shipped with the tests (answer / answer sentence vs key fact)."""
+    """The credibility-setting pairs shipped with the tests (answer / answer sentence vs key fact; by AI coding agents)."""
     return paths.code_root() / "tests" / "fixtures" / FIXTURE
 
 
 def load_credibility_fixture() -> list[NLIPair]:
-    """The hand-checked credibility-setting NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
+    """The credibility fixture's NLI pairs (premise: an answer or answer sentence; hypothesis: a key fact)."""
     return load_pairs(fixture_path())
 
 

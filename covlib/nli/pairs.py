@@ -26,7 +26,7 @@ FEVER claims become NLI pairs the way FEVER-NLI (Nie et al., 2019) builds them:
   of one sentence), so held-out FEVER accuracy is optimistic for unseen text; pairs
   record their claim ids so a notebook can report the unseen-evidence subset.
 
-`NLIPair`, pair files and the hand-labelled sets are in `covlib.nli.labelled`, FEVER text, evidence sets
+`NLIPair`, pair files and the agent-labelled sets are in `covlib.nli.labelled`, FEVER text, evidence sets
 and splits in `covlib.nli.fever`, the QA-paragraph pairs in `covlib.nli.paragraphs`; all are re-exported
 here. Measuring a judge on labelled pairs is `covlib.nli.evaluation`.
 """

@@ -22,8 +22,8 @@ from covlib.nli.overlap import OverlapJudge
 
 TRAINED_JUDGE = "minilm-fever-nli"  # the cross-encoder `make judge` trains on FEVER (covlib.nli.pairs)
 # The judge `judge=None` means offline: the one whose own entailment decision (`entailed`) best agrees with
-# people on the hand-labelled key-fact pairs (F1 of "entailed", notebook 00b): the trained judge, 59.6 against
-# the overlap heuristic's 46.3 (paired difference +13.3 [2.9, 23.1]); see docs/judges.md.
+# the labels of the key-fact pairs (labelled by AI coding agents; F1 of "entailed", notebook 00b): the trained
+# judge, 59.6 against the overlap heuristic's 46.3 (paired difference +13.3 [2.9, 23.1]); see docs/judges.md.
 DEFAULT_JUDGE = TRAINED_JUDGE
 FALLBACK_JUDGE = "overlap"  # what judge=None gets where `make judge` has not built DEFAULT_JUDGE (a fresh clone, CI)
 

@@ -96,7 +96,9 @@ def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
     if c.paper_effect is None:
         words = "the paper gives no effect size in our unit to size a study by"
     elif need is None:
-        words = f"the paper's {c.paper_effect:+g} cannot be sized from this run (no spread observed)"
+        why = ("no spread observed" if record.get("test", "").startswith(("sign-flip", "exact McNemar"))
+               else f"no sample-size formula for {record.get('test', 'this test')}")
+        words = f"the paper's {c.paper_effect:+g} cannot be sized from this run ({why})"
     else:
         reach = "" if full is None else f"; `full` runs n={full}" + (" (enough)" if full >= need else " (not enough)")
         words = f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need n≈{need}{reach}"

@@ -9,7 +9,8 @@ self-completion (ask the search engine for what is missing, then answer again).
 
 Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all questions:
 
-1. key facts: the hand-written ones (`DEFAULT_KEY_FACTS = "hand"`), `supporting_key_facts`
+1. key facts: the shipped ones (`DEFAULT_KEY_FACTS = "hand"`, who made them:
+   `key_facts.HAND_KEY_FACTS_PROVENANCE`), `supporting_key_facts`
    (gold supporting sentences, a labelled option that rewards copying) or `llm_key_facts`
    (the paper's two prompts); `export_review_sheet` / `read_review_sheet` are the human
    filtering step;
@@ -30,7 +31,7 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 |---|---|
 | `prompts` | The paper's prompts (§3, §5), verbatim where it gives them; the parts it elides are ours and say so. |
 | `paper` | The paper's models and numbers (Tables 1-4, Table 2's Pearson) and its questions. |
-| `key_facts` | Key facts (§3): written by hand (the default), gold supporting sentences, or the paper's two prompts; the review sheet. |
+| `key_facts` | Key facts (§3): the shipped ones, drafted and reviewed by AI coding agents (the default), gold supporting sentences, or the paper's two prompts; the review sheet. |
 | `references` | Reference sets (§6): complete, partial and closed-book, seeded per question with gold positions recorded; BM25's top k. |
 | `answers` | Answers: one batched generation per reference set and model, scored with the §4 metrics. |
 | `metrics` | The §4 metrics of one cited answer: key-fact recall and precision, citation precision and recall, self-consistency. |

@@ -1,4 +1,4 @@
-"""Key facts (§3): written by hand (the default), gold supporting sentences, or the paper's two prompts; the review sheet."""
+"""Key facts (§3): the shipped ones, drafted and reviewed by AI coding agents (the default), gold supporting sentences, or the paper's two prompts; the review sheet."""
 
 from __future__ import annotations
 
