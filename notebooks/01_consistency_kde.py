@@ -344,7 +344,7 @@ headline = {
     "consistency": {row["consistency"]: {k: row[k] for k in ("incorrect below threshold", "correct at/above threshold",
                                                              "mean (incorrect)", "mean (correct)", "point-biserial r")}
                     for row in rows},
-    "intervals": intervals,  # {kind: {statistic: {value, low, high, n}}}, 95% bootstrap over questions
+    "intervals": intervals,  # {kind: {statistic: {value, low, high, n}}}, 95%: Wilson for shares, bootstrap otherwise
     "claims": claim_records,
     "paper": {"cot_sc_em": 31.2, "source": "Verify-and-Edit Table 1 (text-davinci-003)"},
 }

@@ -193,8 +193,8 @@ for mine, want in zip(got["notebook"], ref["notebook"]):
 
 # %% [markdown]
 # ## 3. EM and AUC at every threshold 0..n
-# Each number with the bounds of its 95% interval (`low` / `high`: seeded percentile bootstrap
-# over the same n questions) and n; the figure shades the same intervals. Neighbouring
+# Each number with the bounds of its 95% interval (`low` / `high`: Wilson for EM, a seeded
+# percentile bootstrap over the same n questions for AUC) and n; the figure shades the same intervals. Neighbouring
 # thresholds share most of their predictions, so compare two of them with the paired
 # differences below, not by whether their intervals overlap.
 
@@ -213,7 +213,7 @@ for ax, metric, name in ((axes[0], "accuracy", "EM"), (axes[1], "auc", "AUC")):
     plotting.line_with_peak(main["threshold"], {f"{name} ({k})": sweeps[k][metric] for k in sweeps}, ax=ax, fmt="{:.1f}",
                             bands={f"{name} ({k})": (sweeps[k][f"{metric} low"], sweeps[k][f"{metric} high"])
                                    for k in sweeps})
-    ax.set_title(f"{name}, shaded: 95% bootstrap interval (n={len(cot_sc)})", fontsize=9)
+    ax.set_title(f"{name}, shaded: 95% {'Wilson' if name == 'EM' else 'bootstrap'} interval (n={len(cot_sc)})", fontsize=9)
 for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
     ax.axvline(default_threshold, color="0.3", ls="--", lw=1)
     ax.annotate("paper: peak near ⌈n/2⌉ = 3", (default_threshold, 0.02), xycoords=("data", "axes fraction"),
@@ -348,7 +348,7 @@ headline = {
     "peak_threshold": int(peak["threshold"]),
     "peak_em": float(peak["accuracy"]),
     "em_at_default_threshold": float(main.loc[main["threshold"] == default_threshold, "accuracy"].iloc[0]),
-    # 95% bootstrap intervals over the same questions, per threshold: {value, low, high, n}
+    # 95% intervals over the same questions (EM: Wilson; AUC: bootstrap), per threshold: {value, low, high, n}
     "em_interval_by_threshold": {int(r["threshold"]): {"value": r["accuracy"], "low": r["accuracy low"],
                                                        "high": r["accuracy high"], "n": int(r["n"])}
                                  for _, r in main.iterrows()},

@@ -164,7 +164,7 @@ def corpus_for(name: str):
 
 # %%
 def with_intervals(records) -> dict:
-    """EM/acc (%) and AUC of one row's records, each with its 95% interval (bootstrap over questions), and EM
+    """EM/acc (%) and AUC of one row's records, each with its 95% interval (Wilson; AUC: bootstrap), and EM
     against the first gold alias only."""
     correct = [r.correct for r in records]
     return {
@@ -292,7 +292,7 @@ for ax, name in zip(axes[0], wanted):
     ax.set_xlabel("")
     ax.set_ylabel("EM / accuracy (%)")
     ax.tick_params(axis="x", rotation=30)
-plotting.caption(axes[0][0], "error bars: 95% bootstrap interval", model=generator.name, paper="text-davinci-003")
+plotting.caption(axes[0][0], "error bars: 95% Wilson interval", model=generator.name, paper="text-davinci-003")
 results.save_figure(fig, "fig-03-ours-vs-paper", params=params, model=generator.name)
 
 # %% [markdown]

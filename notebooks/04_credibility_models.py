@@ -46,9 +46,10 @@
 #
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
-# Every number of ours carries its 95% interval (seeded percentile bootstrap over questions, the
-# `95% CI` column beside it) and n; a difference between two key-fact sources on the same answers
-# is a paired bootstrap.
+# Every number of ours carries its 95% interval (the `95% CI` column beside it: Wilson for a
+# share of questions, a seeded percentile bootstrap over questions for per-question means) and n;
+# a difference between two key-fact sources on the same answers is paired (BCa bootstrap and a
+# sign-flip permutation p; the exact McNemar test for 0/1 outcomes).
 #
 # Outputs: `tables/tab-04-credibility-models.*` (key facts `key_facts`),
 # `tables/tab-04-credibility-models-<compare_key_facts>.*`, `tables/tab-04-human-correlation.*` (with
@@ -293,7 +294,7 @@ assert got["citations"][0] == got["citations"][1], "citations are not text"
 
 # %% [markdown]
 # ## 4. Table 1, ours (with 95% intervals) beside the paper's
-# Every number of ours has its 95% interval (bootstrap over questions) in the `95% CI` column next
+# Every number of ours has its 95% interval (Wilson or bootstrap, as above) in the `95% CI` column next
 # to it; the paper's rows (GPT-4 key facts filtered by people, TRUE as f, 500 questions) have none.
 
 # %%
@@ -421,7 +422,7 @@ headline = {
     "n_questions": len(examples),
     "n_refs": n_refs,
     "summary": summary,
-    "intervals": est,  # {model: {metric: {value, low, high, n}}}, % with 95% bootstrap intervals over questions
+    "intervals": est,  # {model: {metric: {value, low, high, n}}}, % with 95% intervals (Wilson for 0/1, bootstrap over questions otherwise)
     "compare": {"key_fact_source": compare, "key_facts": other_facts[0].author if other_facts else None,
                 "summary": other_summary, "intervals": est_other},
     "human_correlation": correlation,

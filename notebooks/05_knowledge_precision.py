@@ -30,8 +30,9 @@
 # notebook 04's, so they come from the cache.
 #
 # Deviations as in notebook 04 (question sample, key facts, judge, model). Every number of ours
-# carries its 95% interval (bootstrap over questions) and n; a change between two sizes is a
-# paired bootstrap over the same questions.
+# carries its 95% interval (Wilson for a share of questions, a bootstrap over questions for
+# per-question means) and n; a change between two sizes is paired over the same questions (BCa
+# bootstrap and a sign-flip permutation p; exact McNemar for 0/1 outcomes).
 #
 # Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
 # `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
@@ -187,7 +188,7 @@ headline = {
     "n_refs": sizes,
     "recall": {name: {n: s["R"] for n, s in by_n.items()} for name, by_n in summary.items()},
     "precision": {name: {n: s["P"] for n, s in by_n.items()} for name, by_n in summary.items()},
-    "intervals": est,  # {model: {n_refs: {metric: {value, low, high, n}}}}, %, 95% bootstrap over questions
+    "intervals": est,  # {model: {n_refs: {metric: {value, low, high, n}}}}, %, 95% intervals (Wilson for 0/1, bootstrap otherwise)
     "recall_change_vs_fewest": change,  # {model: {n_refs: paired difference}}
     "drop": {"from": few, "to": many, **{name: d for name, d in drop.items()}},
     "claims": claim_records,

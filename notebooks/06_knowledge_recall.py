@@ -26,8 +26,9 @@
 # from the cache.
 #
 # Deviations as in notebook 04 (question sample, key facts, judge, model). Every number of ours
-# carries its 95% interval (bootstrap over questions) and n; the differences between settings
-# are paired bootstraps over the same questions.
+# carries its 95% interval (Wilson for a share of questions, a bootstrap over questions for
+# per-question means) and n; the differences between settings are paired over the same questions
+# (BCa bootstrap and a sign-flip permutation p; exact McNemar for 0/1 outcomes).
 #
 # Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
 # `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
@@ -103,7 +104,7 @@ diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m
 # %% [markdown]
 # ## 3. Table 3 with 95% intervals, and the paired differences between settings
 # `R complete − partial` is the mean over questions of the recall difference on the same
-# question (paired bootstrap); the paper's claim is that both differences are positive.
+# question (paired: BCa bootstrap, sign-flip p); the paper's claim is that both differences are positive.
 
 # %%
 records = []
@@ -185,7 +186,7 @@ headline = {
     "n_questions": q,
     "settings": {name: {s: {m: by_s[s][m] for m in ("P", "R", "F1_of_means", "CitP", "CitR", "EM_recall")}
                         for s in settings} for name, by_s in summary.items()},
-    "intervals": est,  # {model: {setting: {metric: {value, low, high, n}}}}, %, 95% bootstrap over questions
+    "intervals": est,  # {model: {setting: {metric: {value, low, high, n}}}}, %, 95% intervals (Wilson for 0/1, bootstrap otherwise)
     "differences": diffs,  # {model: {"R complete − partial": paired difference, ...}}
     "ordered_complete_partial_closed": ordered,
     "claims": claim_records,

@@ -42,7 +42,8 @@
 # among thousands rather than millions, so BM25 finds the gold paragraphs far more easily than
 # over the paper's Wikipedia: the gold-paragraph recall@k table beside Table 4 measures how much. `corpus` takes a Wikipedia passage file or a `make index`
 # folder instead. Other deviations as in notebook 04. Every number of ours carries its 95%
-# interval (bootstrap over questions) and n; differences between pipelines are paired.
+# interval (Wilson for a share of questions, a bootstrap over questions for per-question means)
+# and n; differences between pipelines are paired (BCa bootstrap and a sign-flip permutation p).
 #
 # Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
 # `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
@@ -236,7 +237,7 @@ headline = {
     "reflection_intervals": reflection_est,
     "baseline": {n: summary[(n, "baseline")] for n in names},
     "completion": {n: summary[(n, "completion")] for n in names},
-    "intervals": {f"{n} / {p}": e for (n, p), e in est.items()},  # %, 95% bootstrap over questions
+    "intervals": {f"{n} / {p}": e for (n, p), e in est.items()},  # %, 95% intervals (Wilson for 0/1, bootstrap otherwise)
     "f1_gain": gain,  # per-question F1 (self-completion − BM25), paired
     "refused": {n: sum(d.refused for d in completed[n]) for n in names},
     "max_rounds": max_rounds,
