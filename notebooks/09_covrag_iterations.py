@@ -53,8 +53,9 @@ import pandas as pd
 
 from covlib.core import stats, traces
 from covlib.papers import covrag as C
+from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import setup
-from covlib.runs import claims, plotting, results, trace_view
+from covlib.runs import plotting, results, trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

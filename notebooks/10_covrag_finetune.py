@@ -73,8 +73,9 @@ from covlib import retrieval
 from covlib.core import paths, stats, traces
 from covlib.generation import training
 from covlib.papers import covrag as C
+from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import setup
-from covlib.runs import claims, plotting, profiles, results
+from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -220,8 +221,8 @@ table
 
 # %%
 tested = f"{'+'.join(names)} test questions, {with_chain.labels} labels"
-claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]])
-                 for c in C.finetune_comparisons(records_of, tested, seed=seed)]
+claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(names))
+                 for c in C.finetune_comparisons(records_of, tested, seed=seed)]  # pooled: datasets (n_test each)
 pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),
                "ours [95% CI]": r.get("untestable") or stats.format_interval(r),
                "better / worse": f"{r['better']} / {r['worse']}" if "better" in r else "", "p": r.get("p")}

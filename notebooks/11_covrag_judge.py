@@ -46,8 +46,9 @@ import pandas as pd
 from covlib import retrieval
 from covlib.core import stats, traces
 from covlib.papers import covrag as C
+from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import setup
-from covlib.runs import claims, plotting, results
+from covlib.runs import plotting, results
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -164,9 +165,10 @@ results.save_figure(fig, "fig-11-judge", params=params, judge=judge_label)
 # (`C.table3_comparisons`), not as evidence for or against the paper.
 
 # %%
-comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, judge_label,
+comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, ranker_lm.name,
                                    stand_in=not ranker, n=len(examples), seed=seed)
-claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"]) for c in comparisons]
+claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"], pooled=len(S.names))
+                 for c in comparisons]  # pooled: the datasets (n_per_dataset each)
 pd.DataFrame([{"scope": r["scope"], "n": r.get("n"), "ours [95% CI]": r.get("untestable") or stats.format_interval(r, 2),
                "p": r.get("p")} for r in claim_records])
 

@@ -257,3 +257,12 @@ def test_the_book_front_page_shows_primary_rows_escaped_and_the_test_count(tmp_p
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
     assert page.index("Claims ledger") < page.index("Verify-and-Edit") and "9 / 0" in page
     assert "hidden scope" not in page and re.search(r"ran 2 tests", page)
+
+
+def test_the_full_profile_n_counts_every_pooled_dataset(tmp_path):
+    est = stats.paired_difference(*_paired(3, 2), scale=100)
+    rec = covrag_claims.estimate("covrag-col-beats-no-col", "multi-iteration accuracy, NQ+WebQ", est,
+                                 "accuracy points", model="m", pooled=2)
+    rows = _ledger(tmp_path, "10_covrag_finetune", [rec])
+    (row,) = [r for r in rows if r["id"] == "covrag-col-beats-no-col"]
+    assert row["n_full"] == 2 * claims.notebook_default("10_covrag_finetune", "n_test") == 800

@@ -12,9 +12,9 @@ import pytest
 from covlib.core import paths, stats
 from covlib.core.records import Example, Passage
 from covlib.papers import covrag as C
-from covlib.papers.covrag import claims as covrag_claims
+from covlib.papers.covrag import claims
 from covlib.retrieval import BM25Retriever
-from covlib.runs import claims
+from covlib.runs import claims as ledger
 from scripted import ScriptedGenerator
 
 PAPER_TEXT = Path(paths.data_dir()).parent / "papers" / "000_a5ded85f1c634e2b.txt"
@@ -26,13 +26,13 @@ def test_covrag_claims_quote_the_paper_verbatim_and_declare_their_headline_setti
     if not PAPER_TEXT.is_file():
         pytest.skip(f"the paper's text is not at {PAPER_TEXT}")
     text = PAPER_TEXT.read_text(encoding="utf-8")
-    ours = {c.id: c for c in claims.CLAIMS if c.paper == "CoV-RAG"}
+    ours = {c.id: c for c in claims.CLAIMS}
     assert set(ours) == {"covrag-multi-round-beats-single", "covrag-revision-raises-ref-acc", "covrag-col-beats-no-col",
                          "covrag-s-beats-qa-only", "covrag-gpt4-ranking"}
     for c in ours.values():
         assert c.quote in text, c.id
         assert c.primary and c.paper_effect and c.effect_source and c.n_parameter, c.id
-        assert claims.notebook_default(c.notebook, c.n_parameter) in (400,), c.id  # the paper's 400 per dataset
+        assert ledger.notebook_default(c.notebook, c.n_parameter) in (400,), c.id  # the paper's 400 per dataset
     assert ours["covrag-col-beats-no-col"].primary == "multi-iteration accuracy"
     assert ours["covrag-s-beats-qa-only"].primary == "single-iteration accuracy"
     assert ours["covrag-gpt4-ranking"].primary == "Correctness"
@@ -103,13 +103,13 @@ def test_a_claim_whose_step_never_ran_is_recorded_not_testable_and_the_ledger_sa
                                        flags["multi"], flags["single"], "accuracy points")
     rec = claims.record(comparison, model="scripted")
     assert rec["untestable"] == C.no_revision(records) and "value" not in rec
-    (row,) = [r for r in claims.collect({"09_covrag_iterations": {"metrics": {"claims": [rec]}}})
+    (row,) = [r for r in ledger.collect({"09_covrag_iterations": {"metrics": {"claims": [rec]}}}, claims.CLAIMS)
               if r["id"] == "covrag-multi-round-beats-single"]
     assert row["role"] == "primary" and row["verdict"] == "not testable here" and "σ fired on 0 of 3" in row["reason"]
     # what the old code recorded instead: an estimate of 0 (0 better, 0 worse), read as "inconclusive at this n"
     est = claims.estimate("covrag-multi-round-beats-single", "NQ",
                           stats.paired_difference(flags["multi"], flags["single"], scale=100), "accuracy points")
-    assert (est["better"], est["worse"]) == (0, 0) and claims.verdict(est)[0] == "inconclusive at this n"
+    assert (est["better"], est["worse"]) == (0, 0) and ledger.verdict(est)[0] == "inconclusive at this n"
     # σ re-retrieved a question: an estimate, paired, exact McNemar
     fired = _run(FIRES)
     f = C.question_flags(fired)
@@ -147,7 +147,7 @@ def test_finetune_comparisons_are_primary_on_multi_iteration_accuracy_with_jdg_o
     qa = by["single-iteration accuracy (qa-only)"]["est"]  # CoV-RAG-S right on bear and dragon, the QA-only on none
     assert (qa["better"], qa["worse"]) == (2, 0)
     recs = [claims.record(c, model="w/ CoL") for c in comps]
-    rows = [r for r in claims.collect({"10_covrag_finetune": {"metrics": {"claims": recs}}})
+    rows = [r for r in ledger.collect({"10_covrag_finetune": {"metrics": {"claims": recs}}}, claims.CLAIMS)
             if r["id"] == "covrag-col-beats-no-col"]
     assert [r["role"] for r in rows] == ["primary", "secondary", "secondary", "secondary"]
     assert rows[0]["scope"].startswith("multi-iteration accuracy")
@@ -174,9 +174,10 @@ def test_table3_comparisons_are_untestable_with_the_stand_in_judge_and_paired_wi
                     "Truthfulness": {"RAG": [1, 1], "CoV, single iteration": [2, 2], "CoV, multi-iteration": [3, 3]},
                     "Citation Accuracy": {"RAG": [], "CoV, single iteration": []}}
     ranked = {"Correctness": 4, "Truthfulness": 2, "Citation Accuracy": 0}
-    stand_in = C.table3_comparisons(per_question, ranked, "SmolLM2 (offline stand-in, not GPT-4)", stand_in=True, n=6)
-    assert all("GPT-4" in c["untestable"] for c in stand_in)
-    assert "ranked 4 of 6 questions completely" in stand_in[0]["untestable"]
+    stand_in = C.table3_comparisons(per_question, ranked, "SmolLM2", stand_in=True, n=6)
+    assert all(c["untestable"].startswith("the claim is GPT-4's ranking; the judge here is the offline stand-in "
+                                          "SmolLM2 (not GPT-4), which ranked ") for c in stand_in)
+    assert "ranked 4 of 6 questions completely" in stand_in[0]["untestable"]  # even a finished ranking is not GPT-4's
     named = C.table3_comparisons(per_question, ranked, "big-judge", stand_in=False, n=6)
     assert [c["scope"] for c in named] == [
         "Correctness, CoV-RAG (CoV, multi-iteration) vs RAG, judge big-judge",
@@ -188,7 +189,7 @@ def test_table3_comparisons_are_untestable_with_the_stand_in_judge_and_paired_wi
     assert named[1]["est"]["value"] == pytest.approx(-2.0)  # CoV ranked worse on truthfulness here
     assert named[2]["untestable"] == "the judge big-judge finished no ranking of the 6 questions (0 parsed)"
     rec = claims.record(stand_in[0], model="cov")
-    assert claims.verdict(rec)[0] == "not testable here"
+    assert ledger.verdict(rec)[0] == "not testable here"
 
 
 # --------------------------------------------------------------------------- §2.2: M1 first, then the verifiers
@@ -242,3 +243,65 @@ def test_notebook_10_trains_in_two_stages_and_records_the_new_claims():
     assert "C.train_two_stages(" in source and "C.finetune_comparisons(" in source
     assert "not a fine-tuned M1" not in source and "covrag-finetune-raises-judgment" not in source
     assert not re.search(r"answer_batch\(base,", source)  # the training predictions are M1's, not the base model's
+
+
+# --------------------------------------------------------------------------- what notebooks 09-11 record in smoke
+# Called by tests/test_notebooks.py on the smoke runs' metrics (one papermill run per notebook, shared there).
+
+
+def check_09_claims(m: dict) -> None:
+    """Notebook 09's claims: per dataset an estimate (exact McNemar) where σ re-retrieved, else the counts."""
+    (name,) = m["models"]
+    by: dict[str, list[dict]] = {}
+    for r in m["claims"]:
+        by.setdefault(r["claim"], []).append(r)
+    assert set(by) == {"covrag-multi-round-beats-single", "covrag-revision-raises-ref-acc"}, set(by)
+    for claim_id, records in by.items():
+        assert sorted(r["scope"].split(",")[0] for r in records) == ["NQ", "WebQ"], claim_id
+        for r in records:
+            assert r["model"] == m["models"][name]
+            if r.get("untestable"):
+                assert re.match(r"σ fired on \d of 4 questions \(the verifier's output parsed on \d of 4\)",
+                                r["untestable"]), r
+            else:
+                assert r["test"] == "exact McNemar" and r["n"] == 4 and m["summary"][name]["rounds"].get("1"), r
+    if not m["summary"][name]["fired"]:  # σ never fired: nothing of 09 is an estimate
+        assert all(r.get("untestable") for r in m["claims"])
+    for r in by["covrag-multi-round-beats-single"]:
+        if not r.get("untestable"):
+            dataset = r["scope"].split(",")[0]
+            acc = m["accuracy"][name]
+            assert r["value"] == pytest.approx(acc["multi-iteration"][dataset]["value"]
+                                               - acc["single iteration"][dataset]["value"])
+
+
+def check_10_claims(m: dict) -> None:
+    """Notebook 10's claims: Table 4's w/ CoL − w/o CoL (Mi primary) and CoV-RAG-S − the QA-only adapter (M1)."""
+    assert m["predictions_judged_in_training"].startswith("M1: ") and "+adapter:10-smoke-qa-only" in \
+        m["predictions_judged_in_training"]
+    col = [r for r in m["claims"] if r["claim"] == "covrag-col-beats-no-col"]
+    qa = [r for r in m["claims"] if r["claim"] == "covrag-s-beats-qa-only"]
+    assert len(col) + len(qa) == len(m["claims"]) and len(qa) == 1
+    assert [r["scope"].split(", ")[0] for r in col] == [
+        "multi-iteration accuracy", "single-iteration accuracy", "judgment accuracy on the questions both judged", "Dlt"]
+    t = m["table4"]
+    for r, key in zip(col[:2], ("Mi", "Si")):
+        assert r["test"] == "exact McNemar" and r["n"] == 4 and r["scope"].endswith("NQ+WebQ test questions, gold labels")
+        assert r["value"] == pytest.approx(t["QA + verification w/ CoL"][key] - t["QA + verification w/o CoL"][key])
+        assert r["model"].endswith("adapter 10-smoke-qa-verify-chain")
+        assert r["baseline"].endswith("adapter 10-smoke-qa-verify-no-chain")
+    for r in col[2:]:  # Jdg and Dlt: an estimate, or the counts of why the step never ran
+        assert r.get("untestable", "").startswith(("no question was judged", "σ fired on")) or r["n"] >= 1, r
+    (r,) = qa
+    assert r["test"] == "exact McNemar" and r["baseline"].endswith("adapter 10-smoke-qa-only")
+    assert r["value"] == pytest.approx(t["QA + verification w/ CoL"]["Si"] - t["QA only (WebGLM-like)"]["Si"])
+
+
+def check_11_claims(m: dict) -> None:
+    """Notebook 11's claim: with the offline stand-in judge, Table 3's ranking is not testable, with its count."""
+    records = m["claims"]
+    assert [r["scope"].split(", ")[0] for r in records] == ["Correctness", "Truthfulness", "Citation Accuracy"]
+    for r in records:
+        assert r["claim"] == "covrag-gpt4-ranking" and "offline stand-in" in r["untestable"], r
+        ranked = m["ranks"][r["scope"].split(", ")[0]]["n"]
+        assert f"ranked {ranked} of 4 questions completely" in r["untestable"]

@@ -27,7 +27,8 @@ class Claim:
     primary: str = ""  # the headline setting: the leading ", "-separated fields of the primary scope
     paper_effect: float | None = None  # the paper's effect at the primary setting, in our unit (for power)
     effect_source: str = ""  # where paper_effect comes from
-    n_parameter: str = ""  # the notebook parameter whose default is the number of questions `full` runs
+    n_parameter: str = ""  # the notebook parameter whose default is the questions `full` runs (per dataset: a record
+    # may say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
     about: str = ""  # a conditional claim: whom it is about (outside it: "not testable here")
     untestable: str = ""  # why no run here can test it (with notebook="")
 

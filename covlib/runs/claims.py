@@ -91,6 +91,8 @@ def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
     """The n at which the paper's own effect would be detected (80% power) and what `full` runs, in words too."""
     need = power.questions_needed(c.paper_effect, record) if c.paper_effect is not None else None
     full = notebook_default(c.notebook, c.n_parameter)
+    if full is not None and isinstance(record.get("pooled"), int):  # questions pooled over datasets, n each
+        full *= record["pooled"]
     if full is not None and isinstance(record.get("available"), int):
         full = min(full, record["available"])
     if c.paper_effect is None:

@@ -184,9 +184,9 @@ def ranking_untestable(judge: str, stand_in: bool, ranked: int, n: int) -> str |
     """Why Table 3's ranking claim cannot be tested with this judge, or None: the offline stand-in is not the
     paper's judge (GPT-4), and a judge that finished no ranking ranked nothing."""
     if stand_in:
-        return (f"the claim is GPT-4's ranking; the judge here is the offline stand-in {judge}, which ranked {ranked} "
-                f"of {n} questions completely: its ranks say nothing about GPT-4's (give `ranker` a strong instruct "
-                "model)")
+        return (f"the claim is GPT-4's ranking; the judge here is the offline stand-in {judge} (not GPT-4), which "
+                f"ranked {ranked} of {n} questions completely: its ranks say nothing about GPT-4's (give `ranker` a "
+                "strong instruct model)")
     if ranked == 0:
         return f"the judge {judge} finished no ranking of the {n} questions (0 parsed)"
     return None
@@ -212,6 +212,7 @@ def table3_comparisons(per_question: dict[str, dict[str, Sequence[float]]], rank
         out.append(_comparison("covrag-gpt4-ranking", f"{criterion}, {paper_row} ({system}) vs {other}, judge {judge}",
                                est, "mean rank (lower is better; ranks among the systems shown)", why))
     return out
+
 
 _SET = ClaimSet(CLAIMS)  # the record builders notebooks use; an id of another paper is an error
 claim, estimate, untestable, same_as, record = _SET.claim, _SET.estimate, _SET.untestable, _SET.same_as, _SET.record
