@@ -322,7 +322,8 @@ auc_difference = verify_edit.auc_difference(verify_edit.apply_threshold(cot_sc, 
                                             verify_edit.apply_threshold(cot_sc, edits, n_samples, consistency),
                                             seed=seed)
 scope = f"hotpotqa, {knowledge}, {consistency} consistency, n={n_samples} paths"
-meta = dict(model=generator.name, knowledge=source.label)
+oracle = verify_edit.NEAR_ORACLE["hotpotqa"] if knowledge in verify_edit.RETRIEVER_KINDS else None
+meta = dict(model=generator.name, knowledge=source.label, **({"near_oracle": oracle} if oracle else {}))
 claim_records = [
     # notebook 03 runs the same comparison (its edits use Wang consistency at ⌈n/2⌉) on the same questions
     claims.same_as("ve-edit-below-half-helps", scope, differences["ve-edit-below-half-helps"], "EM points",

@@ -62,7 +62,7 @@ results_folder: str = ""  # folder of the results JSON of notebooks 01-11; empty
 profiles.check_parameters()  # no numeric parameter: nothing to check but the profile
 profile = profiles.resolve(profile, device or None)
 params = dict(profile=profile, results_folder=results_folder or "results/")
-CLAIMS = verify_edit_CLAIMS + credibility_CLAIMS + covrag_CLAIMS  # the three papers', in order
+CLAIMS = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS  # the three papers', in order
 recorded = claims.read_results(results_folder or None)
 rows = claims.collect(recorded, CLAIMS)
 ran = {name: (r.get("params", {}).get("profile"), r.get("meta", {}).get("model")) for name, r in recorded.items()
@@ -81,7 +81,8 @@ plotting.set_style()
 summary = claims.summary(rows)
 print(f"{summary['n_tests']} tests counted: {summary['n_primary']} primary rows (one per claim and model) and "
       f"{summary['n_secondary']} secondary rows (Holm-adjusted); primary verdicts: "
-      + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items()))
+      + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items())
+      + f"; {summary['n_same_comparison']} primary rows repeat another claim's comparison (counted there)")
 ledger = pd.DataFrame(rows)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
                            if isinstance(r["ours"], (int, float)) else "—" for r in rows]
@@ -90,7 +91,7 @@ ledger["p"] = [f"{r['p']:.3g}" if isinstance(r.get("p"), float) else "" for r in
 ledger["p (Holm)"] = [f"{r['p_holm']:.3g}" if isinstance(r.get("p_holm"), float) else "" for r in rows]
 ledger["n"] = ledger["n"].astype("Int64")
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
-                "test", "verdict", "reason", "counted", "quote", "paper evidence", "model", "profile", "id"]]
+                "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id"]]
 results.save_table(table, "tab-12-claims", params=params, profile=profile, tests=summary["n_tests"])
 pd.set_option("display.max_colwidth", 80)
 table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict",
@@ -114,8 +115,8 @@ headline = {
     "n_estimates": len(rows),
     **summary,
     "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",
-                                      "p_holm", "test", "unit", "verdict", "reason", "counted", "n_needed", "n_full",
-                                      "model", "profile")} for r in rows],
+                                      "p_holm", "test", "unit", "verdict", "reason", "note", "counted", "n_needed",
+                                      "n_full", "model", "profile")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
 results.record_metrics("12_claims", headline, params=params, profile=profile)

@@ -660,7 +660,7 @@ def test_12_claims_smoke(smoke_root):
     m = record["metrics"]
     assert m["n_claims"] == len(all_claims) >= 12 and len(m["ledger"]) == m["n_estimates"]
     primary = [r for r in m["ledger"] if r["role"] == "primary"]
-    assert sum(m["primary_verdicts"].values()) == m["n_primary"] == len(primary)
+    assert sum(m["primary_verdicts"].values()) + m["n_same_comparison"] == m["n_primary"] == len(primary)
     assert len({(r["id"], r["model"]) for r in primary}) == len(primary)  # one verdict per claim and model
     assert m["n_tests"] == sum(r["counted"] for r in m["ledger"])
     ids = {r["id"] for r in m["ledger"]}

@@ -75,7 +75,11 @@ class ClaimSet:
         return {**self.estimate(claim_id, scope, est, unit, **meta), "same_as": [other_id, other_scope]}
 
     def record(self, comparison: dict[str, Any], **meta: Any) -> dict[str, Any]:
-        """The record of a comparison {"claim", "scope", "est", "unit"} or {"claim", "scope", "untestable"}."""
+        """The record of a comparison {"claim", "scope", "est", "unit"} or {"claim", "scope", "untestable"} (other
+        keys, such as near_oracle, kept; `meta` wins)."""
+        extra = {k: v for k, v in comparison.items() if k not in ("claim", "scope", "est", "unit", "untestable")}
         if "untestable" in comparison:
-            return self.untestable(comparison["claim"], comparison["untestable"], scope=comparison["scope"], **meta)
-        return self.estimate(comparison["claim"], comparison["scope"], comparison["est"], comparison["unit"], **meta)
+            return self.untestable(comparison["claim"], comparison["untestable"], scope=comparison["scope"],
+                                   **{**extra, **meta})
+        return self.estimate(comparison["claim"], comparison["scope"], comparison["est"], comparison["unit"],
+                             **{**extra, **meta})

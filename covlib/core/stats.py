@@ -6,10 +6,10 @@ Every number a table reports carries its n and a 95% interval, chosen by the dat
 |---|---|---|
 | a proportion (0/1 values) | Wilson (`mean_interval`), exact Clopper-Pearson against chance (`above_chance`) | exact binomial |
 | a mean of other values | seeded percentile bootstrap over questions (`mean_interval`, `bootstrap`) | - |
-| paired 0/1 outcomes (EM, accuracy) | the exact interval that inverts McNemar's test (`paired_difference`) | exact McNemar, with the discordant counts |
+| paired 0/1 outcomes (EM, accuracy) | Newcombe's hybrid score interval (`paired_difference`) | exact McNemar, with the discordant counts |
 | paired continuous values | paired BCa bootstrap (`paired_difference`) | sign-flip permutation |
 | two independent samples | percentile bootstrap of each (`independent_difference`) | permutation |
-| a correlation | Fisher z (`correlation`; not with fewer than 4 points) | Pearson's t |
+| a correlation | Fisher z (`correlation`; not with fewer than 4 points) | Fisher z |
 | two correlations sharing a variable | Zou (2007) (`correlation_difference`) | - |
 
 Multiplicity and power (`holm`, `questions_needed`) live in `covlib.core.power`. Each estimate is a dict {"value", "low", "high", "n", ...} of plain
@@ -152,19 +152,26 @@ def mcnemar_exact(better: int, worse: int) -> float:
     return float(min(1.0, 2 * stats.binom.cdf(min(better, worse), m, 0.5)))
 
 
-def mcnemar_interval(better: int, worse: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The interval of (better - worse) / n that inverts the exact McNemar test (Clopper-Pearson on the discordant pairs).
+def newcombe_interval(both: int, better: int, worse: int, neither: int,
+                      confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Newcombe's (1998, method 10) interval of a paired difference of proportions (better - worse) / n.
 
-    Given m = better + worse discordant pairs, the share of them that favour the first setting has
-    an exact interval [pl, ph]; the difference of the two proportions is m (2 pi - 1) / n. The
-    interval excludes 0 exactly when `mcnemar_exact` < 1 - confidence, so test and interval never
-    disagree. With no discordant pair it is [0, 0] (conditional on m): read it with n and p = 1.
+    The hybrid score interval: Wilson intervals of the two marginal proportions, combined with the
+    phi correlation of the 2x2 table; about 95% coverage at the sizes this project runs (the
+    interval that conditions on the discordant count, inverting the exact test, does not cover the
+    difference: with no question worse its upper end is the estimate itself).
     """
-    m = better + worse
-    if m == 0:
-        return 0.0, 0.0
-    low, high = clopper_pearson(better, m, confidence)
-    return m * (2 * low - 1) / n, m * (2 * high - 1) / n
+    n = both + better + worse + neither
+    if n == 0:
+        return float("nan"), float("nan")
+    p1, p2 = (both + better) / n, (both + worse) / n
+    (l1, u1), (l2, u2) = wilson_interval(both + better, n, confidence), wilson_interval(both + worse, n, confidence)
+    product = (both + better) * (worse + neither) * (both + worse) * (better + neither)
+    phi = (both * neither - better * worse) / np.sqrt(product) if product else 0.0
+    d = p1 - p2
+    down = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
+    up = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
+    return float(d - np.sqrt(max(down, 0.0))), float(d + np.sqrt(max(up, 0.0)))
 
 
 def _bca(d: np.ndarray, seed: int, n_boot: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -210,9 +217,11 @@ def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0
     """mean(a - b) over the questions where both are finite (x `scale`), with its 95% interval and a two-sided p.
 
     Both columns 0/1 (EM, accuracy, correctness): the discordant counts `better` (a right, b wrong)
-    and `worse`, the exact McNemar p and the interval that inverts it (`mcnemar_interval`).
-    Otherwise: a paired BCa bootstrap interval, the sign-flip permutation p and the sd of the
-    differences (for power). Every caller gets the test that fits its data.
+    and `worse`, the exact McNemar p (what a verdict reads) and Newcombe's interval of the
+    difference (`newcombe_interval`; at a borderline table such as 7 better / 1 worse of 60 it can
+    exclude 0 while the exact p is above 0.05: the verdict follows the exact test). Otherwise: a
+    paired BCa bootstrap interval, the sign-flip permutation p and the sd of the differences (for
+    power). Every caller gets the test that fits its data.
     """
     x, y = _finite(a, b)
     n = int(x.size)
@@ -221,7 +230,8 @@ def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0
                 "test": "none (no pair)"}
     if _is_binary(x, y):
         better, worse = int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1)))
-        low, high = mcnemar_interval(better, worse, n)
+        both = int(np.sum((x == 1) & (y == 1)))
+        low, high = newcombe_interval(both, better, worse, n - both - better - worse)
         return {"value": (better - worse) / n * scale, "low": low * scale, "high": high * scale, "n": n,
                 "p": mcnemar_exact(better, worse), "test": "exact McNemar", "better": better, "worse": worse,
                 "scale": scale}
@@ -279,7 +289,7 @@ def independent_difference(a: Sequence[float], b: Sequence[float], scale: float 
 
 
 def above_chance(correct: Sequence[float], chance: float = 0.5, scale: float = 1.0) -> dict[str, Any]:
-    """Accuracy minus `chance` (x `scale`) of 0/1 outcomes: exact (Clopper-Pearson) interval, exact binomial p."""
+    """Accuracy minus `chance` (x `scale`) of 0/1 outcomes: Clopper-Pearson interval, the equal-tailed exact p it inverts."""
     (v,) = _finite(correct)
     if not _is_binary(v):
         raise ValueError("above_chance needs 0/1 outcomes")
@@ -288,7 +298,8 @@ def above_chance(correct: Sequence[float], chance: float = 0.5, scale: float = 1
     k, n = int(v.sum()), int(v.size)
     low, high = clopper_pearson(k, n)
     return {"value": (k / n - chance) * scale, "low": (low - chance) * scale, "high": (high - chance) * scale,
-            "n": n, "p": float(stats.binomtest(k, n, chance).pvalue), "test": "exact binomial",
+            "n": n, "p": float(min(1.0, 2 * min(stats.binom.cdf(k, n, chance), stats.binom.sf(k - 1, n, chance)))),
+            "test": "exact binomial",
             "successes": k, "chance": chance, "scale": scale}
 
 
@@ -296,7 +307,7 @@ MIN_CORRELATION_N = 4  # a Fisher-z interval needs n - 3 >= 1
 
 
 def correlation(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Pearson r with its Fisher-z 95% interval and two-sided p; NaN interval with fewer than 4 points (n is the count)."""
+    """Pearson r with its Fisher-z 95% interval and the Fisher-z p; NaN interval with fewer than 4 points (n: the count)."""
     a, b = _finite(x, y)
     n = int(a.size)
     nan = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": n, "p": float("nan"),
@@ -310,6 +321,7 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
     if n < MIN_CORRELATION_N or abs(r) == 1.0:
         return {**nan, "value": r, "p": float(p)}
     z, half = np.arctanh(r), stats.norm.ppf(1 - (1 - CONFIDENCE) / 2) / np.sqrt(n - 3)
+    p = 2 * stats.norm.sf(abs(z) * np.sqrt(n - 3))  # the Fisher-z test, so p and interval agree
     return {**nan, "value": r, "low": float(np.tanh(z - half)), "high": float(np.tanh(z + half)), "p": float(p)}
 
 

@@ -135,6 +135,8 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
         if r is not primary and _independent(r):
             family.append((row, r))
         if r.get("near_oracle"):
+            if r is primary:  # the headline setting ran only on a corpus holding the questions' own evidence
+                row["verdict"] = "not testable here"
             row["reason"] = f"near-oracle corpus, not independent support ({r['near_oracle']}); " + row["reason"]
         if r is primary and row["verdict"] == "inconclusive at this n":
             row.update(power_note(c, r))
@@ -150,21 +152,31 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
     return rows
 
 
+def _same_questions(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    keys = ("n", "better", "worse") if row.get("test") == "exact McNemar" else ("n",)
+    return all(row.get(k) == other.get(k) for k in keys)
+
+
 def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
-    """A row that repeats another claim's comparison takes that row's verdict and is counted there, once."""
+    """A row that repeats another claim's comparison on the same questions takes that row's verdict, counted there."""
     for row in rows:
         if not row.get("same_as"):
             continue
         other_id, other_scope = row["same_as"]
-        other = next((o for o in rows if o["id"] == other_id and o["scope"] == other_scope and o["counted"]
-                      and o["model"] == row["model"]), None)
-        if other is None:  # the other notebook did not run this comparison: this row stands on its own
+        other = next((o for o in rows if o["id"] == other_id and o["scope"] == other_scope
+                      and o["model"] == row["model"] and not o.get("same_as")), None)
+        if other is None or not _same_questions(row, other):  # not run there, or not on the same questions
             row["counted"] = math.isfinite(_number(row.get("p")))
+            if other is not None:
+                row["reason"] += (f" ({other_id} ({other_scope}) ran n={other.get('n')}: not the same questions, "
+                                  "so this row stands on its own)")
             continue
-        row["counted"] = False
-        row["verdict"] = other["verdict"]
+        row["counted"], row["verdict"], row["near_oracle"] = False, other["verdict"], other["near_oracle"]
         row["reason"] = (f"the same comparison on the same questions as {other_id} ({other_scope}): "
                          f"{other['verdict']} there, counted once")
+        if row["near_oracle"] and row["role"] == "primary":
+            row["verdict"] = "not testable here"
+            row["reason"] = "near-oracle corpus, not independent support; " + row["reason"]
 
 
 def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
@@ -201,15 +213,17 @@ def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> li
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the front page says: tests run, primary verdicts counted per claim, secondary rows."""
+    """What the front page says: tests run, primary verdicts (a claim pointing to another's row counted apart)."""
     primaries = [r for r in rows if r["role"] == "primary"]
+    repeated = [r for r in primaries if r.get("same_as") and not r["counted"] and r["reason"].startswith("the same")]
     counts: dict[str, int] = {v: 0 for v in VERDICTS}
     for r in primaries:
-        counts[r["verdict"]] += 1
+        if r not in repeated:
+            counts[r["verdict"]] += 1
     return {"n_claims": len({r["id"] for r in rows}), "n_primary": len(primaries),
             "n_tests": sum(1 for r in rows if r["counted"]),
             "n_secondary": sum(1 for r in rows if r["role"] == "secondary"),
-            "primary_verdicts": counts}
+            "primary_verdicts": counts, "n_same_comparison": len(repeated)}
 
 
 VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusive at this n": "#7570b3",
