@@ -30,9 +30,9 @@
 #
 # | verdict | when |
 # |---|---|
-# | `supported` | p < 0.05 and the difference has the paper's sign |
-# | `contradicted` | p < 0.05 and the difference has the other sign |
-# | `inconclusive at this n` | p ≥ 0.05: with the n at which the paper's own effect would be detected with 80% power, and whether `full` runs that many |
+# | `supported` | p < 0.05, the 95% interval clear of 0, the difference with the paper's sign |
+# | `contradicted` | the same, with the other sign |
+# | `inconclusive at this n` | p ≥ 0.05 (or p and interval disagree): with the n at which the paper's own effect would be detected with 80% power, and whether `full` runs that many |
 # | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, the model is outside the claim's scope, no human ratings |
 #
 # A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M

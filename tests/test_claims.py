@@ -335,3 +335,11 @@ def test_a_correlations_p_agrees_with_its_fisher_z_interval():
         y = r_target * (x - x.mean()) / x.std() + np.sqrt(1 - r_target ** 2) * np.array([1, -1, 0, 1, -1]) / 0.8944
         est = stats.correlation(x, y)
         assert (est["p"] < 0.05) == (est["low"] > 0 or est["high"] < 0), est
+
+
+def test_a_p_below_the_level_with_an_interval_holding_zero_decides_nothing():
+    """Notebook 01's cpu run: permutation p = 0.031 but the bootstrap interval [-0.02, 2.69] holds 0."""
+    rec = ve.estimate("ve-consistency-separates", "hotpotqa", {"value": 1.33, "low": -0.02, "high": 2.69, "n": 60,
+                                                             "p": 0.031, "test": "permutation"}, "consistency")
+    verdict, reason = claims.verdict(rec)
+    assert verdict == "inconclusive at this n" and "holds 0" in reason

@@ -15,7 +15,8 @@ correlations). Notebook 12 reads them all (`collect`):
 - a row that repeats another claim's comparison on the same questions (`same_as`) points to it and
   is not counted again; a row on a near-oracle corpus (`near_oracle`) is shown, not counted as support.
 
-Verdicts: `supported` / `contradicted` (p below the level, the sign for / against the claim),
+Verdicts: `supported` / `contradicted` (p below the level and the 95% interval clear of 0, the sign
+for / against the claim; a p below the level with an interval holding 0 is borderline: inconclusive),
 `inconclusive at this n` (with the n at which the paper's own effect would be detected with 80%
 power, and whether the `full` profile reaches it), `not testable here` (the reason: nothing ran,
 the mechanism the claim is about never ran, the model is outside the claim's scope).
@@ -67,8 +68,11 @@ def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
             return ("supported" if low > 0 else "contradicted"), "the 95% interval excludes 0"
         return "inconclusive at this n", "the 95% interval holds 0"
     words = f"{_test_words(record)} p = {p:.3g}"
-    if p < ALPHA and value != 0:
+    low, high = _number(record.get("low")), _number(record.get("high"))
+    if p < ALPHA and value != 0 and (math.isnan(low) or low > 0 or high < 0):
         return ("supported" if value > 0 else "contradicted"), words
+    if p < ALPHA and value != 0:  # the test and its interval disagree: a borderline result decides nothing
+        return "inconclusive at this n", f"{words}, but the 95% interval [{low:.3g}, {high:.3g}] holds 0"
     if record.get("test") == "exact McNemar" and record["better"] + record["worse"] == 0:
         return "inconclusive at this n", f"no question changed between the two settings (p = 1, n = {record['n']})"
     return "inconclusive at this n", words
