@@ -12,12 +12,11 @@ from covlib.core import stats, traces
 from covlib.core.records import Example
 from covlib.generation import Generator
 from covlib.retrieval import Retriever
-from covlib.papers.credibility import claims as ledger
 
 import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.answers import answer_batch
-from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, RLHF_SCOPE, outside, parameter_count, size_label,
-                                              size_tiers)
+from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, RLHF_SCOPE, estimate, outside, parameter_count,
+                                              size_label, size_tiers, untestable)
 from covlib.papers.credibility.intervals import reflection_correct
 from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt, is_refusal
 from covlib.papers.credibility.references import ReferenceSet, hits_set, partial, rng, with_gold
@@ -198,10 +197,10 @@ def _above_chance(g: Generator, replies: Sequence[str], insufficient: Sequence[b
                "same decision every time, so its accuracy is the share of one group by construction and "
                "self-reflection never discriminated")
     if why:
-        return ledger.untestable("cred-reflection-above-chance", why, scope=scope, model=name, refused=k, **meta)
+        return untestable("cred-reflection-above-chance", why, scope=scope, model=name, refused=k, **meta)
     chance = max(partial_share, 1 - partial_share)  # the better constant decision (0.5 with equal groups)
     est = stats.above_chance(reflection_correct(refused, insufficient), chance=chance, scale=100)
-    return ledger.estimate("cred-reflection-above-chance", scope, est, "accuracy points above chance", model=name,
+    return estimate("cred-reflection-above-chance", scope, est, "accuracy points above chance", model=name,
                            refused=k, **meta)
 
 
@@ -214,13 +213,13 @@ def _by_size(generators: Sequence[Generator], correct: dict[str, list[float]], s
     tiers = size_tiers({n: s for n, (s, _) in sizes.items()})
     meta = {"model": ", ".join(m for _, ms in tiers for m in ms) or ", ".join(sizes), "sizes": ran, **meta}
     if len(tiers) < 2:
-        return [ledger.untestable("cred-reflection-tracks-strength", f"needs models of 2 or more distinct known sizes "
+        return [untestable("cred-reflection-tracks-strength", f"needs models of 2 or more distinct known sizes "
                                   f"(ran {len(sizes)}: {ran})", scope=f"strongest vs weakest, {scope}", **meta)]
 
     def compare(role: str, hi: tuple[str, list[str]], lo: tuple[str, list[str]]) -> dict[str, Any]:
         pooled = [np.mean([correct[m] for m in ms], axis=0) for _, ms in (hi, lo)]
         where = f"{hi[0]} ({', '.join(hi[1])}) − {lo[0]} ({', '.join(lo[1])})"
-        return ledger.estimate("cred-reflection-tracks-strength", f"{role}, {scope}, {where}",
+        return estimate("cred-reflection-tracks-strength", f"{role}, {scope}, {where}",
                                stats.paired_difference(*pooled, scale=100, seed=seed), "accuracy points", **meta)
 
     out = [compare("strongest vs weakest", tiers[-1], tiers[0])]
@@ -257,7 +256,7 @@ def completion_claims(generators: Sequence[Generator], completed: dict[str, Sequ
             why = (f"{g.name} refused {refused} of {len(done)} questions but no completion round yielded a search "
                    "query (0 asked), so self-completion retrieved nothing")
         counts = {"model": g.name, "refused": refused, "asked": asked, **meta}
-        out.append(ledger.untestable("cred-self-completion-helps", why, scope=scope, **counts) if why else
-                   ledger.estimate("cred-self-completion-helps", scope, gain[g.name],
+        out.append(untestable("cred-self-completion-helps", why, scope=scope, **counts) if why else
+                   estimate("cred-self-completion-helps", scope, gain[g.name],
                                    "key-fact F1 points (per-question mean)", **counts))
     return out

@@ -7,9 +7,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from covlib.core import metrics, stats
-from covlib.papers.credibility import claims as ledger
 
-from covlib.papers.credibility.claims import model_card
+from covlib.papers.credibility.claims import estimate, model_card, untestable
 from covlib.papers.credibility.metrics import f1
 
 
@@ -204,8 +203,8 @@ def tuning_claims(generators: Sequence[Any], rows: dict[str, Sequence[dict[str, 
            + (f"; no model card (kind unknown): {', '.join(unknown)}" if unknown else ""))
     meta = {"model": ", ".join(names), **meta}
     if not tuned or not base:
-        return [ledger.untestable("cred-instruction-beats-foundation", "needs at least one instruction-tuned and one "
+        return [untestable("cred-instruction-beats-foundation", "needs at least one instruction-tuned and one "
                                   f"foundation model with a declared card (ran {ran})", scope=f"F1, {scope}", **meta)]
-    return [ledger.estimate("cred-instruction-beats-foundation", f"{label}, {scope}, {ran}",
+    return [estimate("cred-instruction-beats-foundation", f"{label}, {scope}, {ran}",
                             kind_difference(rows, tuned, base, metric, seed=seed), f"{label} points (per-question mean)",
                             **meta) for label, metric in KIND_METRICS.items()]

@@ -12,7 +12,7 @@ from covlib.core import stats
 from covlib.core.stats import pearson
 from covlib.core.records import DataError
 from covlib.core.references import cited_sentences
-from covlib.papers.credibility import claims as ledger
+from covlib.papers.credibility.claims import estimate, untestable
 
 from covlib.papers.credibility.intervals import human_correlation_intervals
 
@@ -110,10 +110,10 @@ def human_correlation_claims(auto: dict[str, dict[str, float]], human: dict[str,
     rated = sorted(set(auto) & set(human or {}))
     meta = {"model": ", ".join(rated or auto), **meta}
     if not human:
-        return [ledger.untestable("cred-human-correlation", "no human ratings given (the `ratings` parameter is empty)",
+        return [untestable("cred-human-correlation", "no human ratings given (the `ratings` parameter is empty)",
                                   scope=f"recall, {scope}", **meta)]
     if len(rated) < stats.MIN_CORRELATION_N:
-        return [ledger.untestable("cred-human-correlation", f"not testable with fewer than {stats.MIN_CORRELATION_N} "
+        return [untestable("cred-human-correlation", f"not testable with fewer than {stats.MIN_CORRELATION_N} "
                                   f"rated models ({len(rated)} rated: {', '.join(rated) or 'none'}): a Fisher-z "
                                   "interval over models needs 4", scope=f"recall, {scope}", **meta)]
     est = human_correlation_intervals(auto, human)
@@ -122,7 +122,7 @@ def human_correlation_claims(auto: dict[str, dict[str, float]], human: dict[str,
                                        ("precision", "P", "key-fact P", "human precision")):
         note = (f"r({metric}, {people}) = {stats.format_interval(est[key], 2)}; r(EM-recall, human recall) = "
                 f"{stats.format_interval(est['EM_recall'], 2)}; {len(rated)} models, Fisher-z intervals")
-        out.append(ledger.estimate("cred-human-correlation", f"{field}, {scope}, {len(rated)} rated models",
+        out.append(estimate("cred-human-correlation", f"{field}, {scope}, {len(rated)} rated models",
                                    est[f"{key}_minus_EM_recall"], "Pearson r difference (Zou 2007)", note=note,
                                    r_key_facts=est[key], r_em_recall=est["EM_recall"], **meta))
     return out
