@@ -176,6 +176,7 @@ def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
                                   "so this row stands on its own)")
             continue
         row["counted"], row["verdict"], row["near_oracle"] = False, other["verdict"], other["near_oracle"]
+        row["repeats"] = not (row["near_oracle"] and row["role"] == "primary")  # tallied apart on the front page
         row["reason"] = (f"the same comparison on the same questions as {other_id} ({other_scope}): "
                          f"{other['verdict']} there, counted once")
         if row["near_oracle"] and row["role"] == "primary":
@@ -219,7 +220,7 @@ def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> li
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the front page says: tests run, primary verdicts (a claim pointing to another's row counted apart)."""
     primaries = [r for r in rows if r["role"] == "primary"]
-    repeated = [r for r in primaries if r.get("same_as") and not r["counted"] and r["reason"].startswith("the same")]
+    repeated = [r for r in primaries if r.get("repeats")]
     counts: dict[str, int] = {v: 0 for v in VERDICTS}
     for r in primaries:
         if r not in repeated:

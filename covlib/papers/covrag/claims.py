@@ -10,7 +10,7 @@ questions both verifiers judged), `finetune_comparisons` (notebook 10: Table 4's
 CoL, primary and secondary scopes, and CoV-RAG-S against the QA-only model), `table3_comparisons`
 and `ranking_untestable` (notebook 11: Table 3, and why not without GPT-4). Each comparison is
 {"claim", "scope", "est", "unit"} (`est` a `covlib.core.stats` test result) or {"claim", "scope",
-"untestable"}, as `covlib.runs.claims.record` takes it.
+"untestable"}, as this module's `record` takes it.
 """
 
 from __future__ import annotations
