@@ -129,3 +129,44 @@ def load_keyfact_pairs() -> list[NLIPair]:
     accuracy on them is what the credibility tables print beside their numbers (`decision_accuracy`).
     """
     return load_pairs(paths.resources_dir() / KEYFACT_PAIRS)
+
+
+# --------------------------------------------------------------------------- the frozen key-fact test set
+
+KEYFACT_TEST_PAIRS = "keyfact_nli_test-v1.jsonl"  # in paths.resources_dir(); its first line is {"provenance": ...}
+KEYFACT_TEST_GUIDELINE = "docs/keyfact_labelling.md"  # the labelling guideline, committed with the labels
+# SHA-256 of the test file's bytes, committed before any judge ran on it (git log shows the order).
+KEYFACT_TEST_SHA256 = "07924e5571cd41a7eb389ccd15f73d2499c1fe656ab21297d335bac7adc6cc98"
+KEYFACT_TEST_PROVENANCE = (
+    "Premises: the embedded model's answers and answer sentences (160 new tokens, seed 0; 2, 5 and 10 references "
+    "with both gold, 5 with one gold dropped, and none) to the 40 shared HotpotQA questions the development pairs do "
+    "not use, written unlabelled by scripts/keyfact_test_pairs.py and drawn by stratum of the key fact's content words "
+    "in the premise (each pair's weight brings its stratum back to its share). Hypotheses: the shipped key facts of "
+    "key_facts_hand-v1.jsonl. Labelled twice, independently, by AI coding agents following "
+    "docs/keyfact_labelling.md, each seeing only the pair and the guideline, without any judge's output (both labels "
+    "in `labels`: they agree on 577 of 581 pairs, Cohen's kappa 0.98); the 4 splits adjudicated by a third AI coding "
+    "agent, the reason in `why`. Committed with its SHA-256 before any judge ran on it; the project's history names "
+    "no human labeller.")
+
+
+def keyfact_test_path() -> Path:
+    """Where the frozen key-fact test set lives (covlib/resources)."""
+    return paths.resources_dir() / KEYFACT_TEST_PAIRS
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_keyfact_test_pairs() -> list[NLIPair]:
+    """The frozen key-fact test set (`KEYFACT_TEST_PROVENANCE`), refused if its bytes are not the ones hashed before any
+    judge ran on it (`KEYFACT_TEST_SHA256`). Each pair's extra holds question_id, stratum and weight."""
+    path = keyfact_test_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"no key-fact test set at {path}")
+    got = file_sha256(path)
+    if got != KEYFACT_TEST_SHA256:
+        raise ValueError(f"{path} has SHA-256 {got}, not the frozen test set's {KEYFACT_TEST_SHA256}: the test set "
+                         "must not change after judges have been scored on it (make a new version instead)")
+    return load_pairs(path)
