@@ -50,7 +50,7 @@
 # Wilson interval and the n it is over, and the ROC AUC of P(entailment) for "is entailed" (the
 # credibility metrics threshold P(entailment), so its ranking matters most).
 #
-# Outputs: `tables/tab-00b-nli-judges.*`, `figures/fig-00b-confusion.*`, `results/00b_nli_judges.json`.
+# Outputs: `tables/tab-00b-nli-judges.*`, `tables/tab-00b-keyfact-decisions.*`, `tables/tab-00b-keyfact-test.*`, `figures/fig-00b-confusion.*`, `results/00b_nli_judges.json`.
 
 # %%
 import matplotlib.pyplot as plt
@@ -59,7 +59,7 @@ import pandas as pd
 
 from covlib import nli
 from covlib.core import stats
-from covlib.nli import evaluation as nli_eval, pairs as P
+from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P
 from covlib.runs import plotting, profiles, results
 
 # %% tags=["parameters"]
@@ -227,6 +227,53 @@ print(f"offline default judge (nli.DEFAULT_JUDGE): {nli.DEFAULT_JUDGE}"
 decision_table.round(1)
 
 # %% [markdown]
+# ## 5. The frozen test set: the final numbers
+# Every choice above (the default judge, the near-miss training pairs, the decision rule) was made on
+# the key-fact pairs, so their numbers are development numbers. The **key-fact test set**
+# (`covlib/resources/keyfact_nli_test-v1.jsonl`) decides nothing: new pairs from questions the
+# development pairs do not use, the notebooks' own answers (160 new tokens; 2, 5 and 10 references, partial,
+# closed-book), drawn by stratum so entailed and contradicted pairs are not rare, labelled blind by the
+# guideline in `docs/keyfact_labelling.md`; its SHA-256 was committed before any judge ran on it, and
+# `load_keyfact_test_pairs` refuses a file that differs. Who labelled it, as its header says
+# (`covlib.nli.labelled.KEYFACT_TEST_PROVENANCE`):
+#
+# > **Key-fact test set** (`covlib/resources/keyfact_nli_test-v1.jsonl`): Premises: the embedded model's answers and answer sentences (160 new tokens, seed 0; 2, 5 and 10 references with both gold, 5 with one gold dropped, and none) to the 40 shared HotpotQA questions the development pairs do not use, written unlabelled by scripts/keyfact_test_pairs.py and drawn by stratum of the key fact's content words in the premise (each pair's weight brings its stratum back to its share). Hypotheses: the shipped key facts of key_facts_hand-v1.jsonl. Labelled twice, independently, by AI coding agents following docs/keyfact_labelling.md, each seeing only the pair and the guideline, without any judge's output (both labels in `labels`: they agree on 577 of 581 pairs, Cohen's kappa 0.98); the 4 splits adjudicated by a third AI coding agent, the reason in `why`. Committed with its SHA-256 before any judge ran on it; the project's history names no human labeller.
+#
+# Two kinds of number per judge: **as drawn** (each proportion over the test pairs, Wilson and exact
+# Clopper-Pearson 95% intervals; F1 and differences resample whole questions), and **weighted** to the
+# notebooks' mix of pairs (each stratum weighted back to its share; intervals resample questions). The
+# weighted sensitivity and specificity are what the credibility tables fold into their corrected key-fact
+# recall and precision (`nli.corrected_mean`, Rogan-Gladen).
+
+# %%
+test_pairs = L.load_keyfact_test_pairs()
+print(P.label_counts(test_pairs), "from", len({p.extra["question_id"] for p in test_pairs}), "questions")
+side_by_side, test_rates = [], {}
+for spec in judge_specs:
+    judge = judge_of[spec]
+    for set_name, pairs in (("development (key-fact pairs)", keyfact), ("test (frozen)", test_pairs)):
+        pairs = stratified(pairs, n_fever_slow) if spec.lower().startswith(SLOW) else pairs
+        d = nli_eval.decision_accuracy(judge, pairs, seed=seed)
+        row = {"judge": d["judge"], "spec": spec, "set": set_name, "n": d["accuracy"]["n"],
+               "n entailed (gold)": d["entail_recall"]["n"], "n decided entailed": d["entail_precision"]["n"],
+               "F1 of entailed [95% CI, by question]": stats.format_interval(d["entail_f1"])}
+        for k, label in (("entail_precision", "precision"), ("entail_recall", "recall"), ("accuracy", "accuracy")):
+            row[f"{label} % [Wilson]"] = stats.format_interval(d[k])
+            row[f"{label} exact CI"] = "[{:.1f}, {:.1f}]".format(*d[k]["exact"])
+        if set_name.startswith("test"):
+            said, _ = nli_eval.decisions(judge, pairs)
+            rates = test_rates[spec] = nli.rates_from_decisions(d["judge"], said, pairs)
+            weighted = rates.weighted(seed=seed)
+            for k in ("precision", "sensitivity", "specificity"):
+                row[f"weighted {k} % [95% CI]"] = stats.format_interval(weighted[k])
+        row["intervals"] = {k: d[k] for k in ("accuracy", "entail_precision", "entail_recall", "entail_f1")}
+        side_by_side.append(row)
+test_table = pd.DataFrame(side_by_side).drop(columns="intervals")
+results.save_table(test_table, "tab-00b-keyfact-test", params=params, judges=judge_specs,
+                   test_set=L.KEYFACT_TEST_PAIRS, test_sha256=L.KEYFACT_TEST_SHA256)
+test_table
+
+# %% [markdown]
 # Caveats worth keeping in mind when reading the table:
 # * FEVER claims are often mutations of one evidence sentence, and 3,222 of the 8,999 non-test
 #   claims share an evidence sentence with a test claim; the FEVER test numbers are therefore
@@ -247,6 +294,10 @@ headline = {
     "n_fever": len(sets["FEVER test"]),
     "n_fixture": len(fixture),
     "n_keyfact_pairs": len(keyfact),
+    "keyfact_test": [{k: r[k] for k in ("judge", "spec", "set", "n", "intervals")} for r in side_by_side],
+    "keyfact_test_weighted": {spec: r.weighted(seed=seed) for spec, r in test_rates.items()},
+    "n_keyfact_test": len(test_pairs),
+    "keyfact_test_sha256": L.KEYFACT_TEST_SHA256,
 }
 results.record_metrics("00b_nli_judges", headline, params=params, judges=judge_specs)
 {k: v for k, v in headline.items() if k not in ("rows", "by_setting", "keyfact_decisions")}

@@ -46,6 +46,14 @@
 #
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
+# **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
+# the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
+# `covlib/resources/keyfact_nli_test-v1.jsonl`) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
+# interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
+# precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
+# They show the range the judge's error allows, not a better judge's number.
+#
 # Every number of ours carries its 95% interval (the `95% CI` column beside it: Wilson for a
 # share of questions, a seeded percentile bootstrap over questions for per-question means) and n;
 # a difference between two key-fact sources on the same answers is paired (BCa bootstrap and a
@@ -135,7 +143,8 @@ summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
 judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-est = {n: C.intervals(r, seed=seed) for n, r in per_model.items()}  # each mean with its 95% interval
+rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+est = {n: C.intervals(r, seed=seed, rates=rates) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
 first = references.cited_sentences(answers[names[0]][0])
@@ -298,7 +307,7 @@ assert got["citations"][0] == got["citations"][1], "citations are not text"
 # to it; the paper's rows (GPT-4 key facts filtered by people, TRUE as f, 500 questions) have none.
 
 # %%
-LABELS = {"P": "P", "R": "R", "F1_mean": "F1 (mean of F1)", "F1_of_means": "F1 (of means)",
+LABELS = {"P": "P", "R": "R", "P_corrected": "P (judge-corrected)", "R_corrected": "R (judge-corrected)", "F1_mean": "F1 (mean of F1)", "F1_of_means": "F1 (of means)",
           "SC_cited": "SC (cited sents)", "SC_all": "SC (all sents)", "CitP": "CitP", "CitR": "CitR",
           "EM_recall": "EM-recall"}
 PAPER_FACTS = "GPT-4, filtered by people (paper)"
@@ -340,7 +349,7 @@ if other_facts:
     rows_other = C.score_runs(runs, examples, other_facts, judge)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
-    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}
+    est_other = {n: C.intervals(r, seed=seed, rates=rates) for n, r in other_rows.items()}
     differences = {n: {f"{m} ({compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
                        for m in ("P", "R")} for n in names}
     other_table = table1(other_facts[0].author, est_other,

@@ -41,6 +41,14 @@
 #
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
+# **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
+# the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
+# `covlib/resources/keyfact_nli_test-v1.jsonl`) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
+# interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
+# precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
+# They show the range the judge's error allows, not a better judge's number.
+#
 # Outputs: `figures/fig-05-knowledge-precision.*`, `tables/tab-05-knowledge-precision.*`,
 # `tables/tab-05-recall-drop.*`, `results/05_knowledge_precision.json`.
 
@@ -95,8 +103,9 @@ judge_name = summary[names[0]][sizes[0]]["judge"]
 judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(examples)
+rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 
-est = {name: {n: C.intervals(rows[(name, n)], seed=seed) for n in sizes} for name in names}
+est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in sizes} for name in names}
 change = {name: {n: C.paired(rows[(name, n)], rows[(name, sizes[0])], "R", seed=seed) for n in sizes[1:]}
           for name in names}  # recall at n refs − at the fewest, paired over questions
 
@@ -106,7 +115,7 @@ change = {name: {n: C.paired(rows[(name, n)], rows[(name, sizes[0])], "R", seed=
 # over the same questions (negative: recall lost to noise).
 
 # %%
-LABELS = {"R": "R", "P": "P", "F1_of_means": "F1", "SC_cited": "SC (cited sents)", "CitP": "CitP",
+LABELS = {"R": "R", "P": "P", "R_corrected": "R (judge-corrected)", "P_corrected": "P (judge-corrected)", "F1_of_means": "F1", "SC_cited": "SC (cited sents)", "CitP": "CitP",
           "EM_recall": "EM-recall"}
 delta = f"R change vs {sizes[0]} refs (paired)"
 table = pd.DataFrame([{"model": name, "n_refs": n, "noise": n - 2, **C.interval_columns(est[name][n], LABELS),

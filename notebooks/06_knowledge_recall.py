@@ -37,6 +37,14 @@
 #
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
+# **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
+# the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
+# `covlib/resources/keyfact_nli_test-v1.jsonl`) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
+# interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
+# precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
+# They show the range the judge's error allows, not a better judge's number.
+#
 # Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
 
 # %%
@@ -96,7 +104,8 @@ print(judge_agreement)
 q = len(examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
-est = {name: {s: C.intervals(rows[(name, s)], seed=seed) for s in settings} for name in names}
+rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+est = {name: {s: C.intervals(rows[(name, s)], seed=seed, rates=rates) for s in settings} for name in names}
 PAIRS = (("complete", "partial"), ("partial", "closed-book"))
 diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)
                 for a, b in PAIRS for m in ("P", "R")} for name in names}
@@ -112,6 +121,7 @@ for name in names:
     cols = {}
     for s in settings:
         cols.update(C.interval_columns(est[name][s], {m: f"{s} {m}" for m in ("P", "R")}))
+        cols.update(C.interval_columns(est[name][s], {f"{m}_corrected": f"{s} {m} (judge-corrected)" for m in ("P", "R")}))
     cols.update(C.interval_columns(diffs[name], {k: f"{k} (paired)" for k in diffs[name]}))
     records.append({"source": "ours", "model": name, **cols, "n": q})
 for name, by_s in C.PAPER_TABLE3.items():

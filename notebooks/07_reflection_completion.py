@@ -52,6 +52,14 @@
 #
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
+# **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
+# the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
+# `covlib/resources/keyfact_nli_test-v1.jsonl`) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
+# interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
+# precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
+# They show the range the judge's error allows, not a better judge's number.
+#
 # Outputs: `tables/tab-07-reflection-completion.*`, `tables/tab-07-gold-recall.*`,
 # `results/07_reflection_completion.json`.
 
@@ -167,9 +175,10 @@ retrieval_table
 names = [g.name for g in generators]
 rows = C.score_runs(runs, examples, facts, judge)
 summary = {key: C.summarize(r) for key, r in rows.items()}
-est = {key: C.intervals(r, seed=seed) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
 judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b)
+rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+est = {key: C.intervals(r, seed=seed, rates=rates) for key, r in rows.items()}
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}
@@ -178,9 +187,9 @@ rounds = {n: [d.rounds for d in completed[n]] for n in names}
 records = []
 for n in names:
     records.append({"source": "ours", "model": n,
-                    **C.interval_columns(est[(n, "baseline")], {"P": "BM25 P", "R": "BM25 R", "F1_of_means": "BM25 F1"}),
+                    **C.interval_columns(est[(n, "baseline")], {"P": "BM25 P", "R": "BM25 R", "F1_of_means": "BM25 F1", "P_corrected": "BM25 P (judge-corrected)", "R_corrected": "BM25 R (judge-corrected)"}),
                     **C.interval_columns(est[(n, "completion")], {"P": "self-compl. P", "R": "self-compl. R",
-                                                                   "F1_of_means": "self-compl. F1"}),
+                                                                   "F1_of_means": "self-compl. F1", "P_corrected": "self-compl. P (judge-corrected)", "R_corrected": "self-compl. R (judge-corrected)"}),
                     **C.interval_columns({"gain": gain[n]}, {"gain": "ΔF1 self-compl. − BM25 (paired)"}),
                     **C.interval_columns(reflection_est[n], {"accuracy": "reflection Acc", "f1": "reflection F1"}),
                     "rounds used (questions)": ", ".join(f"{r}: {c}" for r, c in sorted(Counter(rounds[n]).items())),

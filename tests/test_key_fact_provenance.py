@@ -22,12 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("04_credibility_models", "05_knowledge_precision", "06_knowledge_recall", "07_reflection_completion")
 # Which notebooks quote which file's provenance (the credibility notebooks both; 00b, the judges', the pairs').
 NOTEBOOK_QUOTES = {**{name: ("HAND_KEY_FACTS_PROVENANCE", "KEYFACT_PAIRS_PROVENANCE") for name in NOTEBOOKS},
-                   "00b_nli_judges": ("KEYFACT_PAIRS_PROVENANCE",)}
+                   "00b_nli_judges": ("KEYFACT_PAIRS_PROVENANCE", "KEYFACT_TEST_PROVENANCE")}
 # Which docs quote which file's provenance.
 QUOTED_IN = {
     "HAND_KEY_FACTS_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
     "HAND_REVIEW_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
     "KEYFACT_PAIRS_PROVENANCE": ("docs/judges.md", "docs/data.md"),
+    "KEYFACT_TEST_PROVENANCE": ("docs/judges.md", "docs/data.md"),
 }
 # Claims about the project's own data that no record supports: nobody wrote, checked or labelled them by hand, no
 # person. (The papers' own human studies and the rating sheet a reader fills are by people and say so in other words.)
@@ -44,7 +45,8 @@ PAIRS_HASH_V1 = "b1b77e7747f46129631d7fcfddf44355a90ae4e8eac24f036f26b32702a95fd
 def _provenance() -> dict[str, str]:
     return {"HAND_KEY_FACTS_PROVENANCE": K.HAND_KEY_FACTS_PROVENANCE,
             "HAND_REVIEW_PROVENANCE": K.HAND_REVIEW_PROVENANCE,
-            "KEYFACT_PAIRS_PROVENANCE": L.KEYFACT_PAIRS_PROVENANCE}
+            "KEYFACT_PAIRS_PROVENANCE": L.KEYFACT_PAIRS_PROVENANCE,
+            "KEYFACT_TEST_PROVENANCE": L.KEYFACT_TEST_PROVENANCE}
 
 
 def _markdown(name: str) -> str:

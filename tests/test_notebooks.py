@@ -168,6 +168,20 @@ def test_00b_nli_judges_smoke(smoke_root):
         if p is not None and r is not None and p + r > 0:  # NaN is recorded as null
             assert d["entail F1"] == pytest.approx(2 * p * r / (p + r))
     assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
+    # the frozen test set beside the development pairs, for every judge, with exact intervals and weighted rates
+    from covlib.nli import labelled as L
+
+    assert m["n_keyfact_test"] >= 400 and m["keyfact_test_sha256"] == L.KEYFACT_TEST_SHA256
+    side = {(r["spec"], r["set"].split()[0]): r for r in m["keyfact_test"]}
+    assert set(side) == {(j, s) for j in specs for s in ("development", "test")}
+    assert side[("overlap", "test")]["n"] == m["n_keyfact_test"] and side[("overlap", "development")]["n"] >= 300
+    for r in side.values():
+        recall = r["intervals"]["entail_recall"]
+        assert recall["exact"][0] <= recall["value"] <= recall["exact"][1]
+        assert r["intervals"]["entail_f1"]["clusters"] >= 2  # F1 resamples questions
+    assert set(m["keyfact_test_weighted"]) == set(specs)
+    for w in m["keyfact_test_weighted"].values():
+        assert 0 <= w["specificity"]["value"] <= 100 and 2 <= w["specificity"]["clusters"] <= 40
 
 
 @pytest.mark.notebook
@@ -372,7 +386,15 @@ def test_04_credibility_models_smoke(smoke_root):
         _cred_interval(est[k])
         assert est[k]["value"] == pytest.approx(s[k])
     assert est["R"]["n"] == 8
-    for column in ("P", "R", "F1 (of means)", "SC (all sents)", "CitP", "EM-recall"):
+    for k in ("P", "R"):  # beside each, the same rate with the judge's measured error on the frozen test set folded in
+        corrected = est[f"{k}_corrected"]
+        assert corrected["observed"] == pytest.approx(est[k]["value"]) and corrected["test_pairs"] >= 400
+        assert 0 <= corrected["sensitivity"] <= 1 and corrected["judge"] == m["judge"]
+        if corrected["value"] is not None and corrected["low"] is not None:
+            assert corrected["low"] <= corrected["value"] <= corrected["high"]
+    assert "on the frozen test set" in m["judge_agreement"]
+    for column in ("P", "R", "F1 (of means)", "SC (all sents)", "CitP", "EM-recall", "P (judge-corrected)",
+                   "R (judge-corrected)"):
         _ci_column(smoke_root, "tab-04-credibility-models", column)
     assert m["human_correlation"] is None  # no ratings offline: the paper's values are shown instead
     by_claim = _cred_claims(m, {"cred-human-correlation", "cred-instruction-beats-foundation"})

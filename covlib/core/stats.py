@@ -6,6 +6,7 @@ Every number a table reports carries its n and a 95% interval, chosen by the dat
 |---|---|---|
 | a proportion (0/1 values) | Wilson (`mean_interval`), exact Clopper-Pearson against chance (`above_chance`) | exact binomial |
 | a mean of other values | seeded percentile bootstrap over questions (`mean_interval`, `bootstrap`) | - |
+| a statistic of pairs grouped by question (a judge's F1) | bootstrap resampling whole questions (`cluster_bootstrap`) | - |
 | paired 0/1 outcomes (EM, accuracy) | Newcombe's hybrid score interval (`paired_difference`) | exact McNemar, with the discordant counts |
 | paired continuous values | paired BCa bootstrap (`paired_difference`) | sign-flip permutation |
 | two independent samples | percentile bootstrap of each (`independent_difference`) | permutation |
@@ -88,6 +89,28 @@ def bootstrap(statistic: Any, *columns: Sequence[float], seed: int = 0, n_boot: 
     alpha = (1 - confidence) / 2
     low, high = np.quantile(draws, [alpha, 1 - alpha])
     return {"value": value, "low": float(low), "high": float(high), "n": n}
+
+
+def cluster_bootstrap(statistic: Any, clusters: Sequence[Any], *columns: Sequence[float], seed: int = 0,
+                      n_boot: int = N_BOOT, confidence: float = CONFIDENCE) -> dict[str, float]:
+    """statistic(*columns) and its percentile interval, resampling whole clusters (the rows of one question) with a seed."""
+    cols = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
+    keys = np.asarray(list(clusters), dtype=object)
+    if any(c.size != keys.size for c in cols) or keys.size == 0:
+        raise ValueError(f"{keys.size} cluster ids for columns of lengths {[c.size for c in cols]} (and none empty)")
+    groups = [np.flatnonzero(keys == k) for k in dict.fromkeys(keys.tolist())]
+    value = float(statistic(*cols))
+    out = {"value": value, "low": float("nan"), "high": float("nan"), "n": int(keys.size), "clusters": len(groups)}
+    if len(groups) < 2:
+        return out
+    rng = np.random.default_rng(seed)
+    draws = np.array([statistic(*(c[idx] for c in cols)) for idx in
+                      (np.concatenate([groups[g] for g in pick]) for pick in rng.integers(0, len(groups), (n_boot, len(groups))))])
+    draws = draws[np.isfinite(draws)]
+    if draws.size >= n_boot // 2:
+        alpha = (1 - confidence) / 2
+        out["low"], out["high"] = (float(x) for x in np.quantile(draws, [alpha, 1 - alpha]))
+    return out
 
 
 def _finite(*columns: Sequence[float]) -> list[np.ndarray]:

@@ -51,6 +51,8 @@ from __future__ import annotations
 from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, ONNX_DIR, Judge, two_label
 from covlib.nli.evaluation import (confusion_columns, decision_accuracy, evaluate, f1_difference, judge_note,
                                    nli_confusion, nli_scores)
+from covlib.nli.judge_error import JudgeRates, corrected_mean, judge_rates, rates_from_decisions, rogan_gladen
+from covlib.nli.labelled import KEYFACT_TEST_SHA256, load_keyfact_test_pairs
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
 from covlib.nli.onnx_judge import (BACKEND_ENV, ONNXNLIJudge, export_onnx, onnx_path, onnx_up_to_date,
                                    resolve_backend)
@@ -76,4 +78,7 @@ __all__ = [
     "BACKEND_ENV", "ONNXNLIJudge", "export_onnx", "onnx_path", "onnx_up_to_date", "resolve_backend",
     # evaluation
     "confusion_columns", "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
+    # the judge's error on the frozen key-fact test set, and rates corrected for it
+    "JudgeRates", "corrected_mean", "judge_rates", "rates_from_decisions", "rogan_gladen", "KEYFACT_TEST_SHA256",
+    "load_keyfact_test_pairs",
 ]

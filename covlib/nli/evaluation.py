@@ -17,6 +17,7 @@ import numpy as np
 
 from covlib.core import stats
 from covlib.nli.base import LABELS, Judge, two_label
+from covlib.nli.judge_error import judge_rates
 from covlib.nli.labelled import NLIPair, load_keyfact_pairs
 from covlib.nli.registry import get_judge
 from covlib.nli.scoring import decided_labels, decision_rule, entailed, probabilities
@@ -101,8 +102,9 @@ def nli_confusion(gold: Sequence[str], probs: Any, judge: Judge | str | None = N
     return counts
 
 
-def _decisions(judge: Judge, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def decisions(judge: Judge | str | None, pairs: Sequence[NLIPair], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(the judge's own 'entailed' decision, the pairs' gold one) per pair, as booleans."""
+    judge = get_judge(judge)
     probs = probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
     return entailed(probs, judge).astype(bool), np.array([p.label == "entailment" for p in pairs])
 
@@ -114,31 +116,45 @@ def _f1(said: np.ndarray, gold: np.ndarray) -> float:
     return float(200 * (said & gold).sum() / total) if total else float("nan")
 
 
+def _questions(pairs: Sequence[NLIPair]) -> list[str]:
+    """Each pair's question (the cluster its bootstrap resamples), its source where it names none."""
+    return [str(p.extra.get("question_id") or p.source) for p in pairs]
+
+
+def decision_scores(said: Sequence[bool], gold: Sequence[bool], questions: Sequence[str],
+                    seed: int = 0) -> dict[str, dict[str, float]]:
+    """The 'entailed' decision against the gold: accuracy, precision and recall with Wilson intervals (0/1 outcomes;
+    `clopper_pearson` gives the exact ones), and F1 with a bootstrap over questions (pairs of one question move together)."""
+    said, gold = np.asarray(said, dtype=bool), np.asarray(gold, dtype=bool)
+    decision = _decision_intervals(said, gold, seed=seed)
+    for name, (hits, n) in {"accuracy": ((said == gold).sum(), said.size), "entail_precision": ((said & gold).sum(), said.sum()),
+                            "entail_recall": ((said & gold).sum(), gold.sum())}.items():
+        key = "agreement" if name == "accuracy" else name
+        decision[key]["exact"] = [100 * x for x in stats.clopper_pearson(int(hits), int(n))]
+    return {"accuracy": decision["agreement"], "entail_precision": decision["entail_precision"],
+            "entail_recall": decision["entail_recall"],
+            "entail_f1": stats.cluster_bootstrap(_f1, questions, said, gold, seed=seed)}
+
+
 def decision_accuracy(judge: Judge | str | None, pairs: Sequence[NLIPair], seed: int = 0,
-                      progress: bool = False) -> dict[str, dict[str, float]]:
-    """How often the judge's own decision f (`nli.entailed`) agrees with the gold 'is entailed', with 95% intervals:
+                      progress: bool = False) -> dict[str, Any]:
+    """How often the judge's own decision f (`nli.entailed`) agrees with the gold 'is entailed' (`decision_scores`):
     accuracy, entailment precision and recall (over pairs decided / labelled entailed), and their F1."""
     if not pairs:
         raise ValueError("decision_accuracy of no pairs")
     judge = get_judge(judge)
-    said, gold = _decisions(judge, pairs, progress)
-    decision = _decision_intervals(said, gold, seed=seed)
-    return {
-        "judge": judge.name,
-        "threshold": getattr(judge, "threshold", None),
-        "accuracy": decision["agreement"],
-        "entail_precision": decision["entail_precision"],
-        "entail_recall": decision["entail_recall"],
-        "entail_f1": stats.bootstrap(_f1, said, gold, seed=seed),
-    }
+    said, gold = decisions(judge, pairs, progress)
+    return {"judge": judge.name, "threshold": getattr(judge, "threshold", None),
+            **decision_scores(said, gold, _questions(pairs), seed=seed)}
 
 
 def f1_difference(judge_a: Judge | str | None, judge_b: Judge | str | None, pairs: Sequence[NLIPair],
                   seed: int = 0) -> dict[str, float]:
-    """F1 of judge a's 'entailed' decision minus judge b's on the same pairs, with a paired bootstrap interval."""
-    said_a, gold = _decisions(get_judge(judge_a), pairs)
-    said_b, _ = _decisions(get_judge(judge_b), pairs)
-    return stats.bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), said_a, said_b, gold, seed=seed)
+    """F1 of judge a's 'entailed' decision minus judge b's on the same pairs, with a paired bootstrap over questions."""
+    said_a, gold = decisions(get_judge(judge_a), pairs)
+    said_b, _ = decisions(get_judge(judge_b), pairs)
+    return stats.cluster_bootstrap(lambda a, b, g: _f1(a, g) - _f1(b, g), _questions(pairs), said_a, said_b, gold,
+                                   seed=seed)
 
 
 def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
@@ -151,4 +167,14 @@ def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
             f"(docs/judges.md): agrees with their labels {fmt(d['accuracy'])}%; when it says 'entailed' it is right "
             f"{fmt(d['entail_precision'])}% "
             f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
-            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}")
+            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}" + test_note(judge, seed))
+
+
+def test_note(judge: Judge | str | None, seed: int = 0) -> str:
+    """The judge's weighted sensitivity, specificity and precision on the frozen key-fact test set, for `judge_note`."""
+    w = judge_rates(judge).weighted(seed=seed)
+    fmt = stats.format_interval
+    return (f"; on the frozen test set ({w['precision']['n']} pairs of {w['precision']['clusters']} other questions, "
+            f"weighted to the notebooks' mix) it finds {fmt(w['sensitivity'])}% of the entailed, rejects "
+            f"{fmt(w['specificity'])}% of the rest and is right on {fmt(w['precision'])}% of its 'entailed': "
+            "the columns marked judge-corrected fold these in (Rogan-Gladen)")

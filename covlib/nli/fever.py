@@ -4,6 +4,8 @@ FEVER sentences are PTB-tokenised ("Aruba , Curaçao", "-LRB-"); `fever_text` tu
 plain text. `split_fever` holds out the paper's sampled claims (test) and a seeded validation share;
 `other_sentences` retrieves, by BM25, evidence sentences of *other* claims (never the claim's own,
 nor a same-text claim's), the premises of neutral pairs and the padding of longer premises.
+`norm_sentence`, `sentence_index` and `sentences_in` find known sentences inside longer texts (how
+training pairs are kept apart from held-out ones).
 """
 
 from __future__ import annotations
@@ -73,6 +75,38 @@ def fever_evidence_sets(example: Example) -> list[list[str]]:
 def norm_claim(text: str) -> str:
     """A claim's text lowercased, each run of non-word characters one space (FEVER repeats claims)."""
     return re.sub(r"\W+", " ", text.lower()).strip()
+
+
+def norm_sentence(text: str) -> str:
+    """A sentence as compared across pair sets: `fever_text`, lower-cased, whitespace collapsed."""
+    return " ".join(fever_text(text).lower().split())
+
+
+SentenceIndex = dict[tuple[str, ...], set[str]]
+
+
+def sentence_index(sentences: Iterable[str], min_words: int = 4) -> SentenceIndex:
+    """Normalised sentences of `min_words` words or more, keyed by their first `min_words` words (for `sentences_in`)."""
+    index: SentenceIndex = {}
+    for sentence in {norm_sentence(s) for s in sentences}:
+        words = sentence.split(" ")
+        if len(words) >= min_words:
+            index.setdefault(tuple(words[:min_words]), set()).add(sentence)
+    return index
+
+
+def sentences_in(text: str, index: SentenceIndex) -> set[str]:
+    """The indexed sentences that `text` (lower-cased, whitespace collapsed; pair texts are plain text already)
+    holds whole, from a word's start to a word's end, wherever they are (a sentence without a full stop too)."""
+    words = " ".join(text.lower().split()).split(" ")
+    k = len(next(iter(index), ()))
+    found: set[str] = set()
+    for i in range(len(words) - k + 1) if k else ():
+        for sentence in index.get(tuple(words[i:i + k]), ()):
+            n = sentence.count(" ") + 1
+            if " ".join(words[i:i + n]) == sentence:
+                found.add(sentence)
+    return found
 
 
 # --------------------------------------------------------------------------- splits

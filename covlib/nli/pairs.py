@@ -25,36 +25,43 @@ FEVER claims become NLI pairs the way FEVER-NLI (Nie et al., 2019) builds them:
   training. Many FEVER claims share evidence sentences with other claims (mutations
   of one sentence), so held-out FEVER accuracy is optimistic for unseen text; pairs
   record their claim ids so a notebook can report the unseen-evidence subset.
+* Held-out sentences (`fever_nli_build`): every training pair whose premise or hypothesis
+  holds a sentence (`norm_sentence`) of a calibration or test pair is dropped from training,
+  so neither set is judged on text trained on; the held-out sets stay as they are.
 
 `NLIPair`, pair files and the agent-labelled sets are in `covlib.nli.labelled`, FEVER text, evidence sets
-and splits in `covlib.nli.fever`, the QA-paragraph pairs in `covlib.nli.paragraphs`; all are re-exported
-here. Measuring a judge on labelled pairs is `covlib.nli.evaluation`.
+and splits in `covlib.nli.fever`, the near misses in `covlib.nli.hard_pairs`, the QA-paragraph and
+multi-hop pairs in `covlib.nli.paragraphs`; all are re-exported here. Measuring a judge on labelled pairs
+is `covlib.nli.evaluation`.
 """
 
 from __future__ import annotations
 
 import random
-import re
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from covlib.core.records import Example
 from covlib.data import load_fever
 from covlib.nli.base import LABELS
-from covlib.nli.fever import evidence_items, fever_evidence_sets, fever_text, norm_claim, other_sentences, split_fever
+from covlib.nli.fever import (SentenceIndex, evidence_items, fever_evidence_sets, fever_text, norm_claim,
+                              norm_sentence, other_sentences, sentence_index, sentences_in, split_fever)
+from covlib.nli.hard_pairs import build_hard_pairs, drop_date, page_name, swap_subject
 from covlib.nli.labelled import (FIXTURE, KEYFACT_PAIRS, NLIPair, balance_pairs, fixture_path, label_counts,
                                  load_credibility_fixture, load_keyfact_pairs, load_pairs, pairs_hash, save_pairs)
-from covlib.nli.paragraphs import build_paragraph_pairs, perturb_number, qa_training_paragraph_pairs
+from covlib.nli.paragraphs import (build_multihop_pairs, build_paragraph_pairs, multihop_training_questions,
+                                   perturb_number, qa_training_paragraph_pairs)
 
 __all__ = [
-    "FEVER_TO_NLI", "LABELS", "build_fever_pairs", "build_hard_pairs", "build_key_fact_pairs", "calibrate_threshold",
-    "fever_nli_splits", "fever_test_pairs",
-    # re-exported from covlib.nli.fever, covlib.nli.labelled and covlib.nli.paragraphs
-    "FIXTURE", "KEYFACT_PAIRS", "NLIPair", "balance_pairs", "build_paragraph_pairs", "evidence_items",
-    "fever_evidence_sets", "fever_text", "fixture_path", "label_counts", "load_credibility_fixture",
-    "load_keyfact_pairs", "load_pairs", "norm_claim", "other_sentences", "pairs_hash", "perturb_number",
-    "qa_training_paragraph_pairs", "save_pairs", "split_fever",
+    "FEVER_TO_NLI", "LABELS", "build_fever_pairs", "build_key_fact_pairs", "calibrate_threshold", "drop_held_out",
+    "fever_nli_build", "fever_nli_splits", "fever_test_pairs", "held_out_sentences",
+    # re-exported from covlib.nli.fever, covlib.nli.hard_pairs, covlib.nli.labelled and covlib.nli.paragraphs
+    "FIXTURE", "KEYFACT_PAIRS", "NLIPair", "balance_pairs", "build_hard_pairs", "build_multihop_pairs",
+    "build_paragraph_pairs", "drop_date", "evidence_items", "fever_evidence_sets", "fever_text", "fixture_path",
+    "label_counts", "load_credibility_fixture", "load_keyfact_pairs", "load_pairs", "multihop_training_questions",
+    "norm_claim", "norm_sentence", "other_sentences", "page_name", "pairs_hash", "perturb_number",
+    "qa_training_paragraph_pairs", "save_pairs", "sentence_index", "sentences_in", "split_fever", "swap_subject",
 ]
 
 
@@ -151,61 +158,6 @@ def build_key_fact_pairs(
     return balance_pairs(pairs, seed)
 
 
-_DATE_PHRASE = re.compile(
-    r",?\s+(?:in|on|since|from|by|during|until|around|circa|c\.)\s+(?:the\s+)?(?:early\s+|late\s+|mid-?)?"
-    r"(?:(?:January|February|March|April|May|June|July|August|September|October|November|December)\s+)?"
-    r"(?:[0-9]{1,2},?\s+)?(?:1[0-9]{3}|20[0-9]{2})s?\b"
-)
-
-
-def _page_name(page: str) -> str:
-    """A FEVER page id as the name a sentence uses ('Savages_-LRB-2012_film-RRB-' -> 'Savages')."""
-    return re.sub(r"\s*\([^)]*\)\s*$", "", fever_text(page.replace("_", " "))).strip()
-
-
-def _drop_date(sentence: str) -> str | None:
-    """The sentence without one of its date phrases ('..., born in 1956 in X' -> '..., born in X'); None when it has none."""
-    found = list(_DATE_PHRASE.finditer(sentence))
-    if not found:
-        return None
-    m = found[0]
-    return re.sub(r"\s+([,.;:])", r"\1", sentence[: m.start()] + sentence[m.end() :]).strip()
-
-
-def build_hard_pairs(examples: Sequence[Example], seed: int = 0, min_words: int = 6) -> list[NLIPair]:
-    """Near-miss pairs, the errors a judge makes on key facts (on-topic answers that do not state the fact):
-
-    | premise                                            | hypothesis                 | label      |
-    |----------------------------------------------------|----------------------------|------------|
-    | an evidence sentence with its subject's name swapped| the sentence               | neutral    |
-    | the sentence with a date phrase dropped             | the sentence               | neutral    |
-    | the sentence                                        | it with the date dropped   | entailment |
-
-    A sentence about another entity with the same predicate ('Mamata Banerjee Inc. (EA) is an
-    American video game company' for 'Electronic Arts Inc. (EA) is ...'), or one that leaves out
-    the date a key fact states, shares nearly every word with the fact and still does not entail it; the
-    third row is the reverse direction, which does. Not balanced: two neutral kinds to one
-    entailment kind, as near misses outnumber entailed facts in real answers.
-    """
-    rng = random.Random(seed)
-    facts = list(dict.fromkeys(
-        (page, text) for e in examples if e.label in ("SUPPORTS", "REFUTES")
-        for group in evidence_items(e) for page, text in group if page and len(text.split()) >= min_words))
-    names = sorted({n for n in (_page_name(page) for page, _ in facts) if len(n) > 3})
-    pairs: list[NLIPair] = []
-    for page, fact in facts:
-        name, source = _page_name(page), f"fever-page:{page}"
-        if len(name) > 3 and name in fact:
-            other = next((n for n in (rng.choice(names) for _ in range(5)) if n not in fact and name not in n), None)
-            if other:
-                pairs.append(NLIPair(fact.replace(name, other), fact, "neutral", source, "swapped-subject"))
-        shorter = _drop_date(fact)
-        if shorter and len(shorter.split()) >= min_words - 2:
-            pairs.append(NLIPair(shorter, fact, "neutral", source, "dropped-date"))
-            pairs.append(NLIPair(fact, shorter, "entailment", source, "date-dropped-hypothesis"))
-    return pairs
-
-
 def _load_claims() -> tuple[list[Example], list[str]]:
     """Every processed FEVER claim (file order) and the paper's sampled_ids."""
     return load_fever(ids=None), [e.id for e in load_fever(ids="default")]
@@ -222,9 +174,100 @@ def fever_test_pairs(seed: int = 0, pad_fraction: float = 0.5) -> list[NLIPair]:
     return _test_pairs(*_load_claims(), seed=seed, pad_fraction=pad_fraction)
 
 
+def held_out_sentences(pairs: Sequence[NLIPair], known: Iterable[str]) -> SentenceIndex:
+    """The `known` sentences that occur in the pairs' premises or hypotheses, and those texts whole, as an index."""
+    index = sentence_index(known)
+    found = {s for p in pairs for text in (p.premise, p.hypothesis) for s in sentences_in(text, index)}
+    return sentence_index(found | {t for p in pairs for t in (p.premise, p.hypothesis)})
+
+
+def drop_held_out(pairs: Sequence[NLIPair], blocked: SentenceIndex) -> list[NLIPair]:
+    """The pairs whose premise and hypothesis hold no `blocked` sentence (`held_out_sentences`), in order."""
+    hit = {text: bool(sentences_in(text, blocked)) for text in {t for p in pairs for t in (p.premise, p.hypothesis)}}
+    return [p for p in pairs if not (hit[p.premise] or hit[p.hypothesis])]
+
+
+def _evidence_sentences(claims: Sequence[Example]) -> set[str]:
+    """Every evidence sentence of the claims (plain text): what counts as a sentence of a held-out pair."""
+    return {text for e in claims for group in evidence_items(e) for _, text in group}
+
+
+def _held_out_pairs(claims: list[Example], test_ids: list[str], split: dict[str, list[Example]], seed: int,
+                    pad_fraction: float) -> dict[str, list[NLIPair]]:
+    """The validation, calibration and test pairs (`fever_nli_splits`)."""
+    non_test = split["train"] + split["val"]
+    return {
+        "val": build_fever_pairs(split["val"], corpus=non_test, seed=seed + 1, pad_fraction=pad_fraction),
+        "calibration": (build_key_fact_pairs(split["val"], corpus=non_test, seed=seed + 1)
+                        + build_hard_pairs(split["val"], seed=seed + 1)),
+        "test": _test_pairs(claims, test_ids, seed, pad_fraction),
+    }
+
+
+def _sample_per_label(pairs: Sequence[NLIPair], per_label: int, rng: random.Random) -> list[NLIPair]:
+    """`per_label` pairs of each label (at most the rarest label's count), seeded."""
+    by_label = {label: [p for p in pairs if p.label == label] for label in LABELS}
+    n = min(per_label, *(len(v) for v in by_label.values()))
+    return [p for label in LABELS for p in rng.sample(by_label[label], n)]
+
+
+DEDUP = ("held-out", "training", "none")  # which side loses the pairs that share a sentence (`fever_nli_build`)
+
+
+def fever_nli_build(
+    seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
+    qa_paragraphs: int = 0, hard_fraction: float = 0.0, multihop_fraction: float = 0.0, dedup: str = "held-out",
+) -> tuple[dict[str, list[NLIPair]], dict]:
+    """`fever_nli_splits` and what de-duplication dropped: ({'train', 'val', 'calibration', 'test'}, counts).
+
+    `dedup` "held-out" (the default) keeps every training pair and drops from calibration each pair that holds a
+    training sentence; the test keeps the paper's 1,000 claims, and `test_unseen` is its part whose text holds no
+    training sentence (29 pairs at the defaults: FEVER claims are mutations of few sentences, 3,639 for 9,999
+    claims, and neutral premises are other claims' evidence). "training" drops on the training side instead (about
+    1,700 of 15,000 training pairs stay); "none" drops nothing. The counts: per training source, the pairs `built`
+    and those holding a calibration or test sentence (`dropped`), and the held-out pairs holding a training one.
+    """
+    if dedup not in DEDUP:
+        raise ValueError(f"dedup must be one of {DEDUP}, got {dedup!r}")
+    claims, test_ids = _load_claims()
+    split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)
+    held_out = _held_out_pairs(claims, test_ids, split, seed, pad_fraction)
+    known = _evidence_sentences(claims)
+    blocked = held_out_sentences(held_out["calibration"] + held_out["test"], known)
+    counts: dict = {"mode": dedup, "built": {}, "dropped": {}}
+
+    def keep(name: str, pairs: list[NLIPair]) -> list[NLIPair]:
+        kept = drop_held_out(pairs, blocked)
+        counts["built"][name], counts["dropped"][name] = len(pairs), len(pairs) - len(kept)
+        return kept if dedup == "training" else pairs
+
+    fever = build_fever_pairs(split["train"], seed=seed, pad_fraction=pad_fraction, balance=False)
+    train = balance_pairs(keep("fever", fever), seed)
+    n_fever, rng = len(train), random.Random(seed)
+    if key_fact_fraction > 0:
+        extra = keep("key_fact", build_key_fact_pairs(split["train"], seed=seed))
+        train += _sample_per_label(extra, round(key_fact_fraction * n_fever / 3), rng)
+    if hard_fraction > 0:
+        hard = keep("hard", build_hard_pairs(split["train"], seed=seed))
+        train += rng.sample(hard, min(len(hard), round(hard_fraction * n_fever)))
+    if multihop_fraction > 0:
+        multihop = keep("multihop", build_multihop_pairs(seed=seed))
+        train += rng.sample(multihop, min(len(multihop), round(multihop_fraction * n_fever)))
+    if qa_paragraphs > 0:
+        train += keep("qa_paragraphs", qa_training_paragraph_pairs(seed)) * qa_paragraphs
+    if key_fact_fraction > 0 or qa_paragraphs > 0 or hard_fraction > 0 or multihop_fraction > 0:
+        random.Random(seed).shuffle(train)
+    seen = held_out_sentences(train, known)
+    unseen = {name: drop_held_out(held_out[name], seen) for name in ("calibration", "test")}
+    counts["held-out pairs holding a training sentence"] = {n: len(held_out[n]) - len(unseen[n]) for n in unseen}
+    if dedup == "held-out":  # calibration loses them; the test keeps the paper's claims, its unseen part beside it
+        held_out["calibration"] = unseen["calibration"]
+    return {"train": train, **held_out, "test_unseen": unseen["test"]}, counts
+
+
 def fever_nli_splits(
     seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
-    qa_paragraphs: int = 0, hard_fraction: float = 0.0,
+    qa_paragraphs: int = 0, hard_fraction: float = 0.0, multihop_fraction: float = 0.0, dedup: str = "held-out",
 ) -> dict[str, list[NLIPair]]:
     """Train / val / calibration / test NLI pairs from the processed FEVER file; test = the paper's sampled_ids claims.
 
@@ -232,36 +275,16 @@ def fever_nli_splits(
     claim; test from every claim (as a deployed judge would see any text), not balanced.
     `key_fact_fraction` adds that share (of the FEVER training pairs' count) of
     `build_key_fact_pairs` from the training claims, balanced by label; `hard_fraction`
-    adds that share of `build_hard_pairs` (near misses). With `qa_paragraphs` = k > 0, the
+    adds that share of `build_hard_pairs` (near misses), `multihop_fraction` that share of
+    `build_multihop_pairs` (capped by how many there are). With `qa_paragraphs` = k > 0, the
     training set also gets k copies of the QA-training paragraph pairs
     (`qa_training_paragraph_pairs`). Calibration: the key-fact-shaped and near-miss pairs
     of the validation claims, where `calibrate_threshold` sets the judge's decision
-    threshold; FEVER claims share evidence sentences, so many of these sentences (and 344
-    of 2,423 whole pairs in the default build) also occur in training.
+    threshold. De-duplication (`dedup`, `fever_nli_build`): by default no calibration pair holds a
+    sentence of a training pair, and `test_unseen` is the part of the test that holds none.
     """
-    claims, test_ids = _load_claims()
-    split = split_fever(claims, test_ids, val_fraction=val_fraction, seed=seed)
-    non_test = split["train"] + split["val"]
-    train = build_fever_pairs(split["train"], seed=seed, pad_fraction=pad_fraction)
-    n_fever, rng = len(train), random.Random(seed)
-    if key_fact_fraction > 0:
-        extra = build_key_fact_pairs(split["train"], seed=seed)
-        per_label = min(len(extra) // 3, round(key_fact_fraction * n_fever / 3))
-        train += [p for label in LABELS for p in rng.sample([x for x in extra if x.label == label], per_label)]
-    if hard_fraction > 0:
-        hard = build_hard_pairs(split["train"], seed=seed)
-        train += rng.sample(hard, min(len(hard), round(hard_fraction * n_fever)))
-    if qa_paragraphs > 0:
-        train += qa_training_paragraph_pairs(seed) * qa_paragraphs
-    if key_fact_fraction > 0 or qa_paragraphs > 0 or hard_fraction > 0:
-        random.Random(seed).shuffle(train)
-    return {
-        "train": train,
-        "val": build_fever_pairs(split["val"], corpus=non_test, seed=seed + 1, pad_fraction=pad_fraction),
-        "calibration": (build_key_fact_pairs(split["val"], corpus=non_test, seed=seed + 1)
-                        + build_hard_pairs(split["val"], seed=seed + 1)),
-        "test": _test_pairs(claims, test_ids, seed, pad_fraction),
-    }
+    return fever_nli_build(seed, val_fraction, pad_fraction, key_fact_fraction, qa_paragraphs, hard_fraction,
+                           multihop_fraction, dedup)[0]
 
 
 def calibrate_threshold(p_entail: Sequence[float], gold: Sequence[bool], prevalence: float,

@@ -2,7 +2,10 @@
 
 A sentence of a paragraph is entailed by the paragraph, not entailed by the paragraph without it,
 and contradicted when one of its years or small numbers is changed (`perturb_number`, also used for
-FEVER key-fact pairs in `covlib.nli.pairs`).
+FEVER key-fact pairs in `covlib.nli.pairs`). `build_multihop_pairs` mines hard negatives from the
+questions' gold paragraphs: a fact of another step of the same question, and other facts of the
+right entity, each beside its matching positive. Only training questions are read (the HotpotQA
+and 2Wiki few-shot pools, the 2Wiki train subset), never an evaluation set.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ import random
 import re
 from typing import Sequence
 
-from covlib.core.records import Example
-from covlib.data import load_fewshot
+from covlib.core.records import Example, Paragraph
+from covlib.data import ADVERSARIAL_TITLE, load_2wikimultihop, load_fewshot
 from covlib.nli.labelled import NLIPair
 
 
@@ -66,3 +69,97 @@ def qa_training_paragraph_pairs(seed: int = 0) -> list[NLIPair]:
     """`build_paragraph_pairs` over the QA *training* questions offline: the Adversarial HotpotQA and 2Wiki few-shot pools."""
     examples = [e for dataset in ("hotpotqa", "2wikimultihop") for e, _ in load_fewshot(dataset)]
     return build_paragraph_pairs(examples, seed=seed)
+
+
+def multihop_training_questions() -> list[Example]:
+    """The multi-hop *training* questions offline: the HotpotQA few-shot pool and the 2Wiki train subset, once each."""
+    examples = [e for e, _ in load_fewshot("hotpotqa")] + load_2wikimultihop(split="train")
+    return list({e.id: e for e in examples}.values())
+
+
+def _gold_steps(example: Example, min_words: int) -> list[tuple[Paragraph, list[int]]]:
+    """Each gold paragraph of the question (once per title) with the indices of its supporting sentences."""
+    wanted: dict[str, list[int]] = {}
+    for title, i in example.supporting_facts:
+        wanted.setdefault(title, []).append(i)
+    steps: dict[str, tuple[Paragraph, list[int]]] = {}
+    for para in example.paragraphs:
+        if para.title in wanted and para.title not in steps:
+            ok = [i for i in dict.fromkeys(wanted[para.title])
+                  if 0 <= i < len(para.sentences) and len(para.sentences[i].split()) >= min_words]
+            if ok:
+                steps[para.title] = (para, ok)
+    return list(steps.values())
+
+
+def _norm(text: str) -> str:
+    """Lower-cased, whitespace collapsed: how the builder compares a hypothesis with a premise."""
+    return " ".join(text.lower().split())
+
+
+def _other_step_pairs(example: Example, steps: list[tuple[Paragraph, list[int]]], rng: random.Random,
+                      source: str) -> list[NLIPair]:
+    """A supporting sentence of one gold paragraph (among 0-2 real sentences of the question's other paragraphs) -> a
+    supporting sentence of another gold paragraph: neutral; with that sentence shuffled in: entailment."""
+    pairs: list[NLIPair] = []
+    for para, supp in steps:
+        for other, other_supp in steps:
+            if other is para:
+                continue
+            for i in other_supp:
+                fact, step = other.sentences[i].strip(), para.sentences[rng.choice(supp)].strip()
+                pool = [x.strip() for p in example.paragraphs if p.title not in (other.title, ADVERSARIAL_TITLE)
+                        for x in p.sentences if x.strip() and x.strip() != step and _norm(fact) not in _norm(x)]
+                pad = rng.sample(pool, min(len(pool), rng.randint(0, 2)))
+                neutral, both = [step] + pad, [step, fact] + pad
+                rng.shuffle(neutral)
+                rng.shuffle(both)
+                where = f"{source}:{other.title}"
+                pairs.append(NLIPair(" ".join(neutral), fact, "neutral", where, "multihop-other-step"))
+                pairs.append(NLIPair(" ".join(both), fact, "entailment", where, "multihop-both-steps"))
+    return pairs
+
+
+def _same_entity_pairs(steps: list[tuple[Paragraph, list[int]]], rng: random.Random, source: str) -> list[NLIPair]:
+    """1-3 non-supporting sentences of the fact's own paragraph -> the fact: neutral; with the fact in its place among
+    them: entailment."""
+    pairs: list[NLIPair] = []
+    for para, supp in steps:
+        rest = [j for j, x in enumerate(para.sentences) if j not in supp and x.strip()]
+        for i in supp:
+            fact = para.sentences[i].strip()
+            chosen = sorted(rng.sample(rest, min(len(rest), rng.randint(1, 3))))
+            others = [para.sentences[j].strip() for j in chosen if _norm(fact) not in _norm(para.sentences[j])]
+            if not others:
+                continue
+            with_fact = [para.sentences[j].strip() for j in sorted(chosen + [i])]
+            where = f"{source}:{para.title}"
+            pairs.append(NLIPair(" ".join(others), fact, "neutral", where, "multihop-same-entity"))
+            pairs.append(NLIPair(" ".join(with_fact), fact, "entailment", where, "multihop-fact-in-paragraph"))
+    return pairs
+
+
+def build_multihop_pairs(examples: Sequence[Example] | None = None, seed: int = 0, min_words: int = 5) -> list[NLIPair]:
+    """Hard negatives from the gold paragraphs of multi-hop training questions (default `multihop_training_questions`):
+
+    | premise                                                  | hypothesis                       | label      |
+    |----------------------------------------------------------|----------------------------------|------------|
+    | a supporting sentence of one gold paragraph (+0-2 others) | the other gold paragraph's one  | neutral    |
+    | the same, with that sentence shuffled in                  | it                               | entailment |
+    | 1-3 other sentences of the same gold paragraph            | its supporting sentence          | neutral    |
+    | the same, with the supporting sentence in its place       | it                               | entailment |
+
+    The first row is "a fact from another step of the same question", the third "the right
+    entity with the wrong relation"; each neutral kind has its entailed twin of the same shape,
+    so the premise's shape does not reveal the label. Questions with fewer than two gold
+    paragraphs are skipped.
+    """
+    rng = random.Random(seed)
+    pairs: list[NLIPair] = []
+    for e in multihop_training_questions() if examples is None else examples:
+        steps = _gold_steps(e, min_words)
+        if len(steps) < 2:
+            continue
+        source = f"{e.metadata.get('dataset', 'qa')}:{e.id}"
+        pairs += _other_step_pairs(e, steps, rng, source) + _same_entity_pairs(steps, rng, source)
+    return pairs

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from covlib import nli
 from covlib.core import metrics, stats
 
 from covlib.papers.credibility.claims import estimate, model_card, untestable
@@ -25,12 +26,14 @@ def per_question(rows: Sequence[dict[str, Any]], metric: str) -> np.ndarray:
     return np.array([float(r[key]) for r in rows], dtype=float)
 
 
-def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[str, float]]:
+def intervals(rows: Sequence[dict[str, Any]], seed: int = 0,
+              rates: nli.JudgeRates | None = None) -> dict[str, dict[str, float]]:
     """Every mean `summarize` reports, in %, with its 95% bootstrap interval over questions and n.
 
     Each is `stats.mean_interval` of the per-question values (NaN left out, as in the means);
     F1_of_means, the F1 of mean P and mean R, resamples questions with `stats.bootstrap`.
-    The values equal `summarize`'s.
+    The values equal `summarize`'s. With the judge's measured error (`rates`, `nli.judge_rates`), also
+    `P_corrected` and `R_corrected` (`judge_corrected`).
     """
     if not rows:
         raise ValueError("no rows to put intervals on")
@@ -42,7 +45,16 @@ def intervals(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, dict[s
                                                seed=seed)
     else:
         out["F1_of_means"] = stats.mean_interval([])
-    return out
+    return out if rates is None else {**out, **judge_corrected(rows, rates, seed)}
+
+
+def judge_corrected(rows: Sequence[dict[str, Any]], rates: nli.JudgeRates, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Key-fact recall and precision in % with the judge's measured sensitivity and specificity folded in
+    (Rogan-Gladen, `nli.corrected_mean`; precision's sentence counts when any of its k key facts is judged entailed)."""
+    k = per_question(rows, "n_key_facts")
+    k = float(np.mean(k[k > 0])) if (k > 0).any() else 1.0
+    return {"R_corrected": nli.corrected_mean(per_question(rows, "R"), rates, seed=seed),
+            "P_corrected": nli.corrected_mean(per_question(rows, "P"), rates, facts_per_item=k, seed=seed)}
 
 
 def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:
