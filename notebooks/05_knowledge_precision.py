@@ -44,10 +44,13 @@
 # **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
 # move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
 # the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
-# `covlib/resources/keyfact_nli_test-v1.jsonl`) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
+# `covlib/resources/keyfact_nli_test-v1.jsonl`; on whole answers for recall, on single sentences for
+# precision) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
 # interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
 # precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
-# They show the range the judge's error allows, not a better judge's number.
+# They show the range the judge's error allows, not a better judge's number. A cell reads n/a where the raw
+# rate is below the judge's own false-positive rate on the test set (1 − Sp^k): the judge then errs
+# differently on these answers (the cpu profile's are shorter) and no correction is given.
 #
 # Outputs: `figures/fig-05-knowledge-precision.*`, `tables/tab-05-knowledge-precision.*`,
 # `tables/tab-05-recall-drop.*`, `results/05_knowledge_precision.json`.

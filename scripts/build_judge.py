@@ -206,6 +206,8 @@ def calibrate_and_evaluate(args: argparse.Namespace, splits: dict[str, list[P.NL
     said, _ = nli_eval.decisions(judge, test)
     metrics["keyfact_test_decision"] = {**nli_eval.decision_accuracy(judge, test, seed=args.seed),
                                         "weighted": nli.rates_from_decisions(judge.name, said, test).weighted(args.seed),
+                                        **{f"weighted_{kind}": r.weighted(args.seed)
+                                           for kind, r in nli.judge_rates(judge, test).items()},
                                         "sha256": nli.KEYFACT_TEST_SHA256}
     training.update_card(out_dir, metrics=metrics, fingerprint=judge.config["files"], evaluation_device=args.device)
     print(json.dumps({"calibration": calibration, **metrics}, indent=2))

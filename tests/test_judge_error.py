@@ -87,3 +87,33 @@ def test_decision_accuracy_on_the_development_pairs_resamples_questions():
     d = decision_accuracy("overlap", load_keyfact_pairs())
     assert d["entail_f1"]["clusters"] == 60  # the development pairs' questions
     assert d["entail_recall"]["exact"][0] < d["entail_recall"]["value"]
+
+
+def test_rates_are_measured_apart_for_whole_answers_and_sentences():
+    rates = nli.judge_rates("overlap")
+    assert set(rates) == {"answer", "sentence"}
+    assert rates["answer"].n_pairs + rates["sentence"].n_pairs == 581
+    # the heuristic says "entailed" for a long on-topic answer far more often than for one sentence
+    assert rates["sentence"].specificity > rates["answer"].specificity + 0.1
+
+
+def test_recall_is_corrected_with_answer_rates_and_precision_with_sentence_rates():
+    from covlib.papers.credibility.intervals import judge_corrected
+
+    answer = nli.rates_from_decisions("j", [True, True, True, False], _pairs([True, True, False, False], list("abab")))
+    sentence = nli.rates_from_decisions("j", [True, False, False, False], _pairs([True, True, False, False], list("abab")))
+    rows = [{"recall": 0.6, "precision": 0.4, "n_key_facts": 2}, {"recall": 0.8, "precision": 0.2, "n_key_facts": 2}]
+    out = judge_corrected(rows, {"answer": answer, "sentence": sentence})
+    assert out["R_corrected"]["value"] == pytest.approx(100 * nli.rogan_gladen(0.7, 1.0, 0.5))
+    assert out["P_corrected"]["value"] == pytest.approx(100 * nli.rogan_gladen(0.3, 0.5, 1.0 ** 2))
+    assert out["R_corrected"]["sensitivity"] == 1.0 and out["P_corrected"]["sensitivity"] == 0.5
+
+
+def test_a_rate_below_the_judges_false_positive_floor_gets_no_correction():
+    # Sp 0.5: the judge alone says "entailed" for half the non-entailed pairs; an observed 20% cannot come from it
+    rates = nli.rates_from_decisions("j", [True, True, True, False], _pairs([True, True, False, False], list("abab")))
+    est = nli.corrected_mean([0.2, 0.2, 0.2, 0.2], rates, n_boot=200)
+    assert np.isnan(est["value"]) and est["floor"] == pytest.approx(50.0) and "below" in est["note"]
+    assert stats.format_interval(est) == "n/a"
+    above = nli.corrected_mean([0.8, 0.7, 0.9, 0.8], rates, n_boot=200)
+    assert above["value"] == pytest.approx(100 * nli.rogan_gladen(0.8, 1.0, 0.5)) and "note" not in above

@@ -277,3 +277,28 @@ def test_cuda_is_refused_where_torch_sees_no_gpu(build_judge, monkeypatch):
     assert build_judge.resolve_device("") == "cpu"
     monkeypatch.setattr(build_judge, "default_device", lambda: "cuda")
     assert build_judge.resolve_device("") == build_judge.resolve_device("cuda") == "cuda"
+
+
+def test_the_decision_rule_is_chosen_on_the_development_pairs_only(build_judge, monkeypatch):
+    """build_judge's rule: the argmax, or the threshold that beats its F1 on the development pairs; the frozen test set
+    is never read while choosing (loading it here fails the test)."""
+    from covlib import nli
+    from covlib.nli import evaluation, labelled
+
+    def forbidden():
+        raise AssertionError("the frozen test set was read while choosing the decision rule")
+
+    monkeypatch.setattr(labelled, "load_keyfact_test_pairs", forbidden)
+    monkeypatch.setattr(nli, "load_keyfact_test_pairs", forbidden)
+    judge = nli.get_judge("overlap")
+    rule = build_judge.dev_rule(judge)
+    dev = P.load_keyfact_pairs()
+    said, gold = evaluation.decisions(judge, dev)
+    probs = nli.probabilities([p.premise for p in dev], [p.hypothesis for p in dev], judge)
+    argmax_f1 = evaluation.decision_scores(probs.argmax(axis=1) == 0, gold, [p.extra["question_id"] for p in dev])
+    assert rule["dev_f1_argmax"] == pytest.approx(argmax_f1["entail_f1"]["value"] / 100)
+    assert rule["n_pairs"] == len(dev) == 359
+    if rule["rule"] == "dev-threshold":
+        assert rule["f1"] > rule["dev_f1_argmax"] and 0.3 < rule["threshold"] < 1
+    else:
+        assert rule["dev_best_threshold"]["f1"] <= rule["dev_f1_argmax"] and "threshold" not in rule

@@ -180,8 +180,10 @@ def test_00b_nli_judges_smoke(smoke_root):
         assert recall["exact"][0] <= recall["value"] <= recall["exact"][1]
         assert r["intervals"]["entail_f1"]["clusters"] >= 2  # F1 resamples questions
     assert set(m["keyfact_test_weighted"]) == set(specs)
-    for w in m["keyfact_test_weighted"].values():
-        assert 0 <= w["specificity"]["value"] <= 100 and 2 <= w["specificity"]["clusters"] <= 40
+    for w in m["keyfact_test_weighted"].values():  # pooled, and apart for recall's and precision's premises
+        assert set(w) == {"all", "answer", "sentence"}
+        assert w["answer"]["specificity"]["n"] + w["sentence"]["specificity"]["n"] == w["all"]["specificity"]["n"]
+        assert 0 <= w["all"]["specificity"]["value"] <= 100 and 2 <= w["all"]["specificity"]["clusters"] <= 40
 
 
 @pytest.mark.notebook
@@ -388,7 +390,7 @@ def test_04_credibility_models_smoke(smoke_root):
     assert est["R"]["n"] == 8
     for k in ("P", "R"):  # beside each, the same rate with the judge's measured error on the frozen test set folded in
         corrected = est[f"{k}_corrected"]
-        assert corrected["observed"] == pytest.approx(est[k]["value"]) and corrected["test_pairs"] >= 400
+        assert corrected["observed"] == pytest.approx(est[k]["value"]) and corrected["test_pairs"] >= 200
         assert 0 <= corrected["sensitivity"] <= 1 and corrected["judge"] == m["judge"]
         if corrected["value"] is not None and corrected["low"] is not None:
             assert corrected["low"] <= corrected["value"] <= corrected["high"]

@@ -171,10 +171,14 @@ def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
 
 
 def test_note(judge: Judge | str | None, seed: int = 0) -> str:
-    """The judge's weighted sensitivity, specificity and precision on the frozen key-fact test set, for `judge_note`."""
-    w = judge_rates(judge).weighted(seed=seed)
+    """The judge's weighted sensitivity and specificity on the frozen key-fact test set, per premise kind, for `judge_note`."""
+    rates = judge_rates(judge)
     fmt = stats.format_interval
-    return (f"; on the frozen test set ({w['precision']['n']} pairs of {w['precision']['clusters']} other questions, "
-            f"weighted to the notebooks' mix) it finds {fmt(w['sensitivity'])}% of the entailed, rejects "
-            f"{fmt(w['specificity'])}% of the rest and is right on {fmt(w['precision'])}% of its 'entailed': "
-            "the columns marked judge-corrected fold these in (Rogan-Gladen)")
+    parts = []
+    for kind, label in (("answer", "whole answers"), ("sentence", "single sentences")):
+        w = rates[kind].weighted(seed=seed)
+        parts.append(f"on {label} ({w['sensitivity']['n']} pairs) it finds {fmt(w['sensitivity'])}% of the entailed "
+                     f"and rejects {fmt(w['specificity'])}% of the rest")
+    n = sum(r.n_pairs for r in rates.values())
+    return (f"; on the frozen test set ({n} pairs of other questions, weighted to the notebooks' mix) "
+            + "; ".join(parts) + ": the judge-corrected columns fold these in (Rogan-Gladen)")

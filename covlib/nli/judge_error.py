@@ -8,7 +8,9 @@ metric's questions and the test set's questions (a percentile bootstrap), so it 
 as well as the metric's.
 
 The test pairs were drawn by stratum (`scripts/keyfact_test_pairs.py`); each carries the weight that brings its
-stratum back to its share of the notebooks' pairs, and Se / Sp are weighted means.
+stratum back to its share of the notebooks' pairs, and Se / Sp are weighted means, measured apart for whole answers
+(recall's premise) and single sentences (precision's): the trained judge rejects 96% of the non-entailed sentence
+pairs but only 41% of the non-entailed whole-answer pairs.
 """
 
 from __future__ import annotations
@@ -89,12 +91,24 @@ def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPa
     return JudgeRates(judge, sums, len(pairs))
 
 
-def judge_rates(judge: Judge | str | None, pairs: Sequence[NLIPair] | None = None, progress: bool = False) -> JudgeRates:
-    """The judge's sensitivity and specificity on the frozen key-fact test set (or on `pairs`), per question."""
+PREMISE_KINDS = {"answer": "whole answers (key-fact recall's premise)",
+                 "sentence": "answer sentences (key-fact precision's premise)"}
+
+
+def judge_rates(judge: Judge | str | None, pairs: Sequence[NLIPair] | None = None,
+                progress: bool = False) -> dict[str, JudgeRates]:
+    """The judge's error on the frozen key-fact test set (or on `pairs`) by premise kind (`PREMISE_KINDS`): a judge
+    errs differently on a whole answer than on one sentence, so recall is corrected with the first, precision the second."""
     judge = get_judge(judge)
     pairs = load_keyfact_test_pairs() if pairs is None else list(pairs)
     probs = probabilities([p.premise for p in pairs], [p.hypothesis for p in pairs], judge, progress)
-    return rates_from_decisions(judge.name, entailed(probs, judge).astype(bool), pairs)
+    said = entailed(probs, judge).astype(bool)
+    out = {}
+    for kind in PREMISE_KINDS:
+        idx = [i for i, p in enumerate(pairs) if p.kind == kind]
+        if idx:
+            out[kind] = rates_from_decisions(judge.name, said[idx], [pairs[i] for i in idx])
+    return out
 
 
 def rogan_gladen(observed: Any, sensitivity: Any, specificity: Any) -> np.ndarray:
@@ -109,6 +123,9 @@ def corrected_mean(values: Sequence[float], rates: JudgeRates, facts_per_item: f
                    seed: int = 0, n_boot: int = stats.N_BOOT) -> dict[str, Any]:
     """The mean of per-question rates in [0, 1] corrected for the judge's error, with a 95% bootstrap interval.
 
+    Where the observed mean is below the judge's false-positive rate on the test set (1 − Sp^k), the correction
+    would clip to 0 with an interval of [0, 0]; the judge then errs differently on these answers (shorter ones,
+    other questions) than on the test pairs, and the value is NaN with a `note` saying so, not a confident 0.
     `facts_per_item` > 1 is for key-fact precision, where an answer sentence counts when the judge calls *any* of its
     question's key facts entailed: a sentence then escapes a false "entailed" only if every fact does, so its
     specificity is Sp^k (k the mean number of key facts; independence assumed), its sensitivity Se.
@@ -124,6 +141,12 @@ def corrected_mean(values: Sequence[float], rates: JudgeRates, facts_per_item: f
     draws = draws[np.isfinite(draws)]
     value = float(rogan_gladen(v.mean(), rates.sensitivity, rates.specificity ** facts_per_item))
     low, high = (np.quantile(draws, [0.025, 0.975]) if draws.size >= n_boot // 2 else (np.nan, np.nan))
-    return {"value": value * scale, "low": float(low) * scale, "high": float(high) * scale, "n": int(v.size),
-            "observed": float(v.mean()) * scale, "sensitivity": rates.sensitivity, "specificity": rates.specificity,
-            "test_pairs": rates.n_pairs, "judge": rates.judge}
+    floor = 1 - rates.specificity ** facts_per_item  # what the judge reports when nothing is entailed
+    out = {"value": value * scale, "low": float(low) * scale, "high": float(high) * scale, "n": int(v.size),
+           "observed": float(v.mean()) * scale, "floor": floor * scale, "sensitivity": rates.sensitivity,
+           "specificity": rates.specificity, "test_pairs": rates.n_pairs, "judge": rates.judge}
+    if v.mean() < floor:  # below what the judge's false "entailed" alone would give: its error here is not the test's
+        out.update(value=float("nan"), low=float("nan"), high=float("nan"),
+                   note=f"observed {100 * v.mean():.1f}% is below the judge's false-positive rate on the test set "
+                        f"({100 * floor:.1f}%): it errs differently on these answers, so no correction is given")
+    return out

@@ -27,7 +27,7 @@ def per_question(rows: Sequence[dict[str, Any]], metric: str) -> np.ndarray:
 
 
 def intervals(rows: Sequence[dict[str, Any]], seed: int = 0,
-              rates: nli.JudgeRates | None = None) -> dict[str, dict[str, float]]:
+              rates: dict[str, nli.JudgeRates] | None = None) -> dict[str, dict[str, float]]:
     """Every mean `summarize` reports, in %, with its 95% bootstrap interval over questions and n.
 
     Each is `stats.mean_interval` of the per-question values (NaN left out, as in the means);
@@ -48,13 +48,15 @@ def intervals(rows: Sequence[dict[str, Any]], seed: int = 0,
     return out if rates is None else {**out, **judge_corrected(rows, rates, seed)}
 
 
-def judge_corrected(rows: Sequence[dict[str, Any]], rates: nli.JudgeRates, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Key-fact recall and precision in % with the judge's measured sensitivity and specificity folded in
-    (Rogan-Gladen, `nli.corrected_mean`; precision's sentence counts when any of its k key facts is judged entailed)."""
+def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates],
+                    seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Key-fact recall and precision in % with the judge's measured error folded in (Rogan-Gladen,
+    `nli.corrected_mean`): recall with its rates on whole answers, precision with its rates on single sentences
+    (a sentence counts when any of its k key facts is judged entailed: specificity Sp^k)."""
     k = per_question(rows, "n_key_facts")
     k = float(np.mean(k[k > 0])) if (k > 0).any() else 1.0
-    return {"R_corrected": nli.corrected_mean(per_question(rows, "R"), rates, seed=seed),
-            "P_corrected": nli.corrected_mean(per_question(rows, "P"), rates, facts_per_item=k, seed=seed)}
+    return {"R_corrected": nli.corrected_mean(per_question(rows, "R"), rates["answer"], seed=seed),
+            "P_corrected": nli.corrected_mean(per_question(rows, "P"), rates["sentence"], facts_per_item=k, seed=seed)}
 
 
 def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:
