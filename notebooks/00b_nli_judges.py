@@ -263,10 +263,11 @@ for spec in judge_specs:
             row[f"{label} exact CI"] = "[{:.1f}, {:.1f}]".format(*d[k]["exact"])
         if set_name.startswith("test"):
             said, _ = nli_eval.decisions(judge, pairs)
-            weighted = nli.rates_from_decisions(d["judge"], said, pairs).weighted(seed=seed)
+            pooled = nli.rates_from_decisions(d["judge"], said, pairs)
+            weighted = pooled.weighted(seed=seed)
             test_rates[spec] = {"all": weighted, **{kind: r.weighted(seed=seed)
                                                     for kind, r in nli.judge_rates(judge, pairs).items()}}
-            for k in ("precision", "sensitivity", "specificity"):
+            for k in ("f1", "precision", "sensitivity", "specificity"):
                 row[f"weighted {k} % [95% CI]"] = stats.format_interval(weighted[k])
             for kind in ("answer", "sentence"):  # what corrects recall (whole answers) and precision (sentences)
                 w = test_rates[spec][kind]
@@ -275,6 +276,9 @@ for spec in judge_specs:
             if spec != "overlap" and not spec.lower().startswith(SLOW):  # paired over the same questions
                 row["F1 minus overlap's [95% CI, by question]"] = stats.format_interval(
                     nli_eval.f1_difference(judge, "overlap", pairs, seed=seed))
+                said_overlap, _ = nli_eval.decisions("overlap", pairs)
+                row["weighted F1 minus overlap's [95% CI, by question]"] = stats.format_interval(nli.weighted_difference(
+                    pooled, nli.rates_from_decisions("overlap", said_overlap, pairs), seed=seed)["f1"])
         row["intervals"] = {k: d[k] for k in ("accuracy", "entail_precision", "entail_recall", "entail_f1")}
         side_by_side.append(row)
 test_table = pd.DataFrame(side_by_side).drop(columns="intervals").fillna("")  # weighted rates: the test set only
@@ -292,11 +296,14 @@ test_table
 # * 90 fixture pairs give a ±0.1 confidence interval on accuracy: differences of a few points
 #   between judges are noise. The key-fact pairs hold only 19 entailed pairs: the recall of the
 #   entailment decision is known to about ±15 points, its precision to about ±10. The test set's 125
-#   entailed pairs know recall as drawn to about ±5 points; its weighted rates rest on 40 questions,
-#   and its low-overlap stratum (weight 14, no entailed pair among the 100 drawn) dominates specificity.
+#   entailed pairs know recall as drawn to about ±6 points by Wilson, which treats pairs as independent;
+#   pairs of one question move together, and by question the interval is about half as wide again.
+#   Its weighted rates rest on 40 questions, and its low-overlap stratum (weight 14, no entailed pair
+#   among the 100 drawn: up to 3.6% of its pairs could be entailed, exact bound) dominates specificity.
 # * The test pairs were drawn by stratum of lexical overlap, the overlap judge's own signal: as drawn,
 #   high-overlap pairs are over-represented, which flatters the overlap judge's recall and every judge's
-#   precision; the weighted columns undo the sampling.
+#   precision; the weighted columns undo the sampling as far as the drawn pairs show (the bootstrap cannot
+#   show entailed pairs the low stratum may hold that none of its 100 drawn pairs revealed).
 
 # %%
 headline = {

@@ -47,15 +47,15 @@
 # > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
 # **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
-# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* fold in
-# the judge's sensitivity and specificity measured on the frozen key-fact test set (notebook 00b,
-# `covlib/resources/keyfact_nli_test-v1.jsonl`; on whole answers for recall, on single sentences for
-# precision) by Rogan-Gladen, π = (p + Sp − 1) / (Se + Sp − 1), with an
-# interval that resamples both this notebook's questions and the test set's (`nli.corrected_mean`); for
-# precision a sentence counts when any of its k key facts is judged entailed, so its specificity is Sp^k.
-# They show the range the judge's error allows, not a better judge's number. A cell reads n/a where the raw
-# rate is below the judge's own false-positive rate on the test set (1 − Sp^k): the judge then errs
-# differently on these answers (the cpu profile's are shorter) and no correction is given.
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* replace
+# each decision by the probability that its pair is truly entailed, given the decision and the pair's stratum (how
+# much of the key fact's wording the premise holds, and number conflicts), as measured on the frozen key-fact test
+# set (notebook 00b, `covlib/resources/keyfact_nli_test-v1.jsonl`; whole answers for recall, single sentences for
+# precision): a double-sampling correction in the Rogan-Gladen family that lets the judge err differently on
+# different pairs. The interval draws those probabilities from their posteriors and resamples questions
+# (`C.judge_corrected`). It assumes the judge errs on these answers, within a stratum, as on the test pairs (the
+# embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
+# independently. They show the range the judge's error allows, not a better judge's number.
 #
 # Every number of ours carries its 95% interval (the `95% CI` column beside it: Wilson for a
 # share of questions, a seeded percentile bootstrap over questions for per-question means) and n;
@@ -319,7 +319,8 @@ PAPER_FACTS = "GPT-4, filtered by people (paper)"
 def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataFrame:
     """Table 1 under one key-fact source: our models with intervals (and `extra` {model: {column: value}}),
     then the paper's rows (no interval: the CI cells stay empty)."""
-    ours = [{"source": "ours", "model": n, "key facts": kf_name, **C.interval_columns(e, LABELS),
+    ours = [{"source": "ours", "model": n, "key facts": kf_name,
+             **C.interval_columns(e, {k: v for k, v in LABELS.items() if k in e}),
              **(extra or {}).get(n, {}), "n": len(examples)} for n, e in estimates.items()]
     paper = [{"source": "paper", "model": m, "key facts": PAPER_FACTS, "P": v[0], "R": v[1], "F1 (of means)": v[2],
               "SC (cited sents)": v[3], "CitP": v[4], "CitR": v[5], "n": 500} for m, v in C.PAPER_TABLE1.items()]
@@ -352,7 +353,7 @@ if other_facts:
     rows_other = C.score_runs(runs, examples, other_facts, judge)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
-    est_other = {n: C.intervals(r, seed=seed, rates=rates) for n, r in other_rows.items()}
+    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`hand`) ones
     differences = {n: {f"{m} ({compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
                        for m in ("P", "R")} for n in names}
     other_table = table1(other_facts[0].author, est_other,

@@ -8,9 +8,9 @@ shaped. This script writes its candidates, with nothing a labeller could take a 
   complete, partial and closed-book sets of 5 references, notebook 05's 2 and 10);
 - pairs: (whole answer, key fact) as key-fact recall asks and (answer sentence, key fact) as key-fact precision asks,
   against today's shipped key facts;
-- strata, so that entailed and contradicted pairs are not rare: the share of the key fact's content words the
-  premise holds (`high` >= 0.6, `mid` >= 0.3, `low` below), and `conflict` (share >= 0.4 and the fact has a number
-  the premise lacks while the premise has another). Each pair carries its stratum and weight (stratum size / pairs
+- strata (`covlib.nli.judge_error.stratum`), so that entailed and contradicted pairs are not rare: the share of the
+  key fact's content words the premise holds (`high` >= 0.6, `mid` >= 0.3, `low` below), and `conflict` (share >= 0.4
+  and the fact has a number the premise lacks while the premise has another). Each pair carries its stratum and weight (stratum size / pairs
   drawn from it), so a judge's precision and recall can be weighted back to the notebooks' mix of pairs.
 
 It writes `labeller.csv` (pair_id, premise, hypothesis: what labellers see) and `design.csv` (pair_id, question_id,
@@ -24,36 +24,18 @@ from __future__ import annotations
 import argparse
 import csv
 import random
-import re
 from pathlib import Path
 
 from covlib import generation
 from covlib.core import references
+from covlib.nli.judge_error import share, stratum
 from covlib.nli.labelled import load_keyfact_pairs
 from covlib.papers import credibility as C
-from covlib.papers.credibility.key_facts import FUNCTION_WORDS, overlap_words
 
 SETTINGS = {"complete-5": lambda ex, s: C.with_gold(ex, 5, s), "partial-5": lambda ex, s: C.partial(ex, 5, s),
             "closed-book": lambda ex, s: C.closed_book(ex), "complete-2": lambda ex, s: C.with_gold(ex, 2, s),
             "complete-10": lambda ex, s: C.with_gold(ex, 10, s)}
 TARGET = {"conflict": 80, "high": 280, "mid": 150, "low": 100}  # pairs drawn per stratum (all there are, if fewer)
-_NUMBER = re.compile(r"\b\d[\d,.]*\b")
-
-
-def share(premise: str, fact: str) -> float:
-    """The share of the fact's content words (not FUNCTION_WORDS) that occur among the premise's words."""
-    content = [w for w in overlap_words(fact) if w not in FUNCTION_WORDS]
-    have = set(overlap_words(premise))
-    return sum(w in have for w in content) / len(content) if content else 0.0
-
-
-def stratum(premise: str, fact: str) -> tuple[str, float]:
-    """The pair's stratum (conflict, high, mid, low) and its content-word share."""
-    s = share(premise, fact)
-    numbers_fact, numbers_premise = set(_NUMBER.findall(fact)), set(_NUMBER.findall(premise))
-    if s >= 0.4 and numbers_fact - numbers_premise and numbers_premise - numbers_fact:
-        return "conflict", s
-    return ("high" if s >= 0.6 else "mid" if s >= 0.3 else "low"), s
 
 
 def candidates(max_new_tokens: int, seed: int) -> list[tuple]:
@@ -81,8 +63,7 @@ def draw(pool: list[tuple], seed: int) -> list[tuple]:
     rng = random.Random(seed)
     by: dict[str, list[tuple]] = {}
     for c in pool:
-        name, s = stratum(c[3], c[4])
-        by.setdefault(name, []).append((*c, name, round(s, 3)))
+        by.setdefault(stratum(c[3], c[4]), []).append((*c, stratum(c[3], c[4]), round(share(c[3], c[4]), 3)))
     chosen = []
     for name, target in TARGET.items():
         members = by.get(name, [])
@@ -110,9 +91,9 @@ def main() -> None:
         for i, (qid, refs, kind, premise, fact, name, s, weight) in enumerate(chosen, 1):
             lw.writerow([f"kt-{i:03d}", premise, fact])
             dw.writerow([f"kt-{i:03d}", qid, refs, kind, name, s, weight])
-    sizes = {}
+    sizes: dict[str, int] = {}
     for c in pool:
-        sizes[stratum(c[3], c[4])[0]] = sizes.get(stratum(c[3], c[4])[0], 0) + 1
+        sizes[stratum(c[3], c[4])] = sizes.get(stratum(c[3], c[4]), 0) + 1
     print(f"{len(chosen)} pairs of {len(pool)} candidates (strata {sizes}) -> {out}")
 
 

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from covlib import nli
 from covlib.core import stats
 from covlib.nli.evaluation import decision_accuracy, decision_scores
+from covlib.nli import labelled as L
 from covlib.nli.labelled import NLIPair, load_keyfact_pairs
 
 
-def _pairs(gold: list[bool], questions: list[str], weights: list[float] | None = None) -> list[NLIPair]:
+def _pairs(gold: list[bool], questions: list[str], weights: list[float] | None = None,
+           strata: list[str] | None = None) -> list[NLIPair]:
     weights = weights or [1.0] * len(gold)
-    return [NLIPair("p", "h", "entailment" if g else "neutral", extra={"question_id": q, "weight": w})
-            for g, q, w in zip(gold, questions, weights)]
-
-
-def test_rogan_gladen_recovers_the_true_rate_and_refuses_a_useless_judge():
-    # true rate 0.3, Se 0.9, Sp 0.8: the judge reports 0.3 * 0.9 + 0.7 * 0.2 = 0.41
-    assert nli.rogan_gladen(0.41, 0.9, 0.8) == pytest.approx(0.3)
-    assert nli.rogan_gladen(0.05, 0.9, 0.8) == 0.0  # below the judge's false-positive floor: clipped
-    assert np.isnan(nli.rogan_gladen(0.5, 0.5, 0.5))  # Se + Sp = 1 tells nothing apart
+    strata = strata or ["high"] * len(gold)
+    return [NLIPair("p", "h", "entailment" if g else "neutral", extra={"question_id": q, "weight": w, "stratum": s})
+            for g, q, w, s in zip(gold, questions, weights, strata)]
 
 
 def test_rates_weight_each_stratum_back():
@@ -36,26 +34,6 @@ def test_rates_weight_each_stratum_back():
     assert weighted["precision"]["value"] == pytest.approx(25.0) and weighted["sensitivity"]["clusters"] == 2
     with pytest.raises(ValueError, match="decisions for"):
         nli.rates_from_decisions("j", [True], pairs)
-
-
-def test_corrected_mean_covers_the_true_rate():
-    """Simulated metric and judge: the corrected interval covers the true rate about 95% of the time, the
-    uncorrected mean almost never (the judge inflates it)."""
-    rng = np.random.default_rng(0)
-    se, sp, truth, covered, raw_covered = 0.8, 0.75, 0.25, 0, 0
-    for sim in range(120):
-        questions = [f"q{i // 10}" for i in range(400)]
-        gold = rng.random(400) < 0.3
-        said = np.where(gold, rng.random(400) < se, rng.random(400) > sp)
-        rates = nli.rates_from_decisions("sim", said, _pairs(list(gold), questions))
-        true_values = rng.random(300) < truth
-        observed = np.where(true_values, rng.random(300) < se, rng.random(300) > sp).astype(float)
-        est = nli.corrected_mean(observed, rates, seed=sim, n_boot=600)
-        covered += est["low"] <= 100 * truth <= est["high"]
-        raw = stats.mean_interval(observed, scale=100)
-        raw_covered += raw["low"] <= 100 * truth <= raw["high"]
-    assert covered / 120 >= 0.88
-    assert raw_covered / 120 <= 0.3
 
 
 def test_cluster_bootstrap_widens_for_correlated_pairs():
@@ -97,23 +75,86 @@ def test_rates_are_measured_apart_for_whole_answers_and_sentences():
     assert rates["sentence"].specificity > rates["answer"].specificity + 0.1
 
 
-def test_recall_is_corrected_with_answer_rates_and_precision_with_sentence_rates():
+
+
+def test_the_probability_of_entailment_given_a_decision_is_read_per_stratum():
+    # high: 3 said (2 right), 1 not said (entailed); low: 4 not said, none entailed
+    pairs = _pairs([True, True, False, True, False, False, False, False], list("aabbabab"),
+                   strata=["high"] * 4 + ["low"] * 4)
+    rates = nli.rates_from_decisions("j", [True, True, True, False, False, False, False, False], pairs)
+    assert rates.entailed_given("high", True) == pytest.approx(2.5 / 4)  # Jeffreys: (2 + 1/2) / (3 + 1)
+    assert rates.entailed_given("high", False) == pytest.approx(1.5 / 2)
+    assert rates.entailed_given("low", False) == pytest.approx(0.5 / 5)  # none seen: small, not zero
+    assert rates.entailed_given("mid", True) == pytest.approx(0.5)  # nothing measured: the prior's mean
+    draws = rates.entailed_draws(4000, seed=1)
+    assert draws[("low", False)].mean() == pytest.approx(0.1, abs=0.02) and draws[("low", False)].max() > 0.3
+
+
+def test_the_stratum_of_a_pair_is_what_the_test_set_was_drawn_by():
+    assert nli.stratum("Paris is the capital of France.", "Paris is the capital of France.") == "high"
+    assert nli.stratum("He was born in 1950 in Ohio.", "He was born in 1956 in Ohio.") == "conflict"
+    assert nli.stratum("The film stars Tom.", "Rome lies on the Tiber river.") == "low"
+    rows = [json.loads(line) for line in L.keyfact_test_path().read_text(encoding="utf-8").splitlines()[1:]]
+    assert all(nli.stratum(r["premise"], r["hypothesis"]) == r["stratum"] for r in rows)
+
+
+def _table_row(recall_pairs, precision_pairs, n_sentences):
+    said_r = [s for _, s in recall_pairs]
+    by = {}
+    for j, _, s in precision_pairs:
+        by[j] = by.get(j, False) or s
+    return {"recall": float(np.mean(said_r)) if said_r else 0.0, "recall_pairs": recall_pairs,
+            "precision": sum(by.values()) / n_sentences if n_sentences else 0.0, "precision_pairs": precision_pairs,
+            "n_sentences": n_sentences, "n_key_facts": 2}
+
+
+def test_each_decision_is_replaced_by_the_probability_its_pair_is_entailed():
     from covlib.papers.credibility.intervals import judge_corrected
 
-    answer = nli.rates_from_decisions("j", [True, True, True, False], _pairs([True, True, False, False], list("abab")))
-    sentence = nli.rates_from_decisions("j", [True, False, False, False], _pairs([True, True, False, False], list("abab")))
-    rows = [{"recall": 0.6, "precision": 0.4, "n_key_facts": 2}, {"recall": 0.8, "precision": 0.2, "n_key_facts": 2}]
-    out = judge_corrected(rows, {"answer": answer, "sentence": sentence})
-    assert out["R_corrected"]["value"] == pytest.approx(100 * nli.rogan_gladen(0.7, 1.0, 0.5))
-    assert out["P_corrected"]["value"] == pytest.approx(100 * nli.rogan_gladen(0.3, 0.5, 1.0 ** 2))
-    assert out["R_corrected"]["sensitivity"] == 1.0 and out["P_corrected"]["sensitivity"] == 0.5
+    pairs = _pairs([True, False, False, False], list("abab"), strata=["high"] * 4)
+    rates = nli.rates_from_decisions("j", [True, True, False, False], pairs)  # high: said 1 of 2 right, not said 0 of 2
+    said_q, not_q = 1.5 / 3, 0.5 / 3
+    rows = [_table_row([["high", True], ["high", False]], [[0, "high", True], [0, "high", False], [1, "high", False],
+                                                           [1, "high", False]], 2),
+            _table_row([], [], 0)]  # an empty answer: nothing judged, kept as 0
+    out = judge_corrected(rows, {"answer": rates, "sentence": rates}, n_boot=300)
+    assert out["R_corrected"]["value"] == pytest.approx(100 * ((said_q + not_q) / 2 + 0) / 2)
+    first = 1 - (1 - said_q) * (1 - not_q)  # a sentence counts when any of its facts is entailed
+    second = 1 - (1 - not_q) ** 2
+    assert out["P_corrected"]["value"] == pytest.approx(100 * ((first + second) / 2 + 0) / 2)
+    assert out["R_corrected"]["observed"] == pytest.approx(25.0)
+    assert out["R_corrected"]["low"] <= out["R_corrected"]["value"] <= out["R_corrected"]["high"]
 
 
-def test_a_rate_below_the_judges_false_positive_floor_gets_no_correction():
-    # Sp 0.5: the judge alone says "entailed" for half the non-entailed pairs; an observed 20% cannot come from it
-    rates = nli.rates_from_decisions("j", [True, True, True, False], _pairs([True, True, False, False], list("abab")))
-    est = nli.corrected_mean([0.2, 0.2, 0.2, 0.2], rates, n_boot=200)
-    assert np.isnan(est["value"]) and est["floor"] == pytest.approx(50.0) and "below" in est["note"]
-    assert stats.format_interval(est) == "n/a"
-    above = nli.corrected_mean([0.8, 0.7, 0.9, 0.8], rates, n_boot=200)
-    assert above["value"] == pytest.approx(100 * nli.rogan_gladen(0.8, 1.0, 0.5)) and "note" not in above
+def test_the_corrected_recall_covers_the_truth_where_the_judges_error_depends_on_the_stratum():
+    """A judge that says "entailed" for most high-overlap pairs and few others; a test set drawn by stratum; the
+    corrected recall's interval covers the true recall about 95% of the time, the raw one almost never."""
+    from covlib.papers.credibility.intervals import judge_corrected
+
+    rng = np.random.default_rng(0)
+    truth = {"high": 0.5, "mid": 0.05, "low": 0.0, "conflict": 0.1}  # P(entailed) per stratum
+    said_if = {"high": (0.95, 0.6), "mid": (0.7, 0.2), "low": (0.5, 0.05), "conflict": (0.8, 0.4)}  # P(said | e / not)
+    share = {"high": 0.2, "mid": 0.3, "low": 0.45, "conflict": 0.05}
+
+    def sample(n, strata_p):
+        names = rng.choice(list(strata_p), n, p=list(strata_p.values()))
+        gold = np.array([rng.random() < truth[s] for s in names])
+        said = np.array([rng.random() < said_if[s][0 if g else 1] for s, g in zip(names, gold)])
+        return names, gold, said
+
+    covered = raw_covered = 0
+    true_recall = sum(share[s] * truth[s] for s in share)
+    for sim in range(60):
+        names, gold, said = sample(400, {s: 0.25 for s in share})
+        rates = nli.rates_from_decisions("sim", said, _pairs(list(gold), [f"q{i % 40}" for i in range(400)],
+                                                             strata=list(names)))
+        rows = []
+        for _ in range(100):  # 100 answers, 3 facts each
+            n3, g3, s3 = sample(3, share)
+            rows.append(_table_row([[str(n), bool(s)] for n, s in zip(n3, s3)], [], 0))
+        est = judge_corrected(rows, {"answer": rates, "sentence": rates}, seed=sim, n_boot=400)["R_corrected"]
+        covered += est["low"] <= 100 * true_recall <= est["high"]
+        raw = stats.mean_interval([r["recall"] for r in rows], scale=100)
+        raw_covered += raw["low"] <= 100 * true_recall <= raw["high"]
+    assert covered / 60 >= 0.85
+    assert raw_covered / 60 <= 0.3

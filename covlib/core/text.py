@@ -8,6 +8,13 @@ import re
 # one; the "numbered" ones only when a digit follows ("No. 5", "Jan. 12", "c. 1500").
 # Jr./Sr. only hold before "(" ("Carey Spicer, Jr. (1909 - 1996)"). Deliberately absent:
 # Inc, Ltd, Co, Corp, etc (they often do end a sentence).
+# Words any paraphrase may share with its source: articles, prepositions, pronouns, auxiliaries, conjunctions.
+FUNCTION_WORDS = frozenset("""a an the this that these those it its he him his she her they them their who whom whose
+which what when where s of in on at to for from by with as into onto about than then and or but nor not no both
+either is are was were be been being am has have had do does did will would can could may might shall should also
+there here one during after before between through under over within without near while until since via across
+against among around upon""".split())
+
 _ABBREVIATIONS = frozenset(
     "mr mrs ms messrs dr prof rev fr hon st ste mt ft gen col lt maj sgt capt cmdr adm "
     "gov sen rep pres supt vs cf al approx dept univ assn".split()

@@ -51,7 +51,7 @@ from __future__ import annotations
 from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, ONNX_DIR, Judge, two_label
 from covlib.nli.evaluation import (confusion_columns, decision_accuracy, evaluate, f1_difference, judge_note,
                                    nli_confusion, nli_scores)
-from covlib.nli.judge_error import JudgeRates, corrected_mean, judge_rates, rates_from_decisions, rogan_gladen
+from covlib.nli.judge_error import STRATA, JudgeRates, judge_rates, rates_from_decisions, stratum, weighted_difference
 from covlib.nli.labelled import KEYFACT_TEST_SHA256, load_keyfact_test_pairs
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
 from covlib.nli.onnx_judge import (BACKEND_ENV, ONNXNLIJudge, export_onnx, onnx_path, onnx_up_to_date,
@@ -79,6 +79,6 @@ __all__ = [
     # evaluation
     "confusion_columns", "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
     # the judge's error on the frozen key-fact test set, and rates corrected for it
-    "JudgeRates", "corrected_mean", "judge_rates", "rates_from_decisions", "rogan_gladen", "KEYFACT_TEST_SHA256",
+    "STRATA", "JudgeRates", "judge_rates", "rates_from_decisions", "stratum", "weighted_difference", "KEYFACT_TEST_SHA256",
     "load_keyfact_test_pairs",
 ]

@@ -181,4 +181,4 @@ def test_note(judge: Judge | str | None, seed: int = 0) -> str:
                      f"and rejects {fmt(w['specificity'])}% of the rest")
     n = sum(r.n_pairs for r in rates.values())
     return (f"; on the frozen test set ({n} pairs of other questions, weighted to the notebooks' mix) "
-            + "; ".join(parts) + ": the judge-corrected columns fold these in (Rogan-Gladen)")
+            + "; ".join(parts) + ": the judge-corrected columns fold its error in, stratum by stratum")

@@ -1,39 +1,84 @@
-"""A judge's measured error on the frozen key-fact test set, and key-fact rates corrected for it (Rogan-Gladen).
+"""A judge's measured error on the frozen key-fact test set, and key-fact rates corrected for it.
 
 Key-fact recall and precision count a judge's "entailed" decisions. A judge that says "entailed" where the labels
-do not (1 − specificity) inflates them; one that misses entailed pairs (1 − sensitivity) deflates them. With the
-judge's sensitivity Se and specificity Sp measured on labelled pairs, Rogan and Gladen (1978) recover the true rate
-from the observed one: π = (p + Sp − 1) / (Se + Sp − 1), clipped to [0, 1]. Its interval here resamples both the
-metric's questions and the test set's questions (a percentile bootstrap), so it holds the judge's measurement error
-as well as the metric's.
+do not inflates them; one that misses entailed pairs deflates them. The test set measures, for each stratum of pairs
+(`stratum`: how much of the key fact's wording the premise holds, and number conflicts, computed from the text alone)
+and each decision, how often the pair is truly entailed: P(entailed | stratum, said) and P(entailed | stratum, not
+said). A table's own pairs fall into the same strata, so each of its judge decisions can be replaced by that
+probability: the double-sampling estimator (Tenenbein 1970), a Rogan-Gladen-style correction that never leaves
+[0, 1] and lets the judge err differently on different pairs. Probabilities are Jeffreys posterior means
+((x + 1/2) / (n + 1)); their uncertainty enters intervals as Beta posterior draws (`JudgeRates.entailed_draws`),
+so a cell with few pairs, or no entailed pair among those drawn, widens the interval instead of reading as certain.
 
-The test pairs were drawn by stratum (`scripts/keyfact_test_pairs.py`); each carries the weight that brings its
-stratum back to its share of the notebooks' pairs, and Se / Sp are weighted means, measured apart for whole answers
-(recall's premise) and single sentences (precision's): the trained judge rejects 96% of the non-entailed sentence
-pairs but only 41% of the non-entailed whole-answer pairs.
+Rates are measured apart for whole answers (recall's premise) and single sentences (precision's): the trained judge
+rejects 96% of the non-entailed sentence pairs but 41% of the non-entailed whole-answer pairs. Sensitivity,
+specificity and precision weighted back to the notebooks' mix of pairs (`JudgeRates.weighted`) describe the judge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import unicodedata
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from covlib.core import stats
+from covlib.core.text import FUNCTION_WORDS
 from covlib.nli.base import Judge
 from covlib.nli.labelled import NLIPair, load_keyfact_test_pairs
 from covlib.nli.registry import get_judge
 from covlib.nli.scoring import entailed, probabilities
 
 
+STRATA = ("conflict", "high", "mid", "low")
+_NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_WORD = re.compile(r"\w+")
+
+
+def share(premise: str, fact: str) -> float:
+    """The share of the fact's content words (not `FUNCTION_WORDS`) found among the premise's words (lowercased)."""
+    content = [w for w in _WORD.findall(unicodedata.normalize("NFC", fact).lower()) if w not in FUNCTION_WORDS]
+    have = set(_WORD.findall(unicodedata.normalize("NFC", premise).lower()))
+    return sum(w in have for w in content) / len(content) if content else 0.0
+
+
+def stratum(premise: str, fact: str) -> str:
+    """The pair's stratum: conflict (share >= 0.4 and the fact has a number the premise lacks while the premise has
+    another), else high (share >= 0.6), mid (>= 0.3) or low; the test set was drawn, and is corrected, by it."""
+    s = share(premise, fact)
+    numbers_fact, numbers_premise = set(_NUMBER.findall(fact)), set(_NUMBER.findall(premise))
+    if s >= 0.4 and numbers_fact - numbers_premise and numbers_premise - numbers_fact:
+        return "conflict"
+    return "high" if s >= 0.6 else "mid" if s >= 0.3 else "low"
+
+
 @dataclass(frozen=True)
 class JudgeRates:
-    """Per test question, the weighted sums [said & entailed, entailed, not said & not entailed, not entailed]."""
+    """Per test question, the weighted sums [said & entailed, entailed, not said & not entailed, not entailed]; per
+    stratum, the counts [said & entailed, said & not, not said & entailed, not said & not]."""
 
     judge: str
     sums: np.ndarray  # (questions, 4)
     n_pairs: int
+    cells: dict = field(default_factory=dict)  # stratum -> np.array([tp, fp, fn, tn])
+
+    def entailed_given(self, stratum: str, said: bool) -> float:
+        """P(truly entailed | stratum, the judge's decision): the Jeffreys posterior mean (x + 1/2) / (n + 1)."""
+        tp, fp, fn, tn = self.cells.get(stratum, np.zeros(4))
+        hit, n = (tp, tp + fp) if said else (fn, fn + tn)
+        return float((hit + 0.5) / (n + 1))
+
+    def entailed_draws(self, n_draws: int, seed: int = 0) -> dict[tuple[str, bool], np.ndarray]:
+        """`n_draws` Beta posterior draws (Jeffreys prior) of P(entailed | stratum, decision) for every stratum."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        for name in STRATA:
+            tp, fp, fn, tn = self.cells.get(name, np.zeros(4))
+            out[(name, True)] = rng.beta(tp + 0.5, fp + 0.5, n_draws)
+            out[(name, False)] = rng.beta(fn + 0.5, tn + 0.5, n_draws)
+        return out
 
     @property
     def sensitivity(self) -> float:
@@ -57,14 +102,13 @@ class JudgeRates:
         """Weighted sensitivity, specificity and precision in %, each with a 95% interval resampling questions."""
         rng = np.random.default_rng(seed)
         b = self.sums[rng.integers(0, len(self.sums), (n_boot, len(self.sums)))].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            draws = {"sensitivity": b[:, 0] / b[:, 1], "specificity": b[:, 2] / b[:, 3],
-                     "precision": b[:, 0] / (b[:, 0] + b[:, 3] - b[:, 2])}
+        draws = _weighted_rates(b)
+        point = _weighted_rates(self.sums.sum(axis=0)[None, :])
         out = {}
         for name, d in draws.items():
             d = d[np.isfinite(d)]
             low, high = np.quantile(d, [0.025, 0.975]) if d.size >= n_boot // 2 else (np.nan, np.nan)
-            out[name] = {"value": 100 * getattr(self, name), "low": 100 * float(low), "high": 100 * float(high),
+            out[name] = {"value": 100 * float(point[name][0]), "low": 100 * float(low), "high": 100 * float(high),
                          "n": self.n_pairs, "clusters": len(self.sums)}
         return out
 
@@ -74,6 +118,31 @@ class JudgeRates:
         picked = self.sums[rng.integers(0, len(self.sums), (n_boot, len(self.sums)))].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return picked[:, 0] / picked[:, 1], picked[:, 2] / picked[:, 3]
+
+
+def _weighted_rates(b: np.ndarray) -> dict[str, np.ndarray]:
+    """Sensitivity, specificity, precision and F1 of "entailed" from rows of weighted sums [tp, pos, tn, neg]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sens, spec, prec = b[:, 0] / b[:, 1], b[:, 2] / b[:, 3], b[:, 0] / (b[:, 0] + b[:, 3] - b[:, 2])
+        return {"sensitivity": sens, "specificity": spec, "precision": prec, "f1": 2 * prec * sens / (prec + sens)}
+
+
+def weighted_difference(a: JudgeRates, b: JudgeRates, seed: int = 0, n_boot: int = stats.N_BOOT) -> dict[str, dict]:
+    """Judge a's weighted rates minus judge b's on the same pairs (same questions, same order), in points, each with
+    a paired 95% interval resampling questions."""
+    if a.sums.shape != b.sums.shape or a.n_pairs != b.n_pairs:
+        raise ValueError("a paired difference needs both judges' rates on the same pairs")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a.sums), (n_boot, len(a.sums)))
+    da, db = _weighted_rates(a.sums[idx].sum(axis=1)), _weighted_rates(b.sums[idx].sum(axis=1))
+    pa, pb = _weighted_rates(a.sums.sum(axis=0)[None, :]), _weighted_rates(b.sums.sum(axis=0)[None, :])
+    out = {}
+    for name in da:
+        d = (da[name] - db[name])[np.isfinite(da[name] - db[name])]
+        low, high = np.quantile(d, [0.025, 0.975]) if d.size >= n_boot // 2 else (np.nan, np.nan)
+        out[name] = {"value": 100 * float(pa[name][0] - pb[name][0]), "low": 100 * float(low),
+                     "high": 100 * float(high), "n": a.n_pairs, "clusters": len(a.sums)}
+    return out
 
 
 def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPair]) -> JudgeRates:
@@ -86,9 +155,12 @@ def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPa
     questions = [p.extra.get("question_id", p.source) for p in pairs]
     order = list(dict.fromkeys(questions))
     sums = np.zeros((len(order), 4))
-    for q, s, g, weight in zip(questions, said, gold, w):
+    cells: dict[str, np.ndarray] = {}
+    for q, s, g, weight, p in zip(questions, said, gold, w, pairs):
         sums[order.index(q)] += weight * np.array([s and g, g, (not s) and (not g), not g], dtype=float)
-    return JudgeRates(judge, sums, len(pairs))
+        cell = cells.setdefault(str(p.extra.get("stratum", "")), np.zeros(4))
+        cell[[s and g, s and not g, (not s) and g, (not s) and (not g)].index(True)] += 1
+    return JudgeRates(judge, sums, len(pairs), cells)
 
 
 PREMISE_KINDS = {"answer": "whole answers (key-fact recall's premise)",
@@ -108,45 +180,4 @@ def judge_rates(judge: Judge | str | None, pairs: Sequence[NLIPair] | None = Non
         idx = [i for i, p in enumerate(pairs) if p.kind == kind]
         if idx:
             out[kind] = rates_from_decisions(judge.name, said[idx], [pairs[i] for i in idx])
-    return out
-
-
-def rogan_gladen(observed: Any, sensitivity: Any, specificity: Any) -> np.ndarray:
-    """(p + Sp − 1) / (Se + Sp − 1) clipped to [0, 1]; NaN where Se + Sp ≤ 1 (the judge tells nothing apart)."""
-    p, se, sp = (np.asarray(x, dtype=float) for x in (observed, sensitivity, specificity))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.clip((p + sp - 1) / (se + sp - 1), 0.0, 1.0)
-    return np.where(se + sp > 1, out, np.nan)
-
-
-def corrected_mean(values: Sequence[float], rates: JudgeRates, facts_per_item: float = 1.0, scale: float = 100,
-                   seed: int = 0, n_boot: int = stats.N_BOOT) -> dict[str, Any]:
-    """The mean of per-question rates in [0, 1] corrected for the judge's error, with a 95% bootstrap interval.
-
-    Where the observed mean is below the judge's false-positive rate on the test set (1 − Sp^k), the correction
-    would clip to 0 with an interval of [0, 0]; the judge then errs differently on these answers (shorter ones,
-    other questions) than on the test pairs, and the value is NaN with a `note` saying so, not a confident 0.
-    `facts_per_item` > 1 is for key-fact precision, where an answer sentence counts when the judge calls *any* of its
-    question's key facts entailed: a sentence then escapes a false "entailed" only if every fact does, so its
-    specificity is Sp^k (k the mean number of key facts; independence assumed), its sensitivity Se.
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0, "judge": rates.judge}
-    rng = np.random.default_rng(seed + 1)
-    means = v[rng.integers(0, v.size, (n_boot, v.size))].mean(axis=1)
-    se_b, sp_b = rates.draws(seed, n_boot)
-    draws = rogan_gladen(means, se_b, sp_b ** facts_per_item)
-    draws = draws[np.isfinite(draws)]
-    value = float(rogan_gladen(v.mean(), rates.sensitivity, rates.specificity ** facts_per_item))
-    low, high = (np.quantile(draws, [0.025, 0.975]) if draws.size >= n_boot // 2 else (np.nan, np.nan))
-    floor = 1 - rates.specificity ** facts_per_item  # what the judge reports when nothing is entailed
-    out = {"value": value * scale, "low": float(low) * scale, "high": float(high) * scale, "n": int(v.size),
-           "observed": float(v.mean()) * scale, "floor": floor * scale, "sensitivity": rates.sensitivity,
-           "specificity": rates.specificity, "test_pairs": rates.n_pairs, "judge": rates.judge}
-    if v.mean() < floor:  # below what the judge's false "entailed" alone would give: its error here is not the test's
-        out.update(value=float("nan"), low=float("nan"), high=float("nan"),
-                   note=f"observed {100 * v.mean():.1f}% is below the judge's false-positive rate on the test set "
-                        f"({100 * floor:.1f}%): it errs differently on these answers, so no correction is given")
     return out

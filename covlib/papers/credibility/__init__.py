@@ -61,7 +61,7 @@ from covlib.papers.credibility.references import (ReferenceSet, bm25_references,
 from covlib.papers.credibility.answers import (Run, answer_runs, generate_answers, score_runs)
 from covlib.papers.credibility.metrics import (citation_scores, f1, plain_answer, score_answers, summarize)
 from covlib.papers.credibility.intervals import (ROW_KEYS, gold_recall, human_correlation_intervals, interval_columns,
-                                                 intervals, paired, per_question, recall_drop, reflection_correct,
+                                                 intervals, judge_corrected, paired, per_question, recall_drop, reflection_correct,
                                                  reflection_intervals)
 from covlib.papers.credibility.improvements import (COMPLETION_ROUNDS, Completed, is_refusal, parse_queries,
                                                     reflection_scores, reflection_sets, self_complete)
@@ -77,6 +77,7 @@ __all__ = ["ANSWER_INSTRUCTION", "CLOSED_BOOK_INSTRUCTION", "COMPLETENESS_LEVELS
            "bm25_references", "build_key_facts", "citation_scores", "closed_book", "completion_prompt",
            "export_rating_sheet", "export_review_sheet", "f1", "generate_answers", "gold_recall", "hits_set",
            "human_correlation", "human_correlation_intervals", "human_scores", "interval_columns", "intervals",
+           "judge_corrected",
            "is_refusal", "key_facts_path", "key_facts_prompt", "llm_key_facts", "load_key_facts", "load_questions",
            "paired", "parse_key_facts", "parse_queries", "partial", "per_question", "plain_answer", "read_ratings",
            "read_review_sheet", "reasoning_prompt", "recall_drop", "reflection_correct", "reflection_intervals",

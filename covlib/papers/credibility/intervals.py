@@ -48,15 +48,73 @@ def intervals(rows: Sequence[dict[str, Any]], seed: int = 0,
     return out if rates is None else {**out, **judge_corrected(rows, rates, seed)}
 
 
-def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates],
-                    seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Key-fact recall and precision in % with the judge's measured error folded in (Rogan-Gladen,
-    `nli.corrected_mean`): recall with its rates on whole answers, precision with its rates on single sentences
-    (a sentence counts when any of its k key facts is judged entailed: specificity Sp^k)."""
-    k = per_question(rows, "n_key_facts")
-    k = float(np.mean(k[k > 0])) if (k > 0).any() else 1.0
-    return {"R_corrected": nli.corrected_mean(per_question(rows, "R"), rates["answer"], seed=seed),
-            "P_corrected": nli.corrected_mean(per_question(rows, "P"), rates["sentence"], facts_per_item=k, seed=seed)}
+def _cell_counts(pairs: Sequence[Sequence[Any]]) -> np.ndarray:
+    """Counts of (stratum, decision) cells, in `nli.STRATA` x (said, not said) order, of [stratum, said] pairs."""
+    counts = np.zeros(2 * len(nli.STRATA))
+    for name, said in pairs:
+        counts[2 * nli.STRATA.index(name) + (0 if said else 1)] += 1
+    return counts
+
+
+def _corrected_rows(rows: Sequence[dict[str, Any]], metric: str) -> tuple[list[np.ndarray], list[float]]:
+    """Per row, the (sentences or 1, cells) counts of its judged pairs, and the row's value where nothing was judged."""
+    cells, fixed = [], []
+    for r in rows:
+        if metric == "recall":
+            pairs = r.get("recall_pairs", [])
+            cells.append(_cell_counts(pairs)[None, :] if pairs else np.zeros((0, 2 * len(nli.STRATA))))
+        else:
+            by_sentence: dict[int, list] = {}
+            for j, name, said in r.get("precision_pairs", []):
+                by_sentence.setdefault(j, []).append((name, said))
+            cells.append(np.array([_cell_counts(v) for v in by_sentence.values()]).reshape(-1, 2 * len(nli.STRATA)))
+        fixed.append(float(r[metric]))
+    return cells, fixed
+
+
+def _corrected_values(cells: list[np.ndarray], fixed: list[float], q: np.ndarray, n_sentences: list[int],
+                      metric: str) -> np.ndarray:
+    """Per row (and per draw: q is (cells, draws)), the metric with each decision replaced by P(entailed | cell)."""
+    out = np.full((len(cells), q.shape[1]), np.nan)
+    for i, c in enumerate(cells):
+        if not np.isfinite(fixed[i]) or c.shape[0] == 0:
+            out[i] = fixed[i]  # no key fact (NaN) or nothing judged (0): as measured
+        elif metric == "recall":
+            out[i] = (c @ q)[0] / c.sum()
+        else:  # a sentence counts when any of its facts is entailed (independence across its facts)
+            out[i] = (1 - np.exp(c @ np.log1p(-np.minimum(q, 1 - 1e-12)))).sum(axis=0) / max(n_sentences[i], 1)
+    return out
+
+
+def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates], seed: int = 0,
+                    n_boot: int = stats.N_BOOT) -> dict[str, dict[str, Any]]:
+    """Key-fact recall and precision in % with each of the judge's decisions replaced by the probability that its pair
+    is truly entailed, given the pair's stratum and the decision (`nli.JudgeRates.entailed_given`, measured on the
+    frozen test set: whole answers for recall, sentences for precision); the interval draws those probabilities from
+    their posteriors and resamples questions. Rows the judge never saw (an empty answer) keep their value."""
+    out = {}
+    rng = np.random.default_rng(seed)
+    for key, metric, kind in (("R_corrected", "recall", "answer"), ("P_corrected", "precision", "sentence")):
+        r = rates[kind]
+        cells, fixed = _corrected_rows(rows, metric)
+        n_s = [int(row.get("n_sentences", 1)) for row in rows]
+        point = np.array([[r.entailed_given(name, said)] for name in nli.STRATA for said in (True, False)])
+        values = _corrected_values(cells, fixed, point, n_s, metric)[:, 0]
+        draws = r.entailed_draws(n_boot, seed=seed)
+        q = np.array([draws[(name, said)] for name in nli.STRATA for said in (True, False)])
+        per_draw = _corrected_values(cells, fixed, q, n_s, metric)
+        keep = np.isfinite(values)
+        if not keep.any():
+            out[key] = {**stats.mean_interval([]), "judge": r.judge}
+            continue
+        idx = np.flatnonzero(keep)
+        picks = idx[rng.integers(0, idx.size, (n_boot, idx.size))]
+        boot = per_draw[picks, np.arange(n_boot)[:, None]].mean(axis=1)
+        low, high = np.quantile(boot, [0.025, 0.975])
+        out[key] = {"value": 100 * float(values[keep].mean()), "low": 100 * float(low), "high": 100 * float(high),
+                    "n": int(keep.sum()), "observed": 100 * float(np.mean(np.array(fixed)[keep])),
+                    "test_pairs": r.n_pairs, "judge": r.judge}
+    return out
 
 
 def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:

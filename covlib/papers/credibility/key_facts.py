@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from covlib.core import paths, traces
 from covlib.core.records import DataError, Example
-from covlib.core.text import split_sentences
+from covlib.core.text import FUNCTION_WORDS, split_sentences
 from covlib.data import iter_records
 from covlib.generation import Generator
 
@@ -245,12 +245,7 @@ def read_review_sheet(path: str | Path, records: Sequence[KeyFacts], reviewer: s
 # --------------------------------------------------------------------------- overlap with the gold sentences
 
 OVERLAP_BINS = ("0", "1", "2", "3", "4", "5+")  # longest shared run, in words
-# Words any paraphrase may share with its source: articles, prepositions, pronouns, auxiliaries, conjunctions.
-FUNCTION_WORDS = frozenset("""a an the this that these those it its he him his she her they them their who whom whose
-which what when where s of in on at to for from by with as into onto about than then and or but nor not no both
-either is are was were be been being am has have had do does did will would can could may might shall should also
-there here one during after before between through under over within without near while until since via across
-against among around upon""".split())
+# FUNCTION_WORDS (covlib.core.text): words any paraphrase may share with its source
 _WORD = re.compile(r"\w+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 

@@ -109,6 +109,11 @@ def score_details(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
     for (i, j, *_), v in zip(pre_pairs, pre):
         sent_hit[(i, j)] = max(sent_hit.get((i, j), 0.0), v)
     sc_hit = {(i, j): v for (i, j, *_), v in zip(sc_pairs, sc)}
+    judged: list[dict[str, list]] = [{"recall_pairs": [], "precision_pairs": []} for _ in range(n)]
+    for (i, premise, fact), v in zip(rec_pairs, rec):  # each decision with its pair's stratum, for `judge_corrected`
+        judged[i]["recall_pairs"].append([nli.stratum(premise, fact), bool(v)])
+    for (i, j, premise, fact), v in zip(pre_pairs, pre):
+        judged[i]["precision_pairs"].append([j, nli.stratum(premise, fact), bool(v)])
     rows = []
     for i in range(n):
         ss, refs = sentences[i], ref_sets[i]
@@ -132,6 +137,7 @@ def score_details(answers: Sequence[str], ref_sets: Sequence[ReferenceSet], key_
             "n_cited_sentences": cited_n,
             "n_key_facts": len(key_facts[i].key_facts),
             "judge": judge.name,
+            **judged[i],
         })
     return rows, details
 
