@@ -241,10 +241,10 @@ decision_table.round(1)
 #
 # Two kinds of number per judge: **as drawn** (each proportion over the test pairs, Wilson and exact
 # Clopper-Pearson 95% intervals; F1 and differences resample whole questions), and **weighted** to the
-# notebooks' mix of pairs (each stratum weighted back to its share; intervals resample questions). The
-# weighted sensitivity and specificity, measured apart on whole answers (key-fact recall's premise) and
-# on single sentences (precision's), are what the credibility tables fold into their corrected key-fact
-# recall and precision (`nli.judge_rates`, `nli.corrected_mean`, Rogan-Gladen).
+# notebooks' mix of pairs (each stratum weighted back to its share; intervals resample questions), also
+# apart for whole answers (key-fact recall's premise) and single sentences (precision's). The credibility
+# tables' judge-corrected recall and precision use the same test pairs, per stratum and decision
+# (`nli.judge_rates`, `C.judge_corrected`).
 
 # %%
 test_pairs = L.load_keyfact_test_pairs()

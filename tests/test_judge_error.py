@@ -1,4 +1,4 @@
-"""The judge's error on labelled key-fact pairs, and key-fact rates corrected for it (Rogan-Gladen)."""
+"""The judge's error on labelled key-fact pairs, and key-fact rates corrected for it (per stratum and decision)."""
 
 from __future__ import annotations
 

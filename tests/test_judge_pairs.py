@@ -302,3 +302,33 @@ def test_the_decision_rule_is_chosen_on_the_development_pairs_only(build_judge, 
         assert rule["f1"] > rule["dev_f1_argmax"] and 0.3 < rule["threshold"] < 1
     else:
         assert rule["dev_best_threshold"]["f1"] <= rule["dev_f1_argmax"] and "threshold" not in rule
+
+
+def test_a_published_model_is_readable_by_the_unprivileged_grader(tmp_path):
+    """safetensors writes its file through a private temporary (mode 0600); `make judge` as root then left weights the
+    grading sandbox's unprivileged uid could not read, and every grading run refused. Publishing opens them up as far
+    as the umask allows."""
+    import os
+    import stat
+
+    from covlib.generation import training
+
+    def save(folder):
+        weights = folder / "model.safetensors"
+        weights.write_bytes(b"weights")
+        weights.chmod(0o600)
+        (folder / "sub").mkdir(mode=0o700)
+        (folder / "sub" / "x.json").write_text("{}")
+        (folder / "sub" / "x.json").chmod(0o600)
+
+    previous = os.umask(0o022)
+    try:
+        out, work = tmp_path / "judge", tmp_path / "work"
+        work.mkdir()
+        training._publish(out, work, {"name": "judge"}, save)
+    finally:
+        os.umask(previous)
+    for path in (out / "model.safetensors", out / "sub" / "x.json", out / "card.json"):
+        assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, path
+    assert stat.S_IMODE((out / "sub").stat().st_mode) & 0o055 == 0o055
+    assert not work.exists()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -59,6 +60,16 @@ def _work_dir(out_dir: Path, settings: dict[str, Any]) -> Path:
     return work
 
 
+def readable(folder: Path) -> None:
+    """Give every file under `folder` the read permission the umask allows: savers that write through a private
+    temporary file (safetensors does) leave mode 0600, which a grader running submissions unprivileged cannot read."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        extra = (0o555 if path.is_dir() else 0o444) & ~mask
+        path.chmod(path.stat().st_mode | extra)
+
+
 def _publish(out_dir: Path, work: Path, info: dict[str, Any], save: Any) -> None:
     """`save(tmp)` plus the card into a temporary folder, renamed into `out_dir` (old or complete new, never half)."""
     tmp = out_dir.with_name(out_dir.name + ".tmp")
@@ -66,6 +77,7 @@ def _publish(out_dir: Path, work: Path, info: dict[str, Any], save: Any) -> None
     tmp.mkdir(parents=True)
     save(tmp)
     (tmp / CARD).write_text(json.dumps(info, indent=2, ensure_ascii=False))
+    readable(tmp)
     old = out_dir.with_name(out_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if out_dir.exists():
