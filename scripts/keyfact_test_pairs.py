@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import random
+from collections import Counter
 from pathlib import Path
 
 from covlib import generation
@@ -63,7 +64,8 @@ def draw(pool: list[tuple], seed: int) -> list[tuple]:
     rng = random.Random(seed)
     by: dict[str, list[tuple]] = {}
     for c in pool:
-        by.setdefault(stratum(c[3], c[4]), []).append((*c, stratum(c[3], c[4]), round(share(c[3], c[4]), 3)))
+        name = stratum(c[3], c[4])
+        by.setdefault(name, []).append((*c, name, round(share(c[3], c[4]), 3)))
     chosen = []
     for name, target in TARGET.items():
         members = by.get(name, [])
@@ -91,10 +93,8 @@ def main() -> None:
         for i, (qid, refs, kind, premise, fact, name, s, weight) in enumerate(chosen, 1):
             lw.writerow([f"kt-{i:03d}", premise, fact])
             dw.writerow([f"kt-{i:03d}", qid, refs, kind, name, s, weight])
-    sizes: dict[str, int] = {}
-    for c in pool:
-        sizes[stratum(c[3], c[4])] = sizes.get(stratum(c[3], c[4]), 0) + 1
-    print(f"{len(chosen)} pairs of {len(pool)} candidates (strata {sizes}) -> {out}")
+    sizes = Counter(stratum(c[3], c[4]) for c in pool)
+    print(f"{len(chosen)} pairs of {len(pool)} candidates (strata {dict(sizes)}) -> {out}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # Words that end with a period without ending the sentence. Title words never end
 # one; the "numbered" ones only when a digit follows ("No. 5", "Jan. 12", "c. 1500").
@@ -14,6 +15,14 @@ which what when where s of in on at to for from by with as into onto about than 
 either is are was were be been being am has have had do does did will would can could may might shall should also
 there here one during after before between through under over within without near while until since via across
 against among around upon""".split())
+
+_WORD = re.compile(r"\w+")
+
+
+def overlap_words(text: str) -> list[str]:
+    """A text's words as overlap measures count them: runs of letters, digits and _, NFC and lowercased."""
+    return _WORD.findall(unicodedata.normalize("NFC", text).lower())
+
 
 _ABBREVIATIONS = frozenset(
     "mr mrs ms messrs dr prof rev fr hon st ste mt ft gen col lt maj sgt capt cmdr adm "

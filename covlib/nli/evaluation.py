@@ -127,9 +127,8 @@ def decision_scores(said: Sequence[bool], gold: Sequence[bool], questions: Seque
     `clopper_pearson` gives the exact ones), and F1 with a bootstrap over questions (pairs of one question move together)."""
     said, gold = np.asarray(said, dtype=bool), np.asarray(gold, dtype=bool)
     decision = _decision_intervals(said, gold, seed=seed)
-    for name, (hits, n) in {"accuracy": ((said == gold).sum(), said.size), "entail_precision": ((said & gold).sum(), said.sum()),
-                            "entail_recall": ((said & gold).sum(), gold.sum())}.items():
-        key = "agreement" if name == "accuracy" else name
+    for key, hits, n in (("agreement", (said == gold).sum(), said.size), ("entail_precision", (said & gold).sum(), said.sum()),
+                         ("entail_recall", (said & gold).sum(), gold.sum())):
         decision[key]["exact"] = [100 * x for x in stats.clopper_pearson(int(hits), int(n))]
     return {"accuracy": decision["agreement"], "entail_precision": decision["entail_precision"],
             "entail_recall": decision["entail_recall"],

@@ -18,14 +18,13 @@ specificity and precision weighted back to the notebooks' mix of pairs (`JudgeRa
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from covlib.core import stats
-from covlib.core.text import FUNCTION_WORDS
+from covlib.core.text import FUNCTION_WORDS, overlap_words
 from covlib.nli.base import Judge
 from covlib.nli.labelled import NLIPair, load_keyfact_test_pairs
 from covlib.nli.registry import get_judge
@@ -34,13 +33,12 @@ from covlib.nli.scoring import entailed, probabilities
 
 STRATA = ("conflict", "high", "mid", "low")
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
-_WORD = re.compile(r"\w+")
 
 
 def share(premise: str, fact: str) -> float:
-    """The share of the fact's content words (not `FUNCTION_WORDS`) found among the premise's words (lowercased)."""
-    content = [w for w in _WORD.findall(unicodedata.normalize("NFC", fact).lower()) if w not in FUNCTION_WORDS]
-    have = set(_WORD.findall(unicodedata.normalize("NFC", premise).lower()))
+    """The share of the fact's content words (not `FUNCTION_WORDS`) found among the premise's words (`overlap_words`)."""
+    content = [w for w in overlap_words(fact) if w not in FUNCTION_WORDS]
+    have = set(overlap_words(premise))
     return sum(w in have for w in content) / len(content) if content else 0.0
 
 
@@ -80,44 +78,38 @@ class JudgeRates:
             out[(name, False)] = rng.beta(fn + 0.5, tn + 0.5, n_draws)
         return out
 
+    def rates(self) -> dict[str, float]:
+        """Weighted sensitivity, specificity, precision and F1 of "entailed" over the whole set (`_weighted_rates`)."""
+        return {name: float(v[0]) for name, v in _weighted_rates(self.sums.sum(axis=0)[None, :]).items()}
+
     @property
     def sensitivity(self) -> float:
         """Weighted share of the entailed pairs the judge calls entailed."""
-        total = self.sums.sum(axis=0)
-        return float(total[0] / total[1]) if total[1] else float("nan")
+        return self.rates()["sensitivity"]
 
     @property
     def specificity(self) -> float:
         """Weighted share of the pairs not entailed that the judge does not call entailed."""
-        total = self.sums.sum(axis=0)
-        return float(total[2] / total[3]) if total[3] else float("nan")
+        return self.rates()["specificity"]
 
     @property
     def precision(self) -> float:
         """Weighted share of the judge's "entailed" decisions that are entailed."""
-        tp, pos, tn, neg = self.sums.sum(axis=0)
-        return float(tp / (tp + neg - tn)) if tp + neg - tn else float("nan")
+        return self.rates()["precision"]
 
     def weighted(self, seed: int = 0, n_boot: int = stats.N_BOOT) -> dict[str, dict[str, float]]:
-        """Weighted sensitivity, specificity and precision in %, each with a 95% interval resampling questions."""
+        """Weighted sensitivity, specificity, precision and F1 in %, each with a 95% interval resampling questions."""
         rng = np.random.default_rng(seed)
-        b = self.sums[rng.integers(0, len(self.sums), (n_boot, len(self.sums)))].sum(axis=1)
-        draws = _weighted_rates(b)
-        point = _weighted_rates(self.sums.sum(axis=0)[None, :])
-        out = {}
-        for name, d in draws.items():
-            d = d[np.isfinite(d)]
-            low, high = np.quantile(d, [0.025, 0.975]) if d.size >= n_boot // 2 else (np.nan, np.nan)
-            out[name] = {"value": 100 * float(point[name][0]), "low": 100 * float(low), "high": 100 * float(high),
-                         "n": self.n_pairs, "clusters": len(self.sums)}
-        return out
+        draws = _weighted_rates(self.sums[rng.integers(0, len(self.sums), (n_boot, len(self.sums)))].sum(axis=1))
+        return {name: _estimate(value, draws[name], n_boot, self) for name, value in self.rates().items()}
 
-    def draws(self, seed: int = 0, n_boot: int = stats.N_BOOT) -> tuple[np.ndarray, np.ndarray]:
-        """Sensitivity and specificity of `n_boot` resamples of the test set's questions."""
-        rng = np.random.default_rng(seed)
-        picked = self.sums[rng.integers(0, len(self.sums), (n_boot, len(self.sums)))].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return picked[:, 0] / picked[:, 1], picked[:, 2] / picked[:, 3]
+
+def _estimate(value: float, draws: np.ndarray, n_boot: int, rates: JudgeRates) -> dict[str, float]:
+    """A weighted rate in % with the 2.5 and 97.5 percentiles of its finite draws (NaN when under half are finite)."""
+    d = draws[np.isfinite(draws)]
+    low, high = np.quantile(d, [0.025, 0.975]) if d.size >= n_boot // 2 else (np.nan, np.nan)
+    return {"value": 100 * value, "low": 100 * float(low), "high": 100 * float(high), "n": rates.n_pairs,
+            "clusters": len(rates.sums)}
 
 
 def _weighted_rates(b: np.ndarray) -> dict[str, np.ndarray]:
@@ -135,14 +127,8 @@ def weighted_difference(a: JudgeRates, b: JudgeRates, seed: int = 0, n_boot: int
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(a.sums), (n_boot, len(a.sums)))
     da, db = _weighted_rates(a.sums[idx].sum(axis=1)), _weighted_rates(b.sums[idx].sum(axis=1))
-    pa, pb = _weighted_rates(a.sums.sum(axis=0)[None, :]), _weighted_rates(b.sums.sum(axis=0)[None, :])
-    out = {}
-    for name in da:
-        d = (da[name] - db[name])[np.isfinite(da[name] - db[name])]
-        low, high = np.quantile(d, [0.025, 0.975]) if d.size >= n_boot // 2 else (np.nan, np.nan)
-        out[name] = {"value": 100 * float(pa[name][0] - pb[name][0]), "low": 100 * float(low),
-                     "high": 100 * float(high), "n": a.n_pairs, "clusters": len(a.sums)}
-    return out
+    pa, pb = a.rates(), b.rates()
+    return {name: _estimate(pa[name] - pb[name], da[name] - db[name], n_boot, a) for name in pa}
 
 
 def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPair]) -> JudgeRates:
@@ -153,11 +139,11 @@ def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPa
     gold = np.array([p.label == "entailment" for p in pairs])
     w = np.array([float(p.extra.get("weight", 1.0)) for p in pairs])
     questions = [p.extra.get("question_id", p.source) for p in pairs]
-    order = list(dict.fromkeys(questions))
-    sums = np.zeros((len(order), 4))
+    row = {q: i for i, q in enumerate(dict.fromkeys(questions))}
+    sums = np.zeros((len(row), 4))
     cells: dict[str, np.ndarray] = {}
     for q, s, g, weight, p in zip(questions, said, gold, w, pairs):
-        sums[order.index(q)] += weight * np.array([s and g, g, (not s) and (not g), not g], dtype=float)
+        sums[row[q]] += weight * np.array([s and g, g, (not s) and (not g), not g], dtype=float)
         cell = cells.setdefault(str(p.extra.get("stratum", "")), np.zeros(4))
         cell[[s and g, s and not g, (not s) and g, (not s) and (not g)].index(True)] += 1
     return JudgeRates(judge, sums, len(pairs), cells)

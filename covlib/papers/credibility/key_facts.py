@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from covlib.core import paths, traces
 from covlib.core.records import DataError, Example
-from covlib.core.text import FUNCTION_WORDS, split_sentences
+from covlib.core.text import FUNCTION_WORDS, overlap_words, split_sentences
 from covlib.data import iter_records
 from covlib.generation import Generator
 
@@ -248,11 +248,6 @@ OVERLAP_BINS = ("0", "1", "2", "3", "4", "5+")  # longest shared run, in words
 # FUNCTION_WORDS (covlib.core.text): words any paraphrase may share with its source
 _WORD = re.compile(r"\w+")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
-
-
-def overlap_words(text: str) -> list[str]:
-    """The words `shared_runs` counts: runs of letters, digits and _, NFC and lowercased; every word counts."""
-    return _WORD.findall(unicodedata.normalize("NFC", text).lower())
 
 
 def _runs(fact: list[str], sentence: list[str]) -> list[tuple[int, int]]:
