@@ -31,7 +31,9 @@ import pandas as pd
 
 from covlib import data, retrieval
 from covlib.core import metrics
-from covlib.runs import plotting, profiles, results
+from covlib.report import plotting, results
+from covlib.runs import session
+from covlib.runs.notebooks import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -42,15 +44,8 @@ retrievers: str = "bm25,tfidf,dense"  # retrievers compared, comma-separated
 ks: str = "1,2,5,10,20"  # cut-offs k for recall@k
 
 # %%
-profiles.check_parameters(n_questions=n_questions)
-profile = profiles.resolve(profile, device or None)
-n_questions = profiles.pick(profile, full=n_questions, cpu=n_questions, smoke=12)
-kinds = profiles.split_list("retrievers", retrievers, allowed=("bm25", "tfidf", "dense"))
-cutoffs = sorted(profiles.split_list("ks", ks, cast=int))
-profiles.check_parameters(k=min(cutoffs))  # every cut-off >= 1
-params = dict(profile=profile, n_questions=n_questions, retrievers=kinds, ks=cutoffs)
-print(profiles.describe(profile, n_questions=n_questions))
-plotting.set_style()
+S = session.start(NOTEBOOKS["00"], profile=profile, model=model, device=device, n_questions=n_questions,
+                  retrievers=retrievers, ks=ks)
 
 # %% [markdown]
 # ## 1. What is there
@@ -81,7 +76,7 @@ counts = pd.DataFrame(
         for name, exs in datasets.items()
     ]
 )
-results.save_table(counts, "tab-00-datasets", params=params)
+results.save_table(counts, "tab-00-datasets", params=S.params)
 counts
 
 # %% [markdown]
@@ -117,7 +112,7 @@ ax.set_xlabel("words per paragraph")
 ax.set_title("Paragraph length per dataset (words, each dataset normalised)")
 ax.legend()
 plotting.caption(ax, n=len(lengths))
-results.save_figure(fig, "fig-00-paragraph-lengths", params=params)
+results.save_figure(fig, "fig-00-paragraph-lengths", params=S.params)
 
 
 # %%
@@ -146,7 +141,7 @@ ax.set_xlabel("share of questions")
 ax.set_title("Question types per dataset (wh-word, yes/no or claim)")
 ax.legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize="small")
 plotting.caption(ax, n=len(types))
-results.save_figure(fig, "fig-00-question-types", params=params)
+results.save_figure(fig, "fig-00-question-types", params=S.params)
 
 # %% [markdown]
 # ## 3. Retrieval recall of the supporting paragraphs
@@ -157,29 +152,29 @@ results.save_figure(fig, "fig-00-question-types", params=params)
 
 # %%
 corpus = data.default_corpus()
-questions = data.load_adv_hotpotqa(split="test")[:n_questions]
+questions = data.load_adv_hotpotqa(split="test")[:S.n_questions]
 gold = [e.supporting_titles for e in questions]
 print(f"corpus: {len(corpus)} passages; questions: {len(questions)}")
 
 recalls, both = {}, {}
-for kind in kinds:
+for kind in S.retrievers:
     index = retrieval.load_or_build(kind, corpus, name="hotpot-corpus")
-    hits = index.search_batch([e.question for e in questions], k=max(cutoffs), progress=True)
+    hits = index.search_batch([e.question for e in questions], k=max(S.ks), progress=True)
     ranked = [[h.passage.title for h in hs] for hs in hits]
-    recalls[index.name] = metrics.recall_at_k(ranked, gold, ks=cutoffs)
-    both[index.name] = metrics.all_recall_at_k(ranked, gold, ks=cutoffs)
+    recalls[index.name] = metrics.recall_at_k(ranked, gold, ks=S.ks)
+    both[index.name] = metrics.all_recall_at_k(ranked, gold, ks=S.ks)
 
 table = pd.DataFrame(
-    [{"retriever": name, "k": k, "recall@k": r[k], "all gold in top k": both[name][k]} for name, r in recalls.items() for k in cutoffs]
+    [{"retriever": name, "k": k, "recall@k": r[k], "all gold in top k": both[name][k]} for name, r in recalls.items() for k in S.ks]
 )
-results.save_table(table, "tab-00-retrieval-recall", params=params, corpus_size=len(corpus), n=len(questions))
+results.save_table(table, "tab-00-retrieval-recall", params=S.params, corpus_size=len(corpus), n=len(questions))
 table.pivot(index="retriever", columns="k", values="recall@k")
 
 # %%
 ax = plotting.recall_curve(recalls)
 ax.set_title("Supporting-paragraph recall on Adversarial HotpotQA (test split)")
 plotting.caption(ax, corpus=f"{len(corpus)} HotpotQA paragraphs", n=len(questions))
-results.save_figure(ax.figure, "fig-00-retrieval-recall", params=params)
+results.save_figure(ax.figure, "fig-00-retrieval-recall", params=S.params)
 
 # %% [markdown]
 # ## 4. Headline numbers (read by the tests)
@@ -191,5 +186,5 @@ headline = {
     "n_questions": len(questions),
     "recall_at_k": {name: {str(k): v for k, v in r.items()} for name, r in recalls.items()},
 }
-results.record_metrics("00_data_tour", headline, params=params)
+results.record_metrics("00_data_tour", headline, params=S.params)
 headline

@@ -60,7 +60,9 @@ import pandas as pd
 from covlib import nli
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P
-from covlib.runs import plotting, profiles, results
+from covlib.report import plotting, results
+from covlib.runs import session
+from covlib.runs.notebooks import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -72,16 +74,8 @@ n_fever_slow: int = 1000  # cap for LLM / TRUE judges on FEVER and the key-fact 
 seed: int = 0  # pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out set)
 
 # %%
-profiles.check_parameters(n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
-profile = profiles.resolve(profile, device or None)
-n_fever = profiles.pick(profile, full=n_fever, smoke=60)
-n_fever_slow = profiles.pick(profile, full=n_fever_slow, cpu=min(n_fever_slow, 300), smoke=30)
-# the LLM-as-judge runs `model` (spec "llm:<model>"); every judge that runs a model runs it on `device`
-judge_specs = list(dict.fromkeys(f"llm:{model}" if model and s.lower() == "llm" else s
-                                  for s in profiles.split_list("judges", judges)))
-params = dict(profile=profile, model=model, device=device, judges=judge_specs, n_fever=n_fever, n_fever_slow=n_fever_slow, seed=seed)
-print(profiles.describe(profile, n_fever=n_fever, n_fever_slow=n_fever_slow))
-plotting.set_style()
+S = session.start(NOTEBOOKS["00b"], profile=profile, model=model, device=device, judges=judges, n_fever=n_fever,
+                  n_fever_slow=n_fever_slow, seed=seed)
 
 # %% [markdown]
 # ## 1. The held-out pairs
@@ -104,7 +98,7 @@ def stratified(pairs: list, n: int) -> list:
     return [pairs[i] for i in sorted(keep)]
 
 
-sets = {"FEVER test": stratified(fever_test, n_fever), "credibility fixture": P.load_credibility_fixture(),
+sets = {"FEVER test": stratified(fever_test, S.n_fever), "credibility fixture": P.load_credibility_fixture(),
         "key-fact pairs": P.load_keyfact_pairs()}
 pd.DataFrame({name: P.label_counts(pairs) for name, pairs in sets.items()}).T.assign(total=lambda d: d.sum(axis=1))
 
@@ -123,11 +117,11 @@ for label in P.LABELS:
 # %%
 SLOW = ("llm", "true")
 rows, probs_of, judge_of = [], {}, {}
-for spec in judge_specs:
+for spec in S.judges:
     judge = judge_of[spec] = nli.load_judge(spec, device=device or None)
     for name, pairs in sets.items():
         if name != "credibility fixture" and spec.lower().startswith(SLOW):
-            pairs = stratified(pairs, n_fever_slow)
+            pairs = stratified(pairs, S.n_fever_slow)
         scores, probs = nli.evaluate([p.premise for p in pairs], [p.hypothesis for p in pairs], [p.label for p in pairs],
                                      judge=judge)
         rows.append({"judge": judge.name, "spec": spec, "set": name, **scores})
@@ -146,7 +140,7 @@ def judge_row(r: dict) -> dict:
 
 
 table = pd.DataFrame([judge_row(r) for r in rows])
-results.save_table(table, "tab-00b-nli-judges", params=params, judges=judge_specs)
+results.save_table(table, "tab-00b-nli-judges", params=S.params, judges=S.judges)
 table.round(3)
 
 # %% [markdown]
@@ -156,7 +150,7 @@ table.round(3)
 # %%
 fixture = sets["credibility fixture"]
 by_setting = []
-for spec in judge_specs:
+for spec in S.judges:
     gold, probs = probs_of[(spec, "credibility fixture")]
     for setting in ("answer", "sentence"):
         idx = [i for i, p in enumerate(fixture) if p.kind == setting]
@@ -168,9 +162,9 @@ pd.DataFrame([judge_row({**r, "set": f"fixture · {r['setting']}"}) for r in by_
 # ## 3. Where each judge goes wrong
 
 # %%
-fig, axes = plt.subplots(len(sets), len(judge_specs), figsize=(3.8 * len(judge_specs), 3.8 * len(sets)), squeeze=False)
+fig, axes = plt.subplots(len(sets), len(S.judges), figsize=(3.8 * len(S.judges), 3.8 * len(sets)), squeeze=False)
 short = {"entailment": "entail", "neutral": "neutral", "contradiction": "contra", "not entailment": "not entail"}
-for col, spec in enumerate(judge_specs):
+for col, spec in enumerate(S.judges):
     for row, name in enumerate(sets):
         gold, probs = probs_of[(spec, name)]
         judge = judge_of[spec]
@@ -182,7 +176,7 @@ for col, spec in enumerate(judge_specs):
 fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision\n"
              "(shares of each gold row, counts in brackets; accuracy % [95% Wilson CI])")
 fig.tight_layout()
-results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
+results.save_figure(fig, "fig-00b-confusion", params=S.params, judges=S.judges)
 
 # %% [markdown]
 # ## 4. Which judge the offline defaults use
@@ -199,8 +193,8 @@ results.save_figure(fig, "fig-00b-confusion", params=params, judges=judge_specs)
 # %%
 keyfact = sets["key-fact pairs"]
 decisions = []
-for spec in judge_specs:
-    d = nli_eval.decision_accuracy(judge_of[spec], stratified(keyfact, n_fever_slow) if spec.lower().startswith(SLOW)
+for spec in S.judges:
+    d = nli_eval.decision_accuracy(judge_of[spec], stratified(keyfact, S.n_fever_slow) if spec.lower().startswith(SLOW)
                                    else keyfact, seed=seed)
     versus = (nli_eval.f1_difference(judge_of[spec], "overlap", keyfact, seed=seed)
               if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
@@ -213,7 +207,7 @@ for spec in judge_specs:
                       "n": d["accuracy"]["n"], "intervals": {k: d[k] for k in ("accuracy", "entail_precision",
                                                                                "entail_recall", "entail_f1")}})
 decision_table = pd.DataFrame(decisions).drop(columns="intervals")
-results.save_table(decision_table, "tab-00b-keyfact-decisions", params=params, judges=judge_specs,
+results.save_table(decision_table, "tab-00b-keyfact-decisions", params=S.params, judges=S.judges,
                    pairs="covlib/resources/keyfact_nli_pairs-v1.jsonl")
 best = max(decisions, key=lambda d: d["entail F1"] if d["entail F1"] == d["entail F1"] else -1)
 offline = [d for d in decisions if not d["spec"].lower().startswith(("llm", "true"))]
@@ -250,10 +244,10 @@ decision_table.round(1)
 test_pairs = L.load_keyfact_test_pairs()
 print(P.label_counts(test_pairs), "from", len({p.extra["question_id"] for p in test_pairs}), "questions")
 side_by_side, test_rates = [], {}
-for spec in judge_specs:
+for spec in S.judges:
     judge = judge_of[spec]
     for set_name, pairs in (("development (key-fact pairs)", keyfact), ("test (frozen)", test_pairs)):
-        pairs = stratified(pairs, n_fever_slow) if spec.lower().startswith(SLOW) else pairs
+        pairs = stratified(pairs, S.n_fever_slow) if spec.lower().startswith(SLOW) else pairs
         d = nli_eval.decision_accuracy(judge, pairs, seed=seed)
         row = {"judge": d["judge"], "spec": spec, "set": set_name, "n": d["accuracy"]["n"],
                "n entailed (gold)": d["entail_recall"]["n"], "n decided entailed": d["entail_precision"]["n"],
@@ -282,7 +276,7 @@ for spec in judge_specs:
         row["intervals"] = {k: d[k] for k in ("accuracy", "entail_precision", "entail_recall", "entail_f1")}
         side_by_side.append(row)
 test_table = pd.DataFrame(side_by_side).drop(columns="intervals").fillna("")  # weighted rates: the test set only
-results.save_table(test_table, "tab-00b-keyfact-test", params=params, judges=judge_specs,
+results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S.judges,
                    test_set=L.KEYFACT_TEST_PAIRS, test_sha256=L.KEYFACT_TEST_SHA256)
 test_table
 
@@ -320,5 +314,5 @@ headline = {
     "n_keyfact_test": len(test_pairs),
     "keyfact_test_sha256": L.KEYFACT_TEST_SHA256,
 }
-results.record_metrics("00b_nli_judges", headline, params=params, judges=judge_specs)
+results.record_metrics("00b_nli_judges", headline, params=S.params, judges=S.judges)
 {k: v for k, v in headline.items() if k not in ("rows", "by_setting", "keyfact_decisions")}

@@ -41,12 +41,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from covlib import data, generation
-from covlib.core import stats, traces
+from covlib import data
+from covlib.core import stats
 from covlib.papers import verify_edit
-from covlib.papers.verify_edit import cot
-from covlib.papers.verify_edit import claims
-from covlib.runs import plotting, profiles, results, trace_view
+from covlib.papers.verify_edit import claims, cot
+from covlib.papers.verify_edit.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
+from covlib.traces import view as trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -59,17 +61,8 @@ seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
-profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
-                          max_new_tokens=max_new_tokens)
-profile = profiles.resolve(profile, device or None)
-traces.start("01_consistency_kde")
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
-threshold = verify_edit.default_threshold(n_samples)
-params = dict(profile=profile, n_questions=n_questions, n_samples=n_samples, temperature=temperature,
-              seed=seed, max_new_tokens=max_new_tokens, threshold=threshold)
-print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens))
-plotting.set_style()
+S = session.start(NOTEBOOKS["01"], profile=profile, model=model, device=device, n_questions=n_questions,
+                  n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
 
 # %% [markdown]
 # ## 1. CoT self-consistency on the test split
@@ -77,10 +70,11 @@ plotting.set_style()
 # predictions) runs no model.
 
 # %%
-generator = generation.load_lm(model, device=device)
-examples = data.load_adv_hotpotqa(split="test")[:n_questions]
+generator = S.lm
+examples = data.load_adv_hotpotqa(split="test")[:S.n_questions]
 cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
-                              seed=seed, max_new_tokens=max_new_tokens)
+                              seed=seed, max_new_tokens=S.max_new_tokens)
+verify_edit.trace.write(S.tracer, cot_sc)
 summary = cot.summarize(cot_sc)
 print(f"{generator.name}: CoT-SC EM {summary['accuracy']:.1f}% on {len(cot_sc)} questions; "
       f"{summary['parse_failures']} of {summary['paths']} paths had no 'The answer is'")
@@ -205,8 +199,8 @@ separation = {kind: stats.group_difference(frame[kind], correct_mask, seed=seed)
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
 for ax, kind in zip(axes, ("wang", "majority")):
     plotting.kde_by_group(frame[kind], frame["correct"], ax=ax)
-    ax.axvline(threshold, color="0.3", ls="--", lw=1)
-    ax.annotate(f"threshold ⌈n/2⌉ = {threshold}", (threshold, 0.97), xycoords=("data", "axes fraction"),
+    ax.axvline(S.threshold, color="0.3", ls="--", lw=1)
+    ax.annotate(f"threshold ⌈n/2⌉ = {S.threshold}", (S.threshold, 0.97), xycoords=("data", "axes fraction"),
                 ha="left", va="top", fontsize=8, xytext=(3, 0), textcoords="offset points")
     ax.set_xlabel(f"consistency ({kind}, 0..{n_samples})")
     ax.set_title({"wang": "Wang et al. score (path-probability weighted)", "majority": "majority count"}[kind])
@@ -219,7 +213,7 @@ for ax, kind in zip(axes, ("wang", "majority")):
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
 fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
-results.save_figure(fig, "fig-01-consistency-kde", params=params, model=generator.name, n=len(cot_sc))
+results.save_figure(fig, "fig-01-consistency-kde", params=S.params, model=generator.name, n=len(cot_sc))
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-threshold-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 2 · Which predictions get edited?
@@ -254,7 +248,7 @@ from covlib.papers import verify_edit
 grids = [[i / 4 for i in range(0, 4 * n + 1)] for n in range(1, 12)]
 got = exercises.record("ex01-threshold", grids=[uncertain(grid, n) for n, grid in enumerate(grids, 1)],
                        notebook=uncertain([float(s) for s in frame["wang"]], n_samples))
-ref = exercises.reference("ex01-threshold", notebook=[bool(s < threshold) for s in frame["wang"]],
+ref = exercises.reference("ex01-threshold", notebook=[bool(s < S.threshold) for s in frame["wang"]],
                           grids=[[s < verify_edit.default_threshold(n) for s in grid] for n, grid in enumerate(grids, 1)])
 ### END HIDDEN TESTS
 # -- checks: on the recorded values (got: your answers; ref: covlib's), here and again by the grader
@@ -293,8 +287,8 @@ for kind in ("wang", "majority"):
     r_pb, p_pb = stats.point_biserial(correct_mask.astype(float), frame[kind]) if 0 < correct_mask.sum() < len(correct_mask) \
         else (float("nan"), float("nan"))
     est = {
-        "incorrect below threshold": stats.mean_interval((wrong < threshold).astype(float), seed=seed),
-        "correct at/above threshold": stats.mean_interval((right >= threshold).astype(float), seed=seed),
+        "incorrect below threshold": stats.mean_interval((wrong < S.threshold).astype(float), seed=seed),
+        "correct at/above threshold": stats.mean_interval((right >= S.threshold).astype(float), seed=seed),
         "mean (incorrect)": stats.mean_interval(wrong, seed=seed),
         "mean (correct)": stats.mean_interval(right, seed=seed),
         "mean difference (correct − incorrect)": separation[kind],
@@ -308,7 +302,7 @@ for kind in ("wang", "majority"):
         row[f"{name} 95% CI"] = stats.format_interval(e, digits=2)
     rows.append({**row, "p": p_pb, "n correct": len(right), "n incorrect": len(wrong), "n": len(frame)})
 table = pd.DataFrame(rows)
-results.save_table(table, "tab-01-consistency", params=params, model=generator.name, n=len(cot_sc))
+results.save_table(table, "tab-01-consistency", params=S.params, model=generator.name, n=len(cot_sc))
 table
 
 # %% [markdown]
@@ -339,14 +333,15 @@ headline = {
     "cot_sc_em": summary["accuracy"],
     "parse_failures": summary["parse_failures"],
     "paths": summary["paths"],
-    "threshold": threshold,
+    "threshold": S.threshold,
     "cot_sc_em_interval": stats.mean_interval([x.correct for x in cot_sc], scale=100, seed=seed),
     "consistency": {row["consistency"]: {k: row[k] for k in ("incorrect below threshold", "correct at/above threshold",
                                                              "mean (incorrect)", "mean (correct)", "point-biserial r")}
                     for row in rows},
     "intervals": intervals,  # {kind: {statistic: {value, low, high, n}}}, 95%: Wilson for shares, bootstrap otherwise
     "claims": claim_records,
-    "paper": {"cot_sc_em": 31.2, "source": "Verify-and-Edit Table 1 (text-davinci-003)"},
+    "paper": {"cot_sc_em": verify_edit.PAPER_TABLES["hotpotqa"][("CoT-SC", "-")][0],
+              "source": f"Verify-and-Edit Table 1 ({verify_edit.PAPER_MODEL})"},
 }
-results.record_metrics("01_consistency_kde", headline, params=params, model=generator.name)
+results.record_metrics("01_consistency_kde", headline, params=S.params, model=generator.name)
 headline

@@ -30,13 +30,14 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import data, generation
-from covlib.core import stats, traces
+from covlib import data
+from covlib.core import stats
 from covlib.papers import verify_edit
-from covlib.papers.verify_edit import cot
-from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
-from covlib.papers.verify_edit import claims
-from covlib.runs import plotting, profiles, results
+from covlib.papers.verify_edit import claims, cot
+from covlib.papers.verify_edit.knowledge import make_knowledge
+from covlib.papers.verify_edit.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -51,29 +52,20 @@ knowledge: str = "dataset"  # dataset, bm25, tfidf, dense or web (the paper does
 consistency: str = "wang"  # wang or majority: the score thresholded (paper: Wang et al.'s)
 
 # %%
-profiles.check_parameters(n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
-                          max_new_tokens=max_new_tokens)
-knowledge = profiles.choice("knowledge", knowledge, KNOWLEDGE_KINDS)
-consistency = profiles.choice("consistency", consistency, ("wang", "majority"))
-profile = profiles.resolve(profile, device or None)
-traces.start("02_threshold_ablation")
-n_questions = profiles.pick(profile, full=n_questions, cpu=min(n_questions, 60), smoke=12)
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=64)
-default_threshold = verify_edit.default_threshold(n_samples)
-params = dict(profile=profile, n_questions=n_questions, n_samples=n_samples, temperature=temperature, seed=seed,
-              max_new_tokens=max_new_tokens, knowledge=knowledge, consistency=consistency)
-print(profiles.describe(profile, n_questions=n_questions, max_new_tokens=max_new_tokens))
-plotting.set_style()
+S = session.start(NOTEBOOKS["02"], profile=profile, model=model, device=device, n_questions=n_questions,
+                  n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                  knowledge=knowledge, consistency=consistency)
 
 # %% [markdown]
 # ## 1. CoT-SC predictions (cached: the same call as notebook 01)
 
 # %%
-generator = generation.load_lm(model, device=device)
-examples = data.load_adv_hotpotqa(split="test")[:n_questions]
+generator = S.lm
+examples = data.load_adv_hotpotqa(split="test")[:S.n_questions]
 cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
-                              seed=seed, max_new_tokens=max_new_tokens)
-source = make_knowledge(knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
+                              seed=seed, max_new_tokens=S.max_new_tokens)
+verify_edit.trace.write(S.tracer, cot_sc)
+source = make_knowledge(S.knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
 print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
 
 # %% [markdown]
@@ -84,7 +76,8 @@ print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
 
 # %%
 edits = verify_edit.compute_edits(generator, cot_sc, examples, "hotpotqa", source, max_threshold=n_samples + 1,
-                                  consistency=consistency)
+                                  consistency=S.consistency)
+verify_edit.trace.write(S.tracer, edits)
 first = next(iter(edits.values()), None)
 if first is not None:
     print("original :", first.original_rationale)
@@ -202,12 +195,12 @@ for mine, want in zip(got["notebook"], ref["notebook"]):
 sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind, intervals=True, seed=seed))
           .assign(consistency=kind) for kind in ("wang", "majority")}
 sweep = pd.concat(sweeps.values(), ignore_index=True)
-results.save_table(sweep, "tab-02-threshold-ablation", params=params, model=generator.name, knowledge=source.label,
+results.save_table(sweep, "tab-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label,
                    n=len(cot_sc))
 sweep
 
 # %%
-main = sweeps[consistency]
+main = sweeps[S.consistency]
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for ax, metric, name in ((axes[0], "accuracy", "EM"), (axes[1], "auc", "AUC")):
     plotting.line_with_peak(main["threshold"], {f"{name} ({k})": sweeps[k][metric] for k in sweeps}, ax=ax, fmt="{:.1f}",
@@ -215,14 +208,14 @@ for ax, metric, name in ((axes[0], "accuracy", "EM"), (axes[1], "auc", "AUC")):
                                    for k in sweeps})
     ax.set_title(f"{name}, shaded: 95% {'Wilson' if name == 'EM' else 'bootstrap'} interval (n={len(cot_sc)})", fontsize=9)
 for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
-    ax.axvline(default_threshold, color="0.3", ls="--", lw=1)
-    ax.annotate("paper: peak near ⌈n/2⌉ = 3", (default_threshold, 0.02), xycoords=("data", "axes fraction"),
+    ax.axvline(S.threshold, color="0.3", ls="--", lw=1)
+    ax.annotate("paper: peak near ⌈n/2⌉ = 3", (S.threshold, 0.02), xycoords=("data", "axes fraction"),
                 fontsize=8, xytext=(3, 0), textcoords="offset points")
     ax.set_xlabel("threshold t (edit when consistency < t)")
     ax.set_ylabel(what)
 plotting.caption(axes[0], model=generator.name, knowledge=source.label, n=len(cot_sc))
 fig.suptitle("CoT-SC + Verify-and-Edit on Adversarial HotpotQA as the threshold moves (cf. Fig. 3)")
-results.save_figure(fig, "fig-02-threshold-ablation", params=params, model=generator.name, knowledge=source.label)
+results.save_figure(fig, "fig-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex02-predictions-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 4 · The prediction at a threshold
@@ -311,23 +304,23 @@ for kind in ("wang", "majority"):
 # CoT-SC" on HotpotQA with the same knowledge: the ledger (notebook 12) counts it there, once.
 
 # %%
-by_threshold = verify_edit.correctness_by_threshold(cot_sc, edits, consistency=consistency)
+by_threshold = verify_edit.correctness_by_threshold(cot_sc, edits, consistency=S.consistency)
 differences = {
-    "ve-edit-below-half-helps": stats.paired_difference(by_threshold[default_threshold], by_threshold[0], scale=100,
+    "ve-edit-below-half-helps": stats.paired_difference(by_threshold[S.threshold], by_threshold[0], scale=100,
                                                         seed=seed),
-    "ve-half-beats-edit-all": stats.paired_difference(by_threshold[default_threshold], by_threshold[n_samples],
+    "ve-half-beats-edit-all": stats.paired_difference(by_threshold[S.threshold], by_threshold[n_samples],
                                                       scale=100, seed=seed),
 }
-auc_difference = verify_edit.auc_difference(verify_edit.apply_threshold(cot_sc, edits, default_threshold, consistency),
-                                            verify_edit.apply_threshold(cot_sc, edits, n_samples, consistency),
+auc_difference = verify_edit.auc_difference(verify_edit.apply_threshold(cot_sc, edits, S.threshold, S.consistency),
+                                            verify_edit.apply_threshold(cot_sc, edits, n_samples, S.consistency),
                                             seed=seed)
-scope = f"hotpotqa, {knowledge}, {consistency} consistency, n={n_samples} paths"
-oracle = verify_edit.NEAR_ORACLE["hotpotqa"] if knowledge in verify_edit.RETRIEVER_KINDS else None
+scope = f"hotpotqa, {S.knowledge}, {S.consistency} consistency, n={n_samples} paths"
+oracle = verify_edit.NEAR_ORACLE["hotpotqa"] if S.knowledge in verify_edit.RETRIEVER_KINDS else None
 meta = dict(model=generator.name, knowledge=source.label, **({"near_oracle": oracle} if oracle else {}))
 claim_records = [
     # notebook 03 runs the same comparison (its edits use Wang consistency at ⌈n/2⌉) on the same questions
     claims.same_as("ve-edit-below-half-helps", scope, differences["ve-edit-below-half-helps"], "EM points",
-                   "ve-beats-cot-sc", f"hotpotqa, {knowledge}", **meta) if consistency == "wang" else
+                   "ve-beats-cot-sc", f"hotpotqa, {S.knowledge}", **meta) if S.consistency == "wang" else
     claims.estimate("ve-edit-below-half-helps", scope, differences["ve-edit-below-half-helps"], "EM points", **meta),
     claims.estimate("ve-half-beats-edit-all", scope, differences["ve-half-beats-edit-all"], "EM points", **meta),
     claims.estimate("ve-auc-follows-em", scope, auc_difference, "AUC points (x100)", **meta),
@@ -342,13 +335,13 @@ headline = {
     "model": generator.name,
     "knowledge": source.label,
     "n_examples": len(cot_sc),
-    "consistency": consistency,
+    "consistency": S.consistency,
     "em_by_threshold": {int(t): float(a) for t, a in zip(main["threshold"], main["accuracy"])},
     "auc_by_threshold": {int(t): float(a) for t, a in zip(main["threshold"], main["auc"])},
     "edited_by_threshold": {int(t): int(e) for t, e in zip(main["threshold"], main["edited"])},
     "peak_threshold": int(peak["threshold"]),
     "peak_em": float(peak["accuracy"]),
-    "em_at_default_threshold": float(main.loc[main["threshold"] == default_threshold, "accuracy"].iloc[0]),
+    "em_at_default_threshold": float(main.loc[main["threshold"] == S.threshold, "accuracy"].iloc[0]),
     # 95% intervals over the same questions (EM: Wilson; AUC: bootstrap), per threshold: {value, low, high, n}
     "em_interval_by_threshold": {int(r["threshold"]): {"value": r["accuracy"], "low": r["accuracy low"],
                                                        "high": r["accuracy high"], "n": int(r["n"])}
@@ -359,7 +352,7 @@ headline = {
                       "half_minus_all": differences["ve-half-beats-edit-all"]},
     "auc_difference": {"half_minus_all": auc_difference},
     "claims": claim_records,
-    "paper": {"peak_threshold": 3, "source": "Verify-and-Edit Fig. 3 / §5.6"},
+    "paper": {"peak_threshold": verify_edit.PAPER_FIG3_PEAK_THRESHOLD, "source": "Verify-and-Edit Fig. 3 / §5.6"},
 }
-results.record_metrics("02_threshold_ablation", headline, params=params, model=generator.name, knowledge=source.label)
+results.record_metrics("02_threshold_ablation", headline, params=S.params, model=generator.name, knowledge=source.label)
 headline

@@ -65,13 +65,15 @@ import random
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib import data, generation
-from covlib.core import metrics, stats, traces
+from covlib import data
+from covlib.core import metrics, stats
 from covlib.papers import verify_edit
-from covlib.papers.verify_edit import cot
-from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS, make_knowledge
-from covlib.papers.verify_edit import claims
-from covlib.runs import plotting, profiles, results, trace_view
+from covlib.papers.verify_edit import claims, cot
+from covlib.papers.verify_edit.knowledge import make_knowledge
+from covlib.papers.verify_edit.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
+from covlib.traces import view as trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -88,48 +90,19 @@ seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
-profiles.check_parameters(n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop, n_fever=n_fever,
-                          n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
-profile = profiles.resolve(profile, device or None)
-traces.start("03_verify_and_edit_tables")
-sizes = {
-    "hotpotqa": profiles.pick(profile, full=n_hotpotqa, cpu=min(n_hotpotqa, 60), smoke=8),
-    "2wikimultihop": profiles.pick(profile, full=n_2wikimultihop, cpu=min(n_2wikimultihop, 30), smoke=4),
-    "fever": profiles.pick(profile, full=n_fever, cpu=min(n_fever, 30), smoke=4),
-}
-max_new_tokens = profiles.pick(profile, full=max_new_tokens, smoke=48)
-wanted = profiles.split_list("datasets", datasets, allowed=("hotpotqa", "2wikimultihop", "fever"))
-sources = profiles.split_list("knowledge", knowledge, allowed=KNOWLEDGE_KINDS)
-sources = profiles.pick(profile, full=sources, smoke=[k for k in sources if k != "tfidf"])  # smoke: one retriever
-threshold = verify_edit.default_threshold(n_samples)
-params = dict(profile=profile, sizes=sizes, datasets=wanted, knowledge=sources, n_samples=n_samples,
-              temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, threshold=threshold)
-print(profiles.describe(profile, **{f"n_{d}": sizes[d] for d in wanted}, max_new_tokens=max_new_tokens))
-plotting.set_style()
+S = session.start(NOTEBOOKS["03"], profile=profile, model=model, device=device, datasets=datasets, knowledge=knowledge,
+                  n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop, n_fever=n_fever, n_samples=n_samples,
+                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
 
 # %% [markdown]
-# The paper's numbers, typed in from Tables 1–3 (§5.2–5.4; GPT-3 text-davinci-003). EM /
-# accuracy in %, AUC ×100; `knowledge` uses the paper's names.
+# The paper's numbers from Tables 1–3 (§5.2–5.4; GPT-3 text-davinci-003), kept as data in
+# `verify_edit.paper`. EM / accuracy in %, AUC ×100; `knowledge` uses the paper's names.
 
 # %%
-PAPER = pd.DataFrame(
-    [
-        ("hotpotqa", "Standard", "-", 23.1, 43.24), ("hotpotqa", "CoT", "-", 31.8, 38.30),
-        ("hotpotqa", "CoT-SC", "-", 31.2, 34.97),
-        ("hotpotqa", "CoT-SC + VE", "Wiki.", 35.7, 45.62), ("hotpotqa", "CoT-SC + VE", "DrQA", 36.0, 46.06),
-        ("hotpotqa", "CoT-SC + VE", "Google", 37.7, 47.98), ("hotpotqa", "CoT-SC + VE", "Dataset", 56.8, 60.94),
-        ("2wikimultihop", "Standard", "-", 16.9, 35.89), ("2wikimultihop", "CoT", "-", 28.4, 16.64),
-        ("2wikimultihop", "CoT-SC", "-", 27.7, 17.16),
-        ("2wikimultihop", "CoT-SC + VE", "Wiki.", 33.1, 28.32), ("2wikimultihop", "CoT-SC + VE", "DrQA", 31.1, 27.75),
-        ("2wikimultihop", "CoT-SC + VE", "Google", 33.6, 30.06), ("2wikimultihop", "CoT-SC + VE", "Dataset", 37.2, 32.28),
-        ("fever", "Standard", "-", 46.8, None), ("fever", "CoT", "-", 50.0, None), ("fever", "CoT-SC", "-", 52.0, None),
-        ("fever", "CoT-SC + VE", "Wiki.", 53.6, None), ("fever", "CoT-SC + VE", "DrQA", 53.3, None),
-        ("fever", "CoT-SC + VE", "Google", 53.9, None),
-    ],
-    columns=["dataset", "method", "paper knowledge", "paper EM/acc", "paper AUC"],
-)
-PAPER_NAME = {"dataset": "Dataset", "bm25": "Wiki.", "tfidf": "DrQA", "web": "Google", "dense": None}
-TABLE_REF = {"hotpotqa": "Table 1", "2wikimultihop": "Table 2", "fever": "Table 3"}
+PAPER = pd.DataFrame(verify_edit.paper_rows(),
+                     columns=["dataset", "method", "paper knowledge", "paper EM/acc", "paper AUC"])
+PAPER_NAME = verify_edit.PAPER_KNOWLEDGE  # our knowledge kinds under the paper's names
+TABLE_REF = verify_edit.TABLE_OF
 
 
 # %% [markdown]
@@ -178,16 +151,18 @@ def unit_of(name: str) -> str:
     return "accuracy points" if name == "fever" else "EM points"
 
 
-generator = generation.load_lm(model, device=device)
+generator = S.lm
 rows, details, correctness, claim_records = [], {}, {}, []
-for name in wanted:
-    examples = load_examples(name, sizes[name])
+for name in S.datasets:
+    examples = load_examples(name, S.sizes[name])
     runs = {
         "Standard": cot.run_standard(generator, examples, name),
-        "CoT": cot.run_cot(generator, examples, name, max_new_tokens=max_new_tokens),
+        "CoT": cot.run_cot(generator, examples, name, max_new_tokens=S.max_new_tokens),
         "CoT-SC": cot.run_cot_sc(generator, examples, name, n=n_samples, temperature=temperature, seed=seed,
-                                       max_new_tokens=max_new_tokens),
+                                       max_new_tokens=S.max_new_tokens),
     }
+    for res in runs.values():
+        verify_edit.trace.write(S.tracer, res)
     for method, res in runs.items():
         s = cot.summarize(res)
         correctness[(name, method)] = [r.correct for r in res]
@@ -196,7 +171,7 @@ for name in wanted:
     cot_gain = stats.paired_difference(correctness[(name, "CoT")], correctness[(name, "Standard")], scale=100, seed=seed)
     claim_records.append(claims.estimate("ve-cot-beats-standard", name, cot_gain, unit_of(name), model=generator.name))
     passages, index_name = corpus_for(name)
-    for kind in sources:
+    for kind in S.knowledge:
         paper_kind = PAPER_NAME.get(kind)
         if kind == "dataset" and (name == "fever" or not all(e.paragraphs for e in examples)):
             print(f"{name}: no Dataset source (the paper ran none for FEVER; our 2Wiki dev file has no paragraphs)")
@@ -213,7 +188,8 @@ for name in wanted:
             claim_records.append(claims.untestable("ve-beats-cot-sc", f"knowledge source {kind!r} unavailable offline",
                                                    scope=f"{name}, {kind}", model=generator.name))
             continue
-        records = verify_edit.verify_and_edit(generator, runs["CoT-SC"], examples, name, source, threshold=threshold)
+        records = verify_edit.verify_and_edit(generator, runs["CoT-SC"], examples, name, source, threshold=S.threshold)
+        verify_edit.trace.write(S.tracer, records)
         details[(name, kind)] = records
         gain = stats.paired_difference([r.correct for r in records], correctness[(name, "CoT-SC")], scale=100,
                                          seed=seed)  # the same questions, in the same order
@@ -250,7 +226,7 @@ table = ours.merge(PAPER, on=["dataset", "method", "paper knowledge"], how="oute
 table["paper ΔEM/acc"] = table.apply(
     lambda r: r["paper EM/acc"] - PAPER[(PAPER.dataset == r.dataset) & (PAPER.method == "CoT-SC")]["paper EM/acc"].iloc[0]
     if r.method == "CoT-SC + VE" else float("nan"), axis=1)
-table = table[table.dataset.isin(wanted)]
+table = table[table.dataset.isin(S.datasets)]
 table["knowledge"] = table["knowledge"].fillna("not run here")
 for column in INTERVALS:
     table[f"{column} 95% CI"] = table[f"{column} 95% CI"].fillna("")  # the paper's rows: no interval of ours
@@ -261,14 +237,14 @@ for column in ("edited", "parse failures", "n"):
 columns = ["method", "knowledge", "paper knowledge", "EM/acc", "EM/acc 95% CI", "ΔEM/acc", "ΔEM/acc 95% CI", "AUC",
            "AUC 95% CI", "paper EM/acc", "paper ΔEM/acc", "paper AUC", "edited", "parse failures", "n"]
 first_alias = ["EM/acc (first alias)", "EM/acc (first alias) 95% CI"]  # 2Wiki: the paper's code compared one string
-for name in wanted:
+for name in S.datasets:
     cols = columns[:5] + first_alias + columns[5:] if name == "2wikimultihop" else columns
     part = table[table.dataset == name][cols]
-    results.save_table(part, f"tab-03-{name}", params=params, model=generator.name, floatfmt=".2f",
-                       paper=f"Verify-and-Edit {TABLE_REF[name]} (text-davinci-003)", n=sizes[name])
-    print(f"\n{TABLE_REF[name]} — {name} ({sizes[name]} examples, {generator.name})")
+    results.save_table(part, f"tab-03-{name}", params=S.params, model=generator.name, floatfmt=".2f",
+                       paper=f"Verify-and-Edit {TABLE_REF[name]} (text-davinci-003)", n=S.sizes[name])
+    print(f"\n{TABLE_REF[name]} — {name} ({S.sizes[name]} examples, {generator.name})")
     display(part)
-results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]], "tab-03-verify-and-edit", params=params,
+results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]], "tab-03-verify-and-edit", params=S.params,
                    model=generator.name, floatfmt=".2f")
 
 # %% [markdown]
@@ -280,20 +256,20 @@ results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]],
 # interval as an error bar) against the paper's.
 
 # %%
-fig, axes = plt.subplots(1, len(wanted), figsize=(5 * len(wanted), 4.5), squeeze=False)
-for ax, name in zip(axes[0], wanted):
+fig, axes = plt.subplots(1, len(S.datasets), figsize=(5 * len(S.datasets), 4.5), squeeze=False)
+for ax, name in zip(axes[0], S.datasets):
     part = table[(table.dataset == name) & table["EM/acc"].notna()].copy()
     part["row"] = part.apply(lambda r: r.method if r.method != "CoT-SC + VE" else f"VE: {r['paper knowledge']}", axis=1)
     part["low"] = [e["low"] for e in part["EM/acc interval"]]
     part["high"] = [e["high"] for e in part["EM/acc interval"]]
     plotting.bar_with_reference(part.rename(columns={"EM/acc": "ours"}), x="row", y="ours",
                                 reference=dict(zip(part["row"], part["paper EM/acc"])), ax=ax, ci=("low", "high"))
-    ax.set_title(f"{name} ({TABLE_REF[name]}, n={sizes[name]})")
+    ax.set_title(f"{name} ({TABLE_REF[name]}, n={S.sizes[name]})")
     ax.set_xlabel("")
     ax.set_ylabel("EM / accuracy (%)")
     ax.tick_params(axis="x", rotation=30)
 plotting.caption(axes[0][0], "error bars: 95% Wilson interval", model=generator.name, paper="text-davinci-003")
-results.save_figure(fig, "fig-03-ours-vs-paper", params=params, model=generator.name)
+results.save_figure(fig, "fig-03-ours-vs-paper", params=S.params, model=generator.name)
 
 # %% [markdown]
 # ## Which questions did Verify-and-Edit fix, and which did it break?
@@ -340,8 +316,8 @@ headline = {
         {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         for row in ours[keep].to_dict("records")
     ],
-    "threshold": threshold,
+    "threshold": S.threshold,
     "claims": claim_records,
 }
-results.record_metrics("03_verify_and_edit_tables", headline, params=params, model=generator.name)
+results.record_metrics("03_verify_and_edit_tables", headline, params=S.params, model=generator.name)
 ours

@@ -73,10 +73,10 @@ from covlib.core import paths, references, stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.intervals import tuning_claims
-from covlib.papers.credibility.notebook import setup
+from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility.ratings import human_correlation_claims
-from covlib.runs import profiles
-from covlib.runs import results
+from covlib.report import results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -95,11 +95,10 @@ n_rating: int = 50  # questions in the human rating sheet (paper: 50)
 ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
 
 # %%
-profiles.check_input_file("ratings", ratings)  # before any generation, not in the last cell
-S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
-          seed=seed, n_refs=n_refs, key_facts=key_facts, compare_key_facts=compare_key_facts, judge=judge,
-          max_new_tokens=max_new_tokens, n_rating=n_rating,
-          notebook="04_credibility_models")
+S = session.start(NOTEBOOKS["04"], profile=profile, model=model, models=models, device=device, questions=questions,
+                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts,
+                  compare_key_facts=compare_key_facts, judge=judge, max_new_tokens=max_new_tokens, n_rating=n_rating,
+                  ratings=ratings)  # ratings: checked before any generation, not in the last cell
 examples, generators, facts, other_facts, compare = S.examples, S.generators, S.facts, S.other_facts, S.compare
 max_new_tokens, params = S.max_new_tokens, S.params
 
@@ -140,13 +139,14 @@ for name, ans in answers.items():
 # ## 3. Metrics: three NLI calls for all models (recall, precision, self-consistency)
 
 # %%
-rows = C.score_runs(runs, examples, facts, judge)
+rows = C.score_runs(runs, examples, facts, S.judge)
+C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
+judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 est = {n: C.intervals(r, seed=seed, rates=rates) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
@@ -350,7 +350,8 @@ table
 # %%
 est_other, other_table, other_summary = {}, None, {}
 if other_facts:
-    rows_other = C.score_runs(runs, examples, other_facts, judge)
+    rows_other = C.score_runs(runs, examples, other_facts, S.judge)
+    C.trace.write(S.tracer, rows_other)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
     est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`hand`) ones

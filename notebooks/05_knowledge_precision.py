@@ -62,9 +62,10 @@ import pandas as pd
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
-from covlib.papers.credibility.notebook import setup
+from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility import claims
-from covlib.runs import plotting, results
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -80,10 +81,10 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
-          seed=seed, n_refs_sweep=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens,
-          notebook="05_knowledge_precision")
-examples, generators, facts, sizes = S.examples, S.generators, S.facts, S.sizes
+S = session.start(NOTEBOOKS["05"], profile=profile, model=model, models=models, device=device, questions=questions,
+                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
+                  max_new_tokens=max_new_tokens)
+examples, generators, facts, sizes = S.examples, S.generators, S.facts, S.n_refs
 max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
@@ -99,14 +100,15 @@ for n in sizes:
 
 # %%
 runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
-rows = C.score_runs(runs, examples, facts, judge)
+rows = C.score_runs(runs, examples, facts, S.judge)
+C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 names = [g.name for g in generators]
 summary = {name: {n: C.summarize(rows[(name, n)]) for n in sizes} for name in names}
 judge_name = summary[names[0]][sizes[0]]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
+judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(examples)
-rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 
 est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in sizes} for name in names}
 change = {name: {n: C.paired(rows[(name, n)], rows[(name, sizes[0])], "R", seed=seed) for n in sizes[1:]}

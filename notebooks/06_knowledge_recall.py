@@ -57,10 +57,11 @@ import pandas as pd
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
-from covlib.papers.credibility.notebook import setup
+from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility import claims
-from covlib.runs import trace_view
-from covlib.runs import plotting, results
+from covlib.traces import view as trace_view
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -76,9 +77,9 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
-          seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens,
-          notebook="06_knowledge_recall")
+S = session.start(NOTEBOOKS["06"], profile=profile, model=model, models=models, device=device, questions=questions,
+                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
+                  max_new_tokens=max_new_tokens)
 examples, generators, facts = S.examples, S.generators, S.facts
 max_new_tokens, params = S.max_new_tokens, S.params
 
@@ -98,16 +99,17 @@ for s in settings:
 
 # %%
 runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
-rows = C.score_runs(runs, examples, facts, judge)
+rows = C.score_runs(runs, examples, facts, S.judge)
+C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 names = [g.name for g in generators]
 summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
 judge_name = summary[names[0]]["complete"]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
+judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
-rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 est = {name: {s: C.intervals(rows[(name, s)], seed=seed, rates=rates) for s in settings} for name in names}
 PAIRS = (("complete", "partial"), ("partial", "closed-book"))
 diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)

@@ -75,8 +75,9 @@ from covlib.core import metrics, stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.improvements import completion_claims, reflection_claims
-from covlib.papers.credibility.notebook import setup
-from covlib.runs import results
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.report import results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -96,10 +97,10 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = setup(profile=profile, model=model, models=models, device=device, questions=questions, n_questions=n_questions,
-          seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial, max_rounds=max_rounds, corpus=corpus,
-          key_facts=key_facts, judge=judge, max_new_tokens=max_new_tokens,
-          notebook="07_reflection_completion")
+S = session.start(NOTEBOOKS["07"], profile=profile, model=model, models=models, device=device, questions=questions,
+                  n_questions=n_questions, seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial,
+                  max_rounds=max_rounds, corpus=corpus, key_facts=key_facts, judge=judge,
+                  max_new_tokens=max_new_tokens)
 examples, generators, facts, q = S.examples, S.generators, S.facts, len(S.examples)
 cap, k_initial, max_new_tokens, params = S.cap, S.k_initial, S.max_new_tokens, S.params
 passages, bm25, corpus_name, corpus_meta = S.passages, S.retriever, S.corpus_name, S.corpus_meta
@@ -114,6 +115,7 @@ reflection, reflection_est, reflection_hit, reflection_replies = {}, {}, {}, {}
 for g in generators:
     replies = C.generate_answers(g, examples, reflect_sets, reflection=True, max_new_tokens=max_new_tokens,
                                  desc=f"reflect ({g.name})")
+    C.trace.write(S.tracer, replies)  # the self-reflection run: refused or not, question by question
     reflection_replies[g.name] = replies  # for the claims: what each model decided, question by question
     refused_now = [C.is_refusal(a) for a in replies]
     reflection[g.name] = C.reflection_scores(refused_now, insufficient)
@@ -132,8 +134,9 @@ completed = {}
 for g in generators:
     done = C.self_complete(g, examples, bm25, k_initial=k_initial, cap=cap, max_rounds=max_rounds,
                            max_new_tokens=max_new_tokens)
+    C.trace.write(S.tracer, done)  # the self-completion run: every round of every question
     completed[g.name] = done
-    runs[(g.name, "completion")] = ([d.answer for d in done], [d.references for d in done])
+    runs[(g.name, "completion")] = done.run()  # the final answers (with their prompts) and references
     asked = [d for d in done if d.queries]
     print(f"{g.name}: refused on {sum(d.refused for d in done)}/{len(done)}; asked {len(asked)}; "
           f"rounds used {dict(sorted(Counter(d.rounds for d in done).items()))} (cap {max_rounds}); "
@@ -176,11 +179,12 @@ retrieval_table
 
 # %%
 names = [g.name for g in generators]
-rows = C.score_runs(runs, examples, facts, judge)
+rows = C.score_runs(runs, examples, facts, S.judge)
+C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
-judge_agreement = nli_eval.judge_note(judge)  # the judge's decision against the key-fact pairs' labels (00b)
-rates = nli_eval.judge_rates(judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
+rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 est = {key: C.intervals(r, seed=seed, rates=rates) for key, r in rows.items()}
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}

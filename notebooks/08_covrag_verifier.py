@@ -45,10 +45,11 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import stats, traces
+from covlib.core import stats
 from covlib.papers import covrag as C
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import plotting, results
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -73,35 +74,30 @@ truthfulness_max: float = 0.92  # σ: truthfulness <= this
 sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and any one other condition)
 
 # %%
-S = setup(profile=profile, model=model, adapter=adapter, verifier=verifier, device=device, datasets=datasets,
-          n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus, k=k, seed=seed, chat=chat,
-          max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode,
-          reference_correctness_max=reference_correctness_max, correctness_below=correctness_below,
-          bias_above=bias_above, truthfulness_max=truthfulness_max)
-traces.start("08_covrag_verifier")
-k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
-sets, retriever, corpus_name, answerer, checker = S.sets, S.retriever, S.corpus_name, S.base, S.checker
-params = dict(profile=S.profile, model=model or "embedded", adapter=adapter, verifier=verifier or "same",
-              datasets=S.names, sizes=S.sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
-              chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, thresholds=thresholds.__dict__)
+S = session.start(NOTEBOOKS["08"], profile=profile, model=model, adapter=adapter, verifier=verifier, device=device,
+                  datasets=datasets, n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus,
+                  k=k, seed=seed, chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
+                  sigma_mode=sigma_mode, reference_correctness_max=reference_correctness_max,
+                  correctness_below=correctness_below, bias_above=bias_above, truthfulness_max=truthfulness_max)
 
 # %% [markdown]
 # ## 1. Questions, corpus, and what the corpus can answer at all
 
 # %%
 hits = C.answerable(S.examples, S.passages)  # one pass over the corpus
-reachable = {n: {ex.id: hits[ex.id] for ex in exs} for n, exs in sets.items()}
-for n, exs in sets.items():
+reachable = {n: {ex.id: hits[ex.id] for ex in exs} for n, exs in S.sets.items()}
+for n, exs in S.sets.items():
     print(f"{n}: {len(exs)} questions, gold answer anywhere in the corpus for {sum(reachable[n].values())}")
 
 # %% [markdown]
 # ## 2. Retrieve, answer, verify (Algorithm 1, steps 1-3; `max_rounds=0`: σ is recorded, nothing re-retrieved)
 
 # %%
-examples = [ex for exs in sets.values() for ex in exs]
-records = C.cov_rag(answerer, examples, retriever, verifier=checker, k=k, max_rounds=0, thresholds=thresholds,
-                    max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat)
-by_set = {n: [r for r in records if r.id in {ex.id for ex in exs}] for n, exs in sets.items()}
+examples = [ex for exs in S.sets.values() for ex in exs]
+records = C.cov_rag(S.base, examples, S.retriever, verifier=S.checker, k=S.k, max_rounds=0, thresholds=S.thresholds,
+                    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=chat)
+C.trace.write(S.tracer, records)
+by_set = {n: [r for r in records if r.id in {ex.id for ex in exs}] for n, exs in S.sets.items()}
 print(records[0].rounds[0].answer, "\n", records[0].rounds[0].verification.raw[:300])
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex08-parser-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -208,18 +204,18 @@ outcome = ["correct" if C.is_correct(r.first_answer, r.gold) else "wrong" for r 
 fig, ax = plt.subplots(figsize=(9, 4))
 plotting.scores_by_group({name: [getattr(v, name) for v in verifs] for name in C.SCORES}, outcome, ax=ax)
 ax.set_ylabel("verifier score")
-ax.set_title(f"Verifier scores for correct vs wrong answers ({answerer.name})")
-plotting.caption(ax, model=checker.name, corpus=corpus_name, n=len(records))
-results.save_figure(fig, "fig-08-verifier-scores", params=params, model=checker.name, corpus=corpus_name)
+ax.set_title(f"Verifier scores for correct vs wrong answers ({S.base.name})")
+plotting.caption(ax, model=S.checker.name, corpus=S.corpus_name, n=len(records))
+results.save_figure(fig, "fig-08-verifier-scores", params=S.params, model=S.checker.name, corpus=S.corpus_name)
 
 # %% [markdown]
 # ## 4. Judgment accuracy, format rate and parsing, per dataset (paper, Table 4 "w/ CoL": Jdg 60.0, Fmt 99.5)
 
 # %%
 ok_ids = {i for d in reachable.values() for i, ok in d.items() if ok}
-ran = f"verifier: {C.run_label(checker.name)}"
-if checker is not answerer:
-    ran += f"; answers: {C.run_label(answerer.name)}"
+ran = f"verifier: {C.run_label(S.checker.name)}"
+if S.checker is not S.base:
+    ran += f"; answers: {C.run_label(S.base.name)}"
 paper_label = "paper CoV-RAG w/ CoL (fine-tuned)"
 rows, intervals = [], {}
 for n, recs in {**by_set, "all": records}.items():
@@ -244,7 +240,7 @@ for n, recs in {**by_set, "all": records}.items():
                 f"{paper_label} Fmt": C.PAPER_TABLE4["w/ CoL"]["Fmt"]})
     rows.append(row)
 table = C.table_frame(rows)
-results.save_table(table, "tab-08-verifier", params=params, model=checker.name, corpus=corpus_name,
+results.save_table(table, "tab-08-verifier", params=S.params, model=S.checker.name, corpus=S.corpus_name,
                    note="answerable = a gold answer occurs somewhere in the corpus; ours: 95% bootstrap intervals over "
                         "questions; the paper's Jdg / Fmt are its fine-tuned CoV-RAG (Table 4, w/ CoL), "
                         f"ours ran {ran}", floatfmt=".1f")
@@ -256,7 +252,7 @@ table
 # ## 5. How often σ fires, condition by condition and in both modes
 
 # %%
-conditions = [C.sigma_conditions(v, thresholds) if v.parsed else None for v in verifs]
+conditions = [C.sigma_conditions(v, S.thresholds) if v.parsed else None for v in verifs]
 parsed = [c for c in conditions if c is not None]
 sigma_flags = {name: [float(c[name]) for c in parsed]
                for name in (parsed[0] if parsed else C.sigma_conditions(C.Verification()))}
@@ -270,7 +266,7 @@ for name, flags in sigma_flags.items():
                        "share %": est["value"] if flags else None, "share % 95% CI": stats.format_interval(est),
                        "_interval": est})
 sigma_table = C.table_frame([{k: v for k, v in r.items() if k != "_interval"} for r in sigma_rows])
-results.save_table(sigma_table, "tab-08-sigma", params=params, model=checker.name, floatfmt=".1f",
+results.save_table(sigma_table, "tab-08-sigma", params=S.params, model=S.checker.name, floatfmt=".1f",
                    note=f"shares of the parsed verifications, 95% bootstrap intervals; {ran}")
 sigma_table
 
@@ -379,9 +375,9 @@ for mode in ("all", "any"):
 
 # %%
 headline = {
-    "model": answerer.name,
-    "verifier": checker.name,
-    "corpus": corpus_name,
+    "model": S.base.name,
+    "verifier": S.checker.name,
+    "corpus": S.corpus_name,
     "n": len(records),
     "datasets": {n: len(r) for n, r in by_set.items()},
     "answerable": {n: sum(v.values()) for n, v in reachable.items()},
@@ -394,5 +390,5 @@ headline = {
     "sigma_share": {row["condition"]: row["_interval"] for row in sigma_rows},
     "paper": C.PAPER_TABLE4["w/ CoL"],
 }
-results.record_metrics("08_covrag_verifier", headline, params=params, model=answerer.name)
+results.record_metrics("08_covrag_verifier", headline, params=S.params, model=S.base.name)
 headline["parse"]

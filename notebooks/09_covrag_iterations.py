@@ -51,11 +51,13 @@
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from covlib.core import stats, traces
+from covlib.core import stats
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import plotting, results, trace_view
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
+from covlib.traces import view as trace_view
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -77,24 +79,19 @@ verify_tokens: int = 160  # longest verification
 sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
-S = setup(profile=profile, model=model, models=models, adapter=adapter, device=device, datasets=datasets,
-          n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus, k=k, max_rounds=max_rounds,
-          seed=seed, chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
-traces.start("09_covrag_iterations")
-k, max_new_tokens, verify_tokens, thresholds = S.k, S.max_new_tokens, S.verify_tokens, S.thresholds
-sets, examples, retriever, corpus_name = S.sets, S.examples, S.retriever, S.corpus_name
-params = dict(profile=S.profile, models=[m or "embedded" for m in S.model_ids], adapter=adapter, datasets=S.names,
-              sizes=S.sizes, corpus=corpus or "offline HotpotQA paragraphs", k=k, max_rounds=max_rounds, seed=seed,
-              chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, sigma_mode=sigma_mode)
+S = session.start(NOTEBOOKS["09"], profile=profile, model=model, models=models, adapter=adapter, device=device,
+                  datasets=datasets, n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus,
+                  k=k, max_rounds=max_rounds, seed=seed, chat=chat, max_new_tokens=max_new_tokens,
+                  verify_tokens=verify_tokens, sigma_mode=sigma_mode)
 
 # %% [markdown]
 # ## 1. Questions and corpus
 
 # %%
-print("datasets:", {n: len(v) for n, v in sets.items()}, "| left out (no file):", S.missing)
-dataset_of = {ex.id: n for n, exs in sets.items() for ex in exs}
-ok_ids = {i for i, ok in C.answerable(examples, S.passages).items() if ok}  # one pass over the corpus
-print(f"answerable: {len(ok_ids)} of {len(examples)}")
+print("datasets:", {n: len(v) for n, v in S.sets.items()}, "| left out (no file):", S.missing)
+dataset_of = {ex.id: n for n, exs in S.sets.items() for ex in exs}
+ok_ids = {i for i, ok in C.answerable(S.examples, S.passages).items() if ok}  # one pass over the corpus
+print(f"answerable: {len(ok_ids)} of {len(S.examples)}")
 
 # %% [markdown]
 # ## 2. Closed-book, single and multi-iteration, per model (each step one batched call)
@@ -102,11 +99,13 @@ print(f"answerable: {len(ok_ids)} of {len(examples)}")
 # %%
 runs, closed = {}, {}
 for generator in S.generators:
-    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in examples], max_new_tokens, chat,
-                                                 golds=[ex.answers for ex in examples], ids=[ex.id for ex in examples])
-    runs[generator.name] = C.cov_rag(generator, examples, retriever, k=k, max_rounds=max_rounds,
-                                     thresholds=thresholds, max_new_tokens=max_new_tokens,
-                                     verify_tokens=verify_tokens, chat=chat)
+    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in S.examples], S.max_new_tokens, chat,
+                                                 golds=[ex.answers for ex in S.examples], ids=[ex.id for ex in S.examples])
+    C.trace.write(S.tracer, closed[generator.name])
+    runs[generator.name] = C.cov_rag(generator, S.examples, S.retriever, k=S.k, max_rounds=max_rounds,
+                                     thresholds=S.thresholds, max_new_tokens=S.max_new_tokens,
+                                     verify_tokens=S.verify_tokens, chat=chat)
+    C.trace.write(S.tracer, runs[generator.name])
 
 # %% [markdown]
 # ## 3. Table 2: accuracy per dataset with 95% intervals, Avg over the same datasets, the paper's rows beside ours
@@ -125,16 +124,16 @@ def pct(x):
 
 SETTINGS = ("closed-book", "single iteration", "multi-iteration")
 rows, per_question = [], {}
-counts = {n: len(v) for n, v in sets.items()}
-loaded = [n for n in C.PAPER_DATASETS if n in sets]
+counts = {n: len(v) for n, v in S.sets.items()}
+loaded = [n for n in C.PAPER_DATASETS if n in S.sets]
 for name, records in runs.items():
-    per = {n: C.question_flags([r for r in records if dataset_of[r.id] == n]) for n in sets}  # in example order
-    closed_flags = {n: [float(C.is_correct(a, ex.answers)) for a, ex in zip(closed[name], examples)
-                        if dataset_of[ex.id] == n] for n in sets}
-    per_question[name] = {"closed-book": closed_flags, "single iteration": {n: per[n]["single"] for n in sets},
-                          "multi-iteration": {n: per[n]["multi"] for n in sets},
-                          "reference single": {n: per[n]["reference_single"] for n in sets},
-                          "reference multi": {n: per[n]["reference_multi"] for n in sets}}
+    per = {n: C.question_flags([r for r in records if dataset_of[r.id] == n]) for n in S.sets}  # in example order
+    closed_flags = {n: [float(C.is_correct(a, ex.answers)) for a, ex in zip(closed[name], S.examples)
+                        if dataset_of[ex.id] == n] for n in S.sets}
+    per_question[name] = {"closed-book": closed_flags, "single iteration": {n: per[n]["single"] for n in S.sets},
+                          "multi-iteration": {n: per[n]["multi"] for n in S.sets},
+                          "reference single": {n: per[n]["reference_single"] for n in S.sets},
+                          "reference multi": {n: per[n]["reference_multi"] for n in S.sets}}
     answerable = [r for r in records if r.id in ok_ids]
     for setting in SETTINGS:
         by_set = per_question[name][setting]
@@ -159,8 +158,8 @@ for (method, paper_model), vals in C.PAPER_TABLE2.items():
                  "paper Avg (4 datasets)": vals["Avg"]})
 table = C.table_frame(rows)
 weights = "/".join(str(C.PAPER_COUNTS[n]) for n in loaded)
-results.save_table(table, "tab-09-accuracy", params=params, corpus=corpus_name, n=counts,
-                   note=f"answerable (gold in corpus): {len(ok_ids)} of {len(examples)}; Avg (same datasets): "
+results.save_table(table, "tab-09-accuracy", params=S.params, corpus=S.corpus_name, n=counts,
+                   note=f"answerable (gold in corpus): {len(ok_ids)} of {len(S.examples)}; Avg (same datasets): "
                         f"{', '.join(loaded)} weighted {weights} (the paper's weights), for ours and the paper's rows "
                         "alike; paper Avg (4 datasets): the paper's printed Avg over NQ, WebQ, Mintaka, TriviaQA "
                         "(400/400/100/100); ours: 95% bootstrap intervals over questions; our rows name the model "
@@ -207,7 +206,7 @@ got = exercises.record(
 )
 ref = exercises.reference("ex09-avg", cov_rag=paper["Avg"], gpt3=gpt3["Avg"])
 ### BEGIN HIDDEN TESTS
-table_accuracies = [{n: row[n] for n in sets if n in row} for row in rows if not row["method"].startswith("paper")]
+table_accuracies = [{n: row[n] for n in S.sets if n in row} for row in rows if not row["method"].startswith("paper")]
 got = exercises.record(
     "ex09-avg", table=[weighted_avg(acc, counts) for acc in table_accuracies],
     paper_rows=[weighted_avg({k: vals[k] for k in C.PAPER_DATASETS}, C.PAPER_COUNTS) for vals in C.PAPER_TABLE2.values()])
@@ -247,8 +246,8 @@ def short(name):
     return C.run_label(name).replace(", no adapter", "")[:28]
 
 
-fig, axes = plt.subplots(1, len(sets), figsize=(max(4.2 * len(sets), 8), 4), sharey=True, squeeze=False)
-for ax, n in zip(axes[0], sets):
+fig, axes = plt.subplots(1, len(S.sets), figsize=(max(4.2 * len(S.sets), 8), 4), sharey=True, squeeze=False)
+for ax, n in zip(axes[0], S.sets):
     ours = []
     for name in runs:
         for setting in ("single iteration", "multi-iteration"):
@@ -265,8 +264,8 @@ for ax, n in zip(axes[0], sets):
     ax.tick_params(axis="x", labelsize=7)
 axes[0][0].set_ylabel("accuracy (%), ours with 95% CI")
 plotting.caption(axes[0][-1], model=", ".join(C.run_label(m) for m in runs), paper="Llama2-13b (Table 2)",
-                 corpus=corpus_name, k=k, max_rounds=max_rounds)
-results.save_figure(fig, "fig-09-single-vs-multi", params=params, corpus=corpus_name)
+                 corpus=S.corpus_name, k=S.k, max_rounds=max_rounds)
+results.save_figure(fig, "fig-09-single-vs-multi", params=S.params, corpus=S.corpus_name)
 
 # %% [markdown]
 # ## 5. Table 5: is a gold answer among the references, before and after revision?
@@ -282,12 +281,12 @@ results.save_figure(fig, "fig-09-single-vs-multi", params=params, corpus=corpus_
 # %%
 ret_rows = []
 for name, records in runs.items():
-    for n in sets:
+    for n in S.sets:
         single = stats.mean_interval(per_question[name]["reference single"][n], scale=100, seed=seed)
         multi = stats.mean_interval(per_question[name]["reference multi"][n], scale=100, seed=seed)
         delta = stats.paired_difference(per_question[name]["reference multi"][n],
                                           per_question[name]["reference single"][n], scale=100, seed=seed)
-        ret_rows.append({"dataset": n, "model": C.run_label(name), "retriever": f"BM25 ({corpus_name})",
+        ret_rows.append({"dataset": n, "model": C.run_label(name), "retriever": f"BM25 ({S.corpus_name})",
                          "counted": "a gold alias in the top-k (ours)", "single": single["value"],
                          "single 95% CI": stats.format_interval(single), "multi": multi["value"],
                          "multi 95% CI": stats.format_interval(multi), "Δ": delta["value"],
@@ -298,7 +297,7 @@ for (n, tool), (single, multi) in C.PAPER_TABLE5.items():
                      "counted": "“Retrieval Accuracy” (paper, not defined)", "single": single, "multi": multi,
                      "Δ": round(multi - single, 1)})
 retrieval_table = C.table_frame([{k: v for k, v in r.items() if k != "_intervals"} for r in ret_rows])
-results.save_table(retrieval_table, "tab-09-retrieval", params=params, corpus=corpus_name, floatfmt=".1f",
+results.save_table(retrieval_table, "tab-09-retrieval", params=S.params, corpus=S.corpus_name, floatfmt=".1f",
                    note=f"{C.RETRIEVAL_ACCURACY_OURS}. {C.RETRIEVAL_ACCURACY_PAPER}. Δ = multi − single, paired "
                         "over the same questions (ours: 95% bootstrap interval)")
 retrieval_table
@@ -312,7 +311,7 @@ plotting.bar_with_reference(frame, x="round", y="answers", hue="model", ax=ax)
 ax.set_xlabel("round at which the answer settled (0 = σ did not fire)")
 ax.set_title("CoV-RAG: the round at which each answer settled (cf. Table 5)", fontsize=9)
 plotting.caption(ax, max_rounds=max_rounds, sigma=sigma_mode)
-results.save_figure(fig, "fig-09-rounds", params=params)
+results.save_figure(fig, "fig-09-rounds", params=S.params)
 
 # %% [markdown]
 # ## 6. Why did σ fire? Question by question
@@ -342,12 +341,12 @@ trace_view.show(cov_trace, example=trace_view.pick(cov_trace, ("fixed", "broken"
 # %%
 claim_records, differences = [], {}
 for name, records in runs.items():
-    for n in sets:
+    for n in S.sets:
         q = per_question[name]
         gain = stats.paired_difference(q["multi-iteration"][n], q["single iteration"][n], scale=100, seed=seed)
         ref_gain = stats.paired_difference(q["reference multi"][n], q["reference single"][n], scale=100, seed=seed)
         differences[f"{C.run_label(name)}|{n}"] = {"multi minus single": gain, "reference gain": ref_gain}
-        scope = f"{n}, BM25 over {corpus_name}, max_rounds={max_rounds}"
+        scope = f"{n}, BM25 over {S.corpus_name}, max_rounds={max_rounds}"
         in_set = [r for r in records if dataset_of[r.id] == n]  # in example order, as per_question's lists
         for claim_id, after, before, unit, consequence in (
                 ("covrag-multi-round-beats-single", "multi-iteration", "single iteration", "accuracy points",
@@ -363,7 +362,7 @@ pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "model": r["model"], "n
 # %%
 headline = {
     "models": {name: C.run_label(name) for name in runs},
-    "corpus": corpus_name,
+    "corpus": S.corpus_name,
     "counts": counts,
     "answerable": len(ok_ids),
     "accuracy": {  # per model, setting and dataset: {"value", "low", "high", "n"} in %, plus the Avg over them
@@ -382,6 +381,6 @@ headline = {
     "paper": {"Table 2 CoV-RAG Llama2-13b": C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]},
     "claims": claim_records,
 }
-results.record_metrics("09_covrag_iterations", headline, params=params)
+results.record_metrics("09_covrag_iterations", headline, params=S.params)
 pd.DataFrame({name: {s: stats.format_interval(v["Avg (same datasets)"]) for s, v in acc.items()}
               for name, acc in headline["accuracy"].items()})

@@ -70,12 +70,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import retrieval
-from covlib.core import paths, stats, traces
+from covlib.core import paths, stats
 from covlib.generation import training
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import plotting, profiles, results
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -101,19 +102,11 @@ verify_tokens: int = 160  # longest verification at test time
 evaluate_base: bool = True  # also run the untuned base model on the test questions (a reference row of Table 4)
 
 # %%
-S = setup("covrag-finetune", profile=profile, model=model, device=device, teacher=teacher, n_train=n_train,
-          test_datasets=test_datasets, n_test=n_test, corpus=corpus, k=k, seed=seed, chat=chat, lora_rank=lora_rank,
-          lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs, max_steps=max_steps,
-          batch_size=batch_size, max_length=max_length, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
-          evaluate_base=evaluate_base)  # smoke: evaluate_base off, no model calls beyond the adapters'
-traces.start("10_covrag_finetune")
-profile, names, k, max_new_tokens, verify_tokens = S.profile, S.names, S.k, S.max_new_tokens, S.verify_tokens
-max_steps, batch_size, learning_rate, max_length = S.max_steps, S.batch_size, S.learning_rate, S.max_length
-evaluate_base, retriever, corpus_name, base, labeller = S.evaluate_base, S.retriever, S.corpus_name, S.base, S.labeller
-params = dict(profile=profile, model=model or "embedded", teacher=teacher or "gold labels", n_train=S.n_train,
-              test_datasets=names, n_test=S.n_test, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed,
-              chat=chat, lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,
-              max_steps=max_steps, batch_size=batch_size, max_length=max_length, evaluate_base=evaluate_base)
+S = session.start(NOTEBOOKS["10"], profile=profile, model=model, device=device, teacher=teacher, n_train=n_train,
+                  test_datasets=test_datasets, n_test=n_test, corpus=corpus, k=k, seed=seed, chat=chat,
+                  lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,
+                  max_steps=max_steps, batch_size=batch_size, max_length=max_length, max_new_tokens=max_new_tokens,
+                  verify_tokens=verify_tokens, evaluate_base=evaluate_base)
 
 # %% [markdown]
 # ## 1. The two stages (§2.2): M1 on the QA pairs, then the verifiers on M1's predictions
@@ -125,12 +118,13 @@ params = dict(profile=profile, model=model or "embedded", teacher=teacher or "go
 
 # %%
 test_examples, train = S.examples, S.train
-train_refs = retrieval.search_passages(retriever, [ex.question for ex in train], k)
+train_refs = retrieval.search_passages(S.retriever, [ex.question for ex in train], S.k)
 stages = C.train_two_stages(
-    base, model, train, train_refs, test_questions=[ex.question for ex in test_examples],
-    adapters_dir=paths.build_dir() / "adapters", prefix=f"10-{profile}-", device=device, teacher=labeller, chat=chat,
-    max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, rank=lora_rank, alpha=lora_alpha, epochs=epochs,
-    max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed)
+    S.base, model, train, train_refs, test_questions=[ex.question for ex in test_examples],
+    adapters_dir=paths.build_dir() / "adapters", prefix=f"10-{S.profile}-", device=device, teacher=S.labeller, chat=chat,
+    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, rank=lora_rank, alpha=lora_alpha, epochs=epochs,
+    max_steps=S.max_steps, batch_size=S.batch_size, learning_rate=S.learning_rate, max_length=S.max_length, seed=seed)
+C.trace.write(S.tracer, stages)  # M1's predictions on the training questions (and a teacher's labels)
 with_chain, cards = stages.with_chain, stages.cards
 wrong = sum(not C.is_correct(a, ex.answers) for a, ex in zip(stages.predictions, train))
 print(f"{len(with_chain.qa)} QA pairs, {len(with_chain.verification)} verification pairs ({with_chain.labels}); "
@@ -144,7 +138,7 @@ print(with_chain.verification[0][1])
 probes, probe_loss = {}, {}
 for name, card in cards.items():
     probes[name] = stages.pairs[name][:8]  # a fixed probe of this variant's own training pairs, before and after
-    probe_loss[name] = {"before": training.target_loss(base.model, base.tokenizer, probes[name], max_length=max_length)}
+    probe_loss[name] = {"before": training.target_loss(S.base.model, S.base.tokenizer, probes[name], max_length=S.max_length)}
     curve = card["loss_curve"]
     print(f"{name} (stage {card['stage'][0]}): {card['steps']} steps, logged loss {curve[0][1]:.3f} -> "
           f"{curve[-1][1]:.3f}")
@@ -158,8 +152,8 @@ ax.set_xlabel("step")
 ax.set_ylabel("training loss (target tokens)")
 ax.set_title("LoRA fine-tuning of the verifier: training loss per step (§2.2)", fontsize=9)
 ax.legend(fontsize=8)
-plotting.caption(ax, model=base.name, labels=with_chain.labels, n=len(train))
-results.save_figure(fig, "fig-10-loss", params=params, model=base.name)
+plotting.caption(ax, model=S.base.name, labels=with_chain.labels, n=len(train))
+results.save_figure(fig, "fig-10-loss", params=S.params, model=S.base.name)
 
 # %% [markdown]
 # ## 3. Table 4: each adapter on the test questions (Jdg, Fmt, Si, Mi, Dlt) with 95% intervals, the paper's rows beside ours
@@ -181,27 +175,28 @@ def fmt_row(name, what_ran, flags, s, extra):
     return {**row, "σ fired": s["fired"], "n": s["n"], **extra}, est
 
 
-evaluated = ({"base model, no adapter": None} if evaluate_base else {})
+evaluated = ({"base model, no adapter": None} if S.evaluate_base else {})
 evaluated.update({name: card["folder"] for name, card in cards.items()})
 rows, summaries, flags, intervals, ran, records_of = [], {}, {}, {}, {}, {}
 for name, folder in evaluated.items():
-    tuned = base if folder is None else profiles.load_model(model, device, adapter=folder)
+    tuned = S.base if folder is None else S.load_model(model, adapter=folder)
     extra = {"stage": "-", "steps": 0}
     if folder is not None:
         probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name],
-                                                         max_length=max_length)
+                                                         max_length=S.max_length)
         extra = {"stage": cards[name]["stage"][0], "steps": cards[name]["steps"],
                  "probe loss before": probe_loss[name]["before"], "probe loss after": probe_loss[name]["after"]}
-    records = records_of[name] = C.cov_rag(tuned, test_examples, retriever, k=k, max_rounds=1,
-                                           max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, chat=chat,
+    records = records_of[name] = C.cov_rag(tuned, test_examples, S.retriever, k=S.k, max_rounds=1,
+                                           max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=chat,
                                            chain="w/o CoL" not in name)
+    C.trace.write(S.tracer, records)
     summaries[name], flags[name], ran[name] = C.summarize(records), C.question_flags(records), C.run_label(tuned.name)
     row, intervals[name] = fmt_row(name, ran[name], flags[name], summaries[name], extra)
     rows.append(row)
 for name, values in C.PAPER_TABLE4.items():
     rows.append({"method": f"paper: {name}", "model": "paper's fine-tuned CoV-RAG", **values})
 table = C.table_frame(rows)
-results.save_table(table, "tab-10-finetune", params=params, model=base.name, corpus=corpus_name,
+results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name, corpus=S.corpus_name,
                    labels=with_chain.labels,
                    note="Rev (GPT-4 win-rate) is not computed offline; two stages as the paper's §2.2: M1 (the "
                         "QA only row) is fine-tuned on the RAG QA pairs first, and the verification pairs judge M1's "
@@ -221,7 +216,7 @@ table
 
 # %%
 tested = f"{'+'.join(names)} test questions, {with_chain.labels} labels"
-claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(names))
+claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(S.names))
                  for c in C.finetune_comparisons(records_of, tested, seed=seed)]  # pooled: datasets (n_test each)
 pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),
                "ours [95% CI]": r.get("untestable") or stats.format_interval(r),
@@ -230,7 +225,7 @@ pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),
 
 # %%
 headline = {
-    "model": base.name,
+    "model": S.base.name,
     "labels": with_chain.labels,
     "predictions_judged_in_training": f"M1: {stages.m1.name} (stage 1, the QA-only adapter)",
     "m1_wrong_on_training": wrong,
@@ -246,5 +241,5 @@ headline = {
     "intervals": intervals,  # per evaluated model: Jdg, Fmt, Si, Mi (%) and Dlt (paired), {"value", "low", "high", "n"}
     "claims": claim_records,
 }
-results.record_metrics("10_covrag_finetune", headline, params=params, model=base.name)
+results.record_metrics("10_covrag_finetune", headline, params=S.params, model=S.base.name)
 headline["probe_loss"]

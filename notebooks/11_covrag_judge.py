@@ -44,11 +44,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib import retrieval
-from covlib.core import stats, traces
+from covlib.core import stats
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import plotting, results
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.report import plotting, results
+from covlib.runs import session
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
@@ -68,44 +69,42 @@ verify_tokens: int = 160  # longest verification
 ranker_tokens: int = 200  # longest ranking
 
 # %%
-S = setup("covrag-finetune", profile=profile, model=model, qa_adapter=qa_adapter, covrag_adapter=covrag_adapter,
-          ranker=ranker, device=device, datasets=datasets, n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed,
-          chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, ranker_tokens=ranker_tokens)
-traces.start("11_covrag_judge")
-k, max_new_tokens, verify_tokens, ranker_tokens = S.k, S.max_new_tokens, S.verify_tokens, S.ranker_tokens
-examples, retriever, corpus_name = S.examples, S.retriever, S.corpus_name
-rag_model, cov_model, ranker_lm = S.rag_model, S.cov_model, S.ranker
-params = dict(profile=S.profile, model=model or "embedded", qa_adapter=S.qa_adapter or "none",
-              covrag_adapter=S.covrag_adapter or "none", ranker=ranker or "embedded (not GPT-4)", datasets=S.names,
-              n_per_dataset=S.n_per_dataset, corpus=corpus or "offline HotpotQA paragraphs", k=k, seed=seed)
+S = session.start(NOTEBOOKS["11"], profile=profile, model=model, qa_adapter=qa_adapter,
+                  covrag_adapter=covrag_adapter, ranker=ranker, device=device, datasets=datasets,
+                  n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed, chat=chat,
+                  max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, ranker_tokens=ranker_tokens)
 
 # %% [markdown]
 # ## 1. The systems' answers (each one batched call per step, cached)
 
 # %%
-references = retrieval.search_passages(retriever, [ex.question for ex in examples], k)
-rag = C.answer_batch(rag_model, [ex.question for ex in examples], references, max_new_tokens, chat,
-                     desc="RAG answer", golds=[ex.answers for ex in examples], ids=[ex.id for ex in examples])
-records = C.cov_rag(cov_model, examples, retriever, k=k, max_rounds=1, max_new_tokens=max_new_tokens,
-                    verify_tokens=verify_tokens, chat=chat)
+references = retrieval.search_passages(S.retriever, [ex.question for ex in S.examples], S.k)
+rag = C.answer_batch(S.rag_model, [ex.question for ex in S.examples], references, S.max_new_tokens, chat,
+                     desc="RAG answer", golds=[ex.answers for ex in S.examples], ids=[ex.id for ex in S.examples])
+C.trace.write(S.tracer, rag)
+records = C.cov_rag(S.cov_model, S.examples, S.retriever, k=S.k, max_rounds=1, max_new_tokens=S.max_new_tokens,
+                    verify_tokens=S.verify_tokens, chat=chat)
+C.trace.write(S.tracer, records)
 answers = {"RAG": rag, "CoV, single iteration": [r.first_answer for r in records],
            "CoV, multi-iteration": [r.answer for r in records]}
-ran = {"RAG": C.run_label(rag_model.name), "CoV, single iteration": C.run_label(cov_model.name),
-       "CoV, multi-iteration": C.run_label(cov_model.name)}
-print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
-      "correct of", len(examples))
+ran = {"RAG": C.run_label(S.rag_model.name), "CoV, single iteration": C.run_label(S.cov_model.name),
+       "CoV, multi-iteration": C.run_label(S.cov_model.name)}
+print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, S.examples)) for name, got in answers.items()},
+      "correct of", len(S.examples))
 
 # %% [markdown]
 # ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
 
 # %%
-judge_label = ranker_lm.name if ranker else f"{ranker_lm.name} (offline stand-in, not GPT-4)"
-others = C.rank_answers(ranker_lm, "others", [ex.question for ex in examples], answers,
-                        ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in examples],
-                        seed=seed, max_new_tokens=ranker_tokens)
+judge_label = S.ranker.name if ranker else f"{S.ranker.name} (offline stand-in, not GPT-4)"
+others = C.rank_answers(S.ranker, "others", [ex.question for ex in S.examples], answers,
+                        ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in S.examples],
+                        seed=seed, max_new_tokens=S.ranker_tokens)
+C.trace.write(S.tracer, others)
 two = {name: answers[name] for name in ("RAG", "CoV, single iteration")}  # ours: same references, comparable citations
-citation = C.rank_answers(ranker_lm, "citation", [ex.question for ex in examples], two, ["Citation Accuracy"],
-                          references=references, seed=seed, max_new_tokens=ranker_tokens)
+citation = C.rank_answers(S.ranker, "citation", [ex.question for ex in S.examples], two, ["Citation Accuracy"],
+                          references=references, seed=seed, max_new_tokens=S.ranker_tokens)
+C.trace.write(S.tracer, citation)
 ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
 per_question = {**C.rank_values(others, list(answers)), **C.rank_values(citation, list(two))}
 rank_intervals = {c: {system: stats.mean_interval(values, seed=seed) for system, values in by_s.items()}
@@ -123,7 +122,7 @@ paper_rows = [{"criterion": c, "system": f"paper: {s}", "model": "paper (GPT-4 j
                "unparsed": None, "systems": 3 if c == "Citation Accuracy" else 4}
               for s, by_c in C.PAPER_TABLE3.items() for c, v in by_c.items()]
 table = C.table_frame(rows + paper_rows).drop(columns=["low", "high"])  # the intervals: "mean rank 95% CI"
-results.save_table(table, "tab-11-judge", params=params, judge=judge_label, n=len(examples), corpus=corpus_name,
+results.save_table(table, "tab-11-judge", params=S.params, judge=judge_label, n=len(S.examples), corpus=S.corpus_name,
                    note="lower is better; the paper ranks 3-4 systems with GPT-4; ours: 95% bootstrap intervals "
                         "over the questions ranked completely (ranked); citation ranks of RAG and the single-iteration "
                         "answers only (ours: the paper gives CoV-RAG no citation rank without saying why)",
@@ -150,8 +149,8 @@ for ax, criterion in zip(axes[0], criteria):
     ax.set_xlabel("")
     ax.tick_params(axis="x", labelsize=6)
 axes[0][0].set_ylabel("mean rank (lower is better), 95% CI")
-plotting.caption(axes[0][-1], judge=judge_label, n=len(examples))
-results.save_figure(fig, "fig-11-judge", params=params, judge=judge_label)
+plotting.caption(axes[0][-1], judge=judge_label, n=len(S.examples))
+results.save_figure(fig, "fig-11-judge", params=S.params, judge=judge_label)
 
 # %% [markdown]
 # ## 3. The claim: does the judge rank CoV-RAG above the QA-only system? (paired per question)
@@ -165,8 +164,8 @@ results.save_figure(fig, "fig-11-judge", params=params, judge=judge_label)
 # (`C.table3_comparisons`), not as evidence for or against the paper.
 
 # %%
-comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, ranker_lm.name,
-                                   stand_in=not ranker, n=len(examples), seed=seed)
+comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, S.ranker.name,
+                                   stand_in=not ranker, n=len(S.examples), seed=seed)
 claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"], pooled=len(S.names))
                  for c in comparisons]  # pooled: the datasets (n_per_dataset each)
 pd.DataFrame([{"scope": r["scope"], "n": r.get("n"), "ours [95% CI]": r.get("untestable") or stats.format_interval(r, 2),
@@ -175,14 +174,14 @@ pd.DataFrame([{"scope": r["scope"], "n": r.get("n"), "ours [95% CI]": r.get("unt
 # %%
 headline = {
     "judge": judge_label,
-    "systems": {"RAG": rag_model.name, "CoV": cov_model.name},
+    "systems": {"RAG": S.rag_model.name, "CoV": S.cov_model.name},
     "ran": ran,
-    "n": len(examples),
-    "correct": {name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, examples)) for name, got in answers.items()},
+    "n": len(S.examples),
+    "correct": {name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, S.examples)) for name, got in answers.items()},
     "ranks": ranks,
     "rank_intervals": rank_intervals,  # per criterion and system: {"value", "low", "high", "n"}
     "paper": C.PAPER_TABLE3,
     "claims": claim_records,
 }
-results.record_metrics("11_covrag_judge", headline, params=params, judge=judge_label)
+results.record_metrics("11_covrag_judge", headline, params=S.params, judge=judge_label)
 headline["ranks"]

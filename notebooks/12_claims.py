@@ -50,7 +50,9 @@ from covlib.core import stats
 from covlib.papers.covrag import claims as covrag_claims
 from covlib.papers.credibility import claims as credibility_claims
 from covlib.papers.verify_edit import claims as verify_edit_claims
-from covlib.runs import claims, plotting, profiles, results
+from covlib.report import claims, results
+from covlib.runs import session
+from covlib.runs.notebooks import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto: recorded with the ledger (this notebook runs no model)
@@ -59,9 +61,7 @@ device: str = ""  # unused
 results_folder: str = ""  # folder of the results JSON of notebooks 01-11; empty: this project's results/
 
 # %%
-profiles.check_parameters()  # no numeric parameter: nothing to check but the profile
-profile = profiles.resolve(profile, device or None)
-params = dict(profile=profile, results_folder=results_folder or "results/")
+S = session.start(NOTEBOOKS["12"], profile=profile, model=model, device=device, results_folder=results_folder)
 CLAIMS = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS  # the three papers', in order
 recorded = claims.read_results(results_folder or None)
 rows = claims.collect(recorded, CLAIMS)
@@ -71,7 +71,6 @@ print(f"{len(CLAIMS)} claims; results of {len(ran)} notebooks found: "
       + ", ".join(f"{n} ({p}, {m or 'no model'})" for n, (p, m) in sorted(ran.items())))
 if len({p for p, _ in ran.values()}) > 1:
     print("note: the notebooks ran in different profiles; each row names its own")
-plotting.set_style()
 
 # %% [markdown]
 # ## The ledger
@@ -92,7 +91,7 @@ ledger["p (Holm)"] = [f"{r['p_holm']:.3g}" if isinstance(r.get("p_holm"), float)
 ledger["n"] = ledger["n"].astype("Int64")
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
                 "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id"]]
-results.save_table(table, "tab-12-claims", params=params, profile=profile, tests=summary["n_tests"])
+results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
 pd.set_option("display.max_colwidth", 80)
 table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict",
                                 "reason"]]
@@ -106,8 +105,8 @@ table
 
 # %%
 ax = claims.plot_ledger(rows)
-ax.set_title(f"Claims of the three papers: our estimates ({profile} profile)")
-results.save_figure(ax.figure, "fig-12-claims", params=params, profile=profile)
+ax.set_title(f"Claims of the three papers: our estimates ({S.profile} profile)")
+results.save_figure(ax.figure, "fig-12-claims", params=S.params, profile=S.profile)
 
 # %%
 headline = {
@@ -119,5 +118,5 @@ headline = {
                                       "n_full", "model", "profile")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
-results.record_metrics("12_claims", headline, params=params, profile=profile)
+results.record_metrics("12_claims", headline, params=S.params, profile=S.profile)
 headline["primary_verdicts"]

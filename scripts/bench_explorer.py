@@ -6,7 +6,7 @@ takes to load the notebook's page, a run's page (its list of examples) and one e
     .venv/bin/python scripts/bench_explorer.py --examples 300 --keep build/bench-explorer
 
 A synthetic Verify-and-Edit-like run (before/after, CoT-SC paths, split rationale, verifying questions, retrieved
-passages, answer again) is written with covlib.core.traces, then `teaching.book.build` renders the book with it.
+passages, answer again) is written with covlib.traces, then `teaching.book.build` renders the book with it.
 Chromium times are `chromium --headless --dump-dom file://...` wall times (median of 3), start-up included, each
 also shown over an empty page's (the page's own share); the run page also reports when its filters were applied
 (`performance.now()` at the end of its script).
@@ -45,41 +45,38 @@ def _text(rng: random.Random, chars: int) -> str:
 
 def write_run(folder: Path, examples: int, paths: int, chars: int, seed: int = 0) -> Path:
     """A synthetic Verify-and-Edit-like trace of `examples` records; returns its file."""
-    from covlib.core import traces
+    from covlib import traces
 
     rng = random.Random(seed)
-    traces.start(NOTEBOOK, folder=folder / NOTEBOOK)
+    tracer = traces.Tracer(NOTEBOOK, folder=folder / NOTEBOOK)
     shots = "".join(f"Q: {_text(rng, 80)}\nA: {_text(rng, 300)} So the answer is x.\n\n" for _ in range(6))
-    try:
-        with traces.open_run("verify_edit", "verify_edit", "CoT-SC + Verify-and-Edit, HotpotQA, BM25 (synthetic)",
-                             STEPS, {"n": paths, "examples": examples}, model="synthetic",
-                             compare=("CoT-SC", "CoT-SC + VE")) as tr:
-            for i in range(examples):
-                question = _text(rng, 120) + "?"
-                prompt = tr.prompts([f"{shots}Q: {question}\nA:"] * 2)[0]
-                sampled = [_text(rng, chars) for _ in range(paths)]
-                sentences = sampled[0].split(" which ")[:4]
-                questions = [f"What {_text(rng, 40).lower()}?" for _ in sentences]
-                before, after = rng.random() < 0.4, rng.random() < 0.45
-                tr.write({
-                    "id": f"hp-{i:05d}", "question": question, "gold": ["x"], "prediction": rng.choice(WORDS),
-                    "correct": float(after), "before": {"prediction": rng.choice(WORDS), "correct": float(before)},
-                    "flags": {"parse_failures": int(rng.random() < 0.1), "edited": rng.random() < 0.6},
-                    "steps": [
-                        traces.step("Sample reasoning paths", {"question": question},
-                                    {"paths": sampled, "votes": {"x": 3, "y": 2}, "consistency": 3},
-                                    [traces.call("generate", f"{i:064x}", prompt=prompt, n=paths, temperature=0.7)]),
-                        traces.step("Split the rationale into sentences", {"rationale": sampled[0]},
-                                    {"sentences": sentences}),
-                        traces.step("Verifying questions", {"sentences": sentences}, {"questions": questions},
-                                    [traces.call("generate", f"{i + 1:064x}", prompt=q) for q in questions]),
-                        traces.step("Retrieve", {"questions": questions},
-                                    {"passages": [_text(rng, 300) for _ in questions]},
-                                    [traces.call("retrieve", None, k=1)]),
-                        traces.step("Answer again", {"facts": sentences}, {"answer": rng.choice(WORDS)},
-                                    [traces.call("generate", f"{i + 2:064x}", prompt=f"{question}\nA:")])]})
-    finally:
-        traces.stop()
+    with tracer.open_run("verify_edit", "verify_edit", "CoT-SC + Verify-and-Edit, HotpotQA, BM25 (synthetic)",
+                         STEPS, {"n": paths, "examples": examples}, model="synthetic",
+                         compare=("CoT-SC", "CoT-SC + VE")) as tr:
+        for i in range(examples):
+            question = _text(rng, 120) + "?"
+            prompt = tr.prompts([f"{shots}Q: {question}\nA:"] * 2)[0]
+            sampled = [_text(rng, chars) for _ in range(paths)]
+            sentences = sampled[0].split(" which ")[:4]
+            questions = [f"What {_text(rng, 40).lower()}?" for _ in sentences]
+            before, after = rng.random() < 0.4, rng.random() < 0.45
+            tr.write({
+                "id": f"hp-{i:05d}", "question": question, "gold": ["x"], "prediction": rng.choice(WORDS),
+                "correct": float(after), "before": {"prediction": rng.choice(WORDS), "correct": float(before)},
+                "flags": {"parse_failures": int(rng.random() < 0.1), "edited": rng.random() < 0.6},
+                "steps": [
+                    traces.step("Sample reasoning paths", {"question": question},
+                                {"paths": sampled, "votes": {"x": 3, "y": 2}, "consistency": 3},
+                                [traces.call("generate", f"{i:064x}", prompt=prompt, n=paths, temperature=0.7)]),
+                    traces.step("Split the rationale into sentences", {"rationale": sampled[0]},
+                                {"sentences": sentences}),
+                    traces.step("Verifying questions", {"sentences": sentences}, {"questions": questions},
+                                [traces.call("generate", f"{i + 1:064x}", prompt=q) for q in questions]),
+                    traces.step("Retrieve", {"questions": questions},
+                                {"passages": [_text(rng, 300) for _ in questions]},
+                                [traces.call("retrieve", None, k=1)]),
+                    traces.step("Answer again", {"facts": sentences}, {"answer": rng.choice(WORDS)},
+                                [traces.call("generate", f"{i + 2:064x}", prompt=f"{question}\nA:")])]})
     return tr.path
 
 

@@ -1,11 +1,12 @@
 """Write docs/library.md, the library map, from the packages' own docstrings (`make docs`; a test keeps it current).
 
-Each subject package is a section on its layer; each module a row with the first line of its docstring.
+Each subject package is a section on its layer; each module a row with the first sentence of its docstring.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -14,9 +15,11 @@ LAYERS = (  # (package folder, layer, what it is) bottom first; imports only poi
     ("covlib/core", 0, "paths, records, the call cache, answer metrics with intervals, text splitting, citations"),
     ("covlib/data", 1, "dataset readers, by family"),
     ("covlib/generation", 1, "every LLM call: the `Generator` protocol, the in-process and HTTP backends, LoRA"),
+    ("covlib/traces", 1, "the trace format's one home: writing, reading, checking, showing and exporting per-example traces"),
+    ("covlib/report", 1, "what a notebook reports: figures and tables with provenance, plot style, the claims ledger"),
     ("covlib/retrieval", 2, "knowledge sources: one registry over BM25, TF-IDF, dense and the disk index"),
     ("covlib/nli", 3, "entailment judges, their evaluation on labelled pairs, and the judge's training pairs"),
-    ("covlib/runs", 4, "running the notebooks: profiles, recorded results, plots, the claims ledger"),
+    ("covlib/runs", 4, "running the notebooks: the one door (`session.start`), profiles, run times, exercise checks"),
     ("covlib/papers/verify_edit", 5, "Verify-and-Edit (notebooks 01-03)"),
     ("covlib/papers/credibility", 5, "the credibility benchmark (notebooks 04-07)"),
     ("covlib/papers/covrag", 5, "CoV-RAG (notebooks 08-11)"),
@@ -24,10 +27,18 @@ LAYERS = (  # (package folder, layer, what it is) bottom first; imports only poi
 )
 
 
+ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "al.")  # a full stop inside a sentence
+
+
 def summary(path: Path) -> str:
-    """The first line of a module's docstring (empty when it has none)."""
+    """The first sentence of a module's docstring: its first paragraph, wrapped lines joined, up to the first full
+    stop followed by a space (or its end); empty when it has none."""
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    paragraph = " ".join(line.strip() for line in doc.strip().split("\n\n")[0].splitlines())
+    for stop in re.finditer(r"\.(\s|$)", paragraph):
+        if not paragraph[: stop.start() + 1].endswith(ABBREVIATIONS):
+            return paragraph[: stop.start() + 1]
+    return paragraph
 
 
 def render() -> str:

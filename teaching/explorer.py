@@ -1,11 +1,11 @@
 """The book's trace explorer: per notebook its runs, per run a filterable list of its examples, per example a page.
 
-`write` reads results/traces/<notebook>/*.jsonl (covlib.core.traces) and writes, beside the book's pages,
+`write` reads results/traces/<notebook>/*.jsonl (covlib.traces) and writes, beside the book's pages,
 `explore-<notebook>.html` (every run: title, examples and damaged lines, complete, interrupted or incomplete (its
 end line counts other records than were read), outcome counts linking to the run's page filtered on them),
 `explore/<notebook>/<run>.html` (one row per example: index, id, question, prediction, correct, outcome, parse
 failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example step by step,
-`covlib.runs.trace_view.example_html`: markup other than its own goes through the book's sanitiser; previous / next /
+`covlib.traces.view.example_html`: markup other than its own goes through the book's sanitiser; previous / next /
 back links). A run's page stays light (no step text, one short row per example; a full-profile
 notebook 03 has 16 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
 script that sets `hidden` on the rows that do not match and reads a first filter from the address
@@ -23,8 +23,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
-from covlib.core import trace_schema, traces
-from covlib.runs import trace_view
+from covlib import traces
+from covlib.traces import schema as trace_schema
+from covlib.traces import view as trace_view
 from teaching.safe_html import neutral_paths, sanitize
 
 QUESTION_CAP = 140  # characters of a question on the list page (the example's page has all of it)

@@ -70,6 +70,12 @@ def _imports(module: str, path: Path, known: set[str]) -> list[tuple[str, int, b
     return out
 
 
+def _relative_imports(path: Path) -> list[int]:
+    """The lines of every relative import (`from . import x`, `from .x import y`), which the layer check cannot place."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level)
+
+
 MODULES = _modules()
 EDGES = {m: _imports(m, p, set(MODULES)) for m, p in MODULES.items()}
 
@@ -97,6 +103,11 @@ def test_imports_point_down_and_sit_at_the_top(module):
                 "a package on the same layer or above"
             bad.append(f"line {line}: `{name}` is {why}")
     assert not bad, f"{MODULES[module].relative_to(ROOT)}:\n" + "\n".join(bad)
+
+
+def test_no_relative_imports():
+    bad = {str(p.relative_to(ROOT)): lines for p in MODULES.values() if (lines := _relative_imports(p))}
+    assert not bad, f"relative imports (write them absolute, `from covlib.<package>.<module> import ...`): {bad}"
 
 
 def test_no_import_cycles_between_modules():
@@ -149,3 +160,10 @@ def test_the_architecture_check_catches_an_upward_import(tmp_path):
     found = _imports("covlib.core.bad", bad, set(MODULES))
     assert [(n, nested) for n, _, nested in found] == [("covlib.papers.covrag", False), ("covlib.data", True)]
     assert _layer(_package("covlib.papers.covrag")) > _layer(_package("covlib.core.bad"))
+
+
+def test_the_architecture_check_catches_a_relative_import(tmp_path):
+    """The checker itself: both forms of a relative import are reported, an absolute one is not."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from covlib.core import paths\nfrom . import base\n\ndef f():\n    from .base import Hit\n")
+    assert _relative_imports(bad) == [2, 5]

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from covlib.core import paths
-from covlib.core.cache import Cache, CacheError
+from covlib.core.cache import Cache, CacheError, cached_batch
 
 
 def test_garbage_or_a_folder_at_the_cache_path_says_what_to_do(tmp_path):
@@ -41,6 +41,45 @@ def test_finished_cache_reads_in_a_read_only_setting(tmp_path, monkeypatch):
         shared.put("c", 3)
     assert Cache(tmp_path / "other.sqlite").get("a") is None  # no file yet: nothing cached, nothing created
     assert not (tmp_path / "other.sqlite").exists()
+
+
+def test_cached_batch_serves_hits_and_runs_the_misses_once_in_order(tmp_path):
+    """The one cached-batch helper of the LM, the HTTP backend and the NLI judges: hits come from the cache without
+    the model, the misses (each key once, first job kept, in order) go to one call, and what it yields is stored."""
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+    cache.put("k1", "CACHED")
+    calls: list[dict[str, str]] = []
+
+    def shout(todo: dict[str, str]):  # the "model": one call for all the misses, one batch per two jobs
+        calls.append(dict(todo))
+        items = list(todo.items())
+        for start in range(0, len(items), 2):
+            yield {key: text.upper() for key, text in items[start : start + 2]}
+
+    jobs = [("k3", "three"), ("k1", "one"), ("k2", "two"), ("k3", "three again"), ("k4", "four")]
+    found = cached_batch(cache, jobs, shout)
+    assert calls == [{"k3": "three", "k2": "two", "k4": "four"}] and list(calls[0]) == ["k3", "k2", "k4"]
+    assert found == {"k1": "CACHED", "k2": "TWO", "k3": "THREE", "k4": "FOUR"}
+    assert cache.get_many(["k2", "k3", "k4"]) == {"k2": "TWO", "k3": "THREE", "k4": "FOUR"}  # stored
+    assert cached_batch(cache, jobs, shout) == found and len(calls) == 1  # every key a hit: no model call
+
+
+def test_cached_batch_keeps_finished_batches_of_a_failed_call_and_refuses_read_only(tmp_path, monkeypatch):
+    cache = Cache(tmp_path / "calls.sqlite", table="lm")
+
+    def first_then_fail(todo: dict[str, int]):
+        yield {"a": todo["a"] * 10}
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        cached_batch(cache, [("a", 1), ("b", 2)], first_then_fail)
+    assert cache.get_many(["a", "b"]) == {"a": 10}  # the finished batch was committed; the next run resumes
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")
+    ran: list[dict] = []
+    with pytest.raises(CacheError, match="read-only.*1 new results are not in it"):
+        cached_batch(cache, [("a", 1), ("b", 2)], lambda todo: ran.append(todo) or [])
+    assert not ran, "refused before the model runs"
+    assert cached_batch(cache, [("a", 1)], lambda todo: ran.append(todo) or []) == {"a": 10}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +119,7 @@ def test_cache_in_a_read_only_folder_reads_and_refuses_writes(tmp_path):
             pytest.skip("running as root without setpriv: permissions cannot be enforced")
         prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
     script = f"""
-from covlib.core.cache import Cache, CacheError
+from covlib.core.cache import Cache, CacheError, cached_batch
 done = Cache({str(folder / "calls.sqlite")!r})
 missing = Cache({str(folder / "missing.sqlite")!r})
 print(done.readonly, done.get("a"), missing.readonly, missing.get("a"))
@@ -202,7 +241,7 @@ def test_wrong_shaped_nli_entries_name_the_file_table_and_remedy(isolated_cache)
 
 _FILE_SIZE_LIMITED_WRITER = """
 import sys
-from covlib.core.cache import Cache, CacheError
+from covlib.core.cache import Cache, CacheError, cached_batch
 try:
     Cache(sys.argv[1]).put_many({str(i): "value " * 500 for i in range(200)})
     print("no error")

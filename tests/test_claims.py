@@ -12,7 +12,7 @@ from covlib.core import paths, power, stats
 from covlib.papers.covrag import claims as covrag_claims
 from covlib.papers.credibility import claims as credibility_claims
 from covlib.papers.verify_edit import claims as ve
-from covlib.runs import claims
+from covlib.report import claims
 
 CLAIMS = ve.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS
 

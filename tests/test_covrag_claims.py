@@ -14,7 +14,7 @@ from covlib.core.records import Example, Passage
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
 from covlib.retrieval import BM25Retriever
-from covlib.runs import claims as ledger
+from covlib.report import claims as ledger
 from scripted import ScriptedGenerator
 
 PAPER_TEXT = Path(paths.data_dir()).parent / "papers" / "000_a5ded85f1c634e2b.txt"

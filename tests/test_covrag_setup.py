@@ -1,4 +1,5 @@
-"""The CoV-RAG notebooks' set-up door (08-11): caps as data, the model list, and `setup` in the smoke profile."""
+"""The CoV-RAG notebooks through the one door (08-11): the model list, adapters, and `session.start` in the smoke
+profile (what each records in every profile: tests/test_session.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 from covlib.papers import covrag as C
 from covlib.papers.covrag import notebook as N
-from covlib.papers.covrag.notebook import setup
-from covlib.runs import profiles
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.runs import profiles, session
 
 # Each notebook's parameters as its parameters cell sets them, in the smoke profile.
 NB08 = dict(profile="smoke", model="", adapter="", verifier="", device="", datasets="NQ,WebQ", n_per_dataset=400,
@@ -27,6 +28,11 @@ NB11 = dict(profile="smoke", model="", qa_adapter="", covrag_adapter="", ranker=
             ranker_tokens=200)
 
 
+def setup(key: str, **given):
+    """Notebook `key` opened through the door with `given` as its parameters."""
+    return session.start(NOTEBOOKS[key], **given)
+
+
 @pytest.fixture
 def project(scratch_root, shared_data):
     """A scratch project root (build/adapters/) with the real data."""
@@ -34,44 +40,7 @@ def project(scratch_root, shared_data):
     return scratch_root
 
 
-# --------------------------------------------------------------------------- caps as data, the model list
-
-
-def _caps_before_they_were_data(profile, n, k, tokens, verify):
-    """What notebooks 08-09 ran before the caps became profiles.CAPS (covrag.profile_caps, now gone)."""
-    return (profiles.pick(profile, full=n, cpu=min(n, 20), smoke=4), profiles.pick(profile, full=k, smoke=min(k, 2)),
-            profiles.pick(profile, full=tokens, cpu=min(tokens, 48), smoke=24),
-            profiles.pick(profile, full=verify, cpu=min(verify, 128), smoke=48))
-
-
-@pytest.mark.parametrize("profile", profiles.PROFILES)
-def test_covrag_caps_are_what_08_and_09_ran(profile):
-    for n, k, tokens, verify in itertools.product((1, 4, 20, 400), (1, 2, 5), (10, 48, 128), (30, 128, 160)):
-        got = profiles.capped("covrag", profile, n_per_dataset=n, k=k, max_new_tokens=tokens, verify_tokens=verify)
-        assert tuple(got.values()) == _caps_before_they_were_data(profile, n, k, tokens, verify)
-
-
-@pytest.mark.parametrize("profile", profiles.PROFILES)
-def test_finetune_caps_are_the_numbers_notebooks_10_and_11_wrote_inline(profile):
-    pick = profiles.pick
-    for n, steps, lr, tokens in itertools.product((1, 5, 400), (-1, 3, 20), (1e-4, 5e-3), (10, 48, 200)):
-        got = profiles.capped("covrag-finetune", profile, n_train=n, n_test=n, n_per_dataset=n, k=n, max_steps=steps,
-                              batch_size=n, learning_rate=lr, max_length=tokens, max_new_tokens=tokens,
-                              verify_tokens=tokens, ranker_tokens=tokens, evaluate_base=True)
-        assert got == {
-            "n_train": pick(profile, full=n, cpu=min(n, 32), smoke=6),
-            "n_test": pick(profile, full=n, cpu=min(n, 5), smoke=2),
-            "n_per_dataset": pick(profile, full=n, cpu=min(n, 5), smoke=2),
-            "k": pick(profile, full=n, smoke=min(n, 2)),
-            "max_steps": pick(profile, full=steps, cpu=8 if steps < 0 else steps, smoke=2),
-            "batch_size": pick(profile, full=n, cpu=2, smoke=2),
-            "learning_rate": pick(profile, full=lr, cpu=max(lr, 1e-3), smoke=2e-3),
-            "max_length": pick(profile, full=tokens, cpu=min(tokens, 384), smoke=192),
-            "max_new_tokens": pick(profile, full=tokens, cpu=min(tokens, 48), smoke=16),
-            "verify_tokens": pick(profile, full=tokens, cpu=min(tokens, 96), smoke=40),
-            "ranker_tokens": pick(profile, full=tokens, cpu=min(tokens, 160), smoke=48),
-            "evaluate_base": pick(profile, full=True, smoke=False),
-        }
+# --------------------------------------------------------------------------- the model list, the adapters
 
 
 @pytest.mark.parametrize("model, models, profile", itertools.product(("", "m"), ("", "a, b,"), profiles.PROFILES))
@@ -95,60 +64,58 @@ def test_adapter_or_default_finds_notebook_10s_adapter(project):
 
 
 def test_setup_of_notebook_08(project):
-    S = setup(**NB08)
+    S = setup("08", **NB08)
     assert (S.profile, S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens) == ("smoke", 4, 2, 24, 48)
     assert S.names == ["NQ", "WebQ"] and S.sizes == {"NQ": 4, "WebQ": 4} and S.missing == []
     assert [len(v) for v in S.sets.values()] == [4, 4] and S.examples == S.sets["NQ"] + S.sets["WebQ"]
     assert S.sets == {n: v for n, v in C.load_datasets(sizes=S.sizes, seed=0).items() if n in S.names}
     assert S.thresholds == C.PAPER_THRESHOLDS and S.chat is True and S.seed == 0
     assert len(S.passages) > 2000 and S.corpus_name and S.retriever.search(S.examples[0].question, k=2)
-    assert "SmolLM2" in S.base.name and S.checker is S.base and S.labeller is None and S.ranker is None
-    with pytest.raises(AttributeError, match="not a parameter passed to setup"):
+    assert "SmolLM2" in S.base.name and S.checker is S.base and not {"labeller", "ranker"} & set(S.data)
+    with pytest.raises(AttributeError, match="not a parameter of this notebook"):
         S.n_train
 
 
 def test_setup_of_notebook_09(project):
-    S = setup(**{**NB09, "sigma_mode": "any"})
+    S = setup("09", **{**NB09, "sigma_mode": "any"})
     assert S.missing == ["Mintaka", "TriviaQA"] and list(S.sets) == ["NQ", "WebQ"]
     assert S.sizes == {"NQ": 4, "WebQ": 4, "Mintaka": 4, "TriviaQA": 4}
     assert S.model_ids == [""] and len(S.generators) == 1 and S.thresholds == C.Thresholds(mode="any")
-    assert S.checker is None
+    assert "checker" not in S.data
 
 
 def test_setup_of_notebook_10(project):
-    S = setup("covrag-finetune", **NB10)
+    S = setup("10", **NB10)
     assert (S.n_train, S.n_test, S.k, S.max_steps, S.batch_size, S.learning_rate) == (6, 2, 2, 2, 2, 2e-3)
     assert (S.max_length, S.max_new_tokens, S.verify_tokens, S.evaluate_base) == (192, 16, 40, False)
     assert (S.lora_rank, S.epochs) == (16, 2.0)  # not capped: as given
     assert S.names == ["NQ", "WebQ"] and len(S.examples) == 4 and len(S.train) == 6
     assert not {ex.question for ex in S.train} & {ex.question for ex in S.examples}
-    assert S.labeller is None and S.thresholds is None and "SmolLM2" in S.base.name
+    assert S.labeller is None and "thresholds" not in S.values and "SmolLM2" in S.base.name
 
 
 def test_notebook_10_refuses_a_served_model_before_training(project):
     """Training and probe losses need the weights in this process: a server spec is refused with what to give."""
     with pytest.raises(TypeError, match="notebook 10 trains LoRA adapters.*MODEL=<hub id or folder>"):
-        setup("covrag-finetune", **{**NB10, "model": "openai:smollm2@http://127.0.0.1:9/v1"})
+        setup("10", **{**NB10, "model": "openai:smollm2@http://127.0.0.1:9/v1"})
 
 
 def test_setup_of_notebook_11(project):
-    S = setup("covrag-finetune", **NB11)
+    S = setup("11", **NB11)
     assert (S.n_per_dataset, S.k, S.max_new_tokens, S.verify_tokens, S.ranker_tokens) == (2, 2, 16, 40, 48)
     assert len(S.examples) == 4 and (S.qa_adapter, S.covrag_adapter) == ("", "")
     assert S.rag_model is S.cov_model is S.ranker  # no adapters trained here: all three are the embedded model
-    assert S.generators == []
+    assert "generators" not in S.data
 
 
 def test_setup_refuses_bad_and_unknown_parameters_before_loading_anything(project, monkeypatch):
     monkeypatch.setattr(C, "load_datasets", lambda *a, **k: pytest.fail("loaded the test sets"))
     with pytest.raises(ValueError) as err:
-        setup(**{**NB08, "k": 0, "bias_above": 1.5})
+        setup("08", **{**NB08, "k": 0, "bias_above": 1.5})
     assert "k must be >= 1" in str(err.value) and "bias_above must be between 0.0 and 1.0" in str(err.value)
     with pytest.raises(ValueError, match="parameter datasets: unknown 'SQuAD'"):
-        setup(**{**NB08, "datasets": "NQ,SQuAD"})
+        setup("08", **{**NB08, "datasets": "NQ,SQuAD"})
     with pytest.raises(ValueError, match="parameter test_datasets is empty"):
-        setup("covrag-finetune", **{**NB10, "test_datasets": " , "})
-    with pytest.raises(TypeError, match="n_questions"):
-        setup(**NB08, n_questions=3)
+        setup("10", **{**NB10, "test_datasets": " , "})
     with pytest.raises(ValueError, match="mode must be 'all' or 'any'"):
-        setup(**{**NB09, "sigma_mode": "some"})
+        setup("09", **{**NB09, "sigma_mode": "some"})

@@ -18,7 +18,7 @@ from covlib.papers.credibility.improvements import completion_claims, reflection
 from covlib.papers.credibility.intervals import human_correlation_intervals, nonoverlapping_difference, tuning_claims
 from covlib.papers.credibility.ratings import human_correlation_claims
 from covlib.retrieval import BM25Retriever
-from covlib.runs import claims as ledger
+from covlib.report import claims as ledger
 
 VICUNA_7B, VICUNA_13B = "lmsys/vicuna-7b-v1.3", "lmsys/vicuna-13b-v1.3"
 LLAMA_7B, LLAMA2_CHAT = "huggyllama/llama-7b", "meta-llama/Llama-2-13b-chat-hf"

@@ -1,4 +1,5 @@
-"""The credibility notebooks' set-up door (04-07): caps as data, the model list, and `setup` in the smoke profile."""
+"""The credibility notebooks through the one door (04-07): the model list and `session.start` in the smoke profile
+(what each records in every profile: tests/test_session.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ import itertools
 import pytest
 
 from covlib.papers import credibility as C
-from covlib.papers.credibility.notebook import setup
-from covlib.runs import profiles
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.runs import profiles, session
 
-SMOKE = dict(profile="smoke", key_facts="supporting", judge="overlap")
+SMOKE = dict(profile="smoke", model="", models="", device="", questions="", n_questions=500, seed=0, key_facts="supporting",
+             judge="overlap", max_new_tokens=160)
+
+
+def setup(key: str = "04", **given):
+    """Notebook `key` opened through the door: the smoke parameters above, `n_refs=5` unless given, and `given`."""
+    return session.start(NOTEBOOKS[key], **{**SMOKE, "n_refs": 5, **given})
 
 
 @pytest.fixture
@@ -20,29 +27,7 @@ def project(scratch_root, shared_data):
     return scratch_root
 
 
-# --------------------------------------------------------------------------- caps as data, the model list
-
-
-@pytest.mark.parametrize("profile", profiles.PROFILES)
-def test_caps_are_the_numbers_the_notebooks_wrote_inline(profile):
-    for n, tokens, cap, k_initial in itertools.product((1, 8, 20, 500), (16, 96, 160), (3, 6, 10), (2, 3, 5)):
-        got = profiles.capped("credibility", profile, n_questions=n, max_new_tokens=tokens, cap=cap,
-                              k_initial=k_initial)
-        assert got == {
-            "n_questions": profiles.pick(profile, full=n, cpu=min(n, 20), smoke=8),
-            "max_new_tokens": profiles.pick(profile, full=tokens, cpu=min(tokens, 96), smoke=32),
-            "cap": profiles.pick(profile, full=cap, smoke=min(cap, 6)),
-            "k_initial": profiles.pick(profile, full=k_initial, smoke=min(k_initial, 3)),
-        }
-    for sizes in ([2, 3, 4, 5, 6, 7, 8, 9, 10], [3, 4], [5, 10]):
-        want = profiles.pick(profile, full=sizes, cpu=[n for n in sizes if n in (2, 5, 10)] or sizes, smoke=[2, 5])
-        assert profiles.capped("credibility", profile, sizes=sizes)["sizes"] == want
-
-
-def test_capped_needs_a_resolved_profile_and_passes_other_parameters_through():
-    with pytest.raises(ValueError, match="unresolved profile 'auto'"):
-        profiles.capped("credibility", "auto", n_questions=5)
-    assert profiles.capped("credibility", "smoke", seed=3, n_refs=5) == {"seed": 3, "n_refs": 5}
+# --------------------------------------------------------------------------- the model list
 
 
 @pytest.mark.parametrize("model, models, profile", itertools.product(("", "m"), ("", "a, b,", " , "),
@@ -58,8 +43,7 @@ def test_model_list_is_what_the_credibility_notebooks_compared(model, models, pr
 
 
 def test_setup_of_notebook_04_loads_questions_models_and_both_key_fact_sources(project):
-    S = setup(**SMOKE, model="", models="", device="", questions="", n_questions=500, seed=0, n_refs=5,
-              compare_key_facts="hand", max_new_tokens=160, n_rating=50)
+    S = setup(compare_key_facts="hand", n_rating=50)
     assert (S.profile, S.n_questions, S.max_new_tokens, S.models) == ("smoke", 8, 32, [""])
     assert S.params == dict(profile="smoke", models=[""], questions="shared sample", n_questions=8, seed=0, n_refs=5,
                             key_facts="supporting", compare_key_facts="hand", judge="overlap", max_new_tokens=32)
@@ -72,19 +56,19 @@ def test_setup_of_notebook_04_loads_questions_models_and_both_key_fact_sources(p
 
 
 def test_setup_of_notebook_04_without_a_second_source(project):
-    S = setup(**SMOKE, compare_key_facts="supporting")
+    S = setup(compare_key_facts="supporting")
     assert S.compare == "" and S.other_facts is None and S.params["compare_key_facts"] == ""
 
 
 def test_setup_of_notebook_05_reads_and_caps_the_sweep(project):
-    S = setup(**SMOKE, n_refs_sweep="10, 2,5,3")
-    assert S.sizes == [2, 5] and S.params["n_refs"] == [2, 5] and "compare_key_facts" not in S.params
+    S = setup("05", n_refs="10, 2,5,3")
+    assert S.n_refs == [2, 5] and S.params["n_refs"] == [2, 5] and "compare_key_facts" not in S.params
     with pytest.raises(ValueError, match="n_refs must be >= 1, got 0"):
-        setup(**SMOKE, n_refs_sweep="0,5")
+        setup("05", n_refs="0,5")
 
 
 def test_setup_of_notebook_07_opens_the_corpus_and_caps_completion(project):
-    S = setup(**SMOKE, n_refs=5, cap=10, k_initial=5, max_rounds=3, corpus="")
+    S = setup("07", cap=10, k_initial=5, max_rounds=3, corpus="")
     assert (S.cap, S.k_initial) == (6, 3)
     assert list(S.params) == ["profile", "models", "questions", "n_questions", "seed", "n_refs", "cap", "k_initial",
                               "max_rounds", "corpus", "key_facts", "judge", "max_new_tokens"]
@@ -97,11 +81,11 @@ def test_setup_of_notebook_07_opens_the_corpus_and_caps_completion(project):
 def test_setup_refuses_bad_parameters_before_loading_anything(project, monkeypatch):
     monkeypatch.setattr(C, "load_questions", lambda *a, **k: pytest.fail("loaded questions"))
     with pytest.raises(ValueError) as err:
-        setup(**SMOKE, n_questions=0, seed=1.5, max_new_tokens=-3)
+        setup(n_questions=0, seed=1.5, max_new_tokens=-3)
     assert all(name in str(err.value) for name in ("n_questions", "seed", "max_new_tokens"))
     with pytest.raises(ValueError, match="max_rounds must be at least 1"):
-        setup(**SMOKE, cap=10, k_initial=5, max_rounds=0, corpus="")
+        setup("07", cap=10, k_initial=5, max_rounds=0, corpus="")
     with pytest.raises(ValueError, match="unknown profile"):
         setup(profile="fast")
     with pytest.raises(ValueError, match="n_refs must be a whole number, got '5'"):  # papermill -p n_refs 5 as text
-        setup(**SMOKE, n_refs="5")
+        setup(n_refs="5")

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from covlib.core import traces
+from covlib import traces
 from chromium import screenshots
 from teaching import book, explorer
 
@@ -58,20 +58,18 @@ def _cov_record(i: int) -> dict:
 def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("explorer")
     folder = base / "traces"
-    traces.start(VE, folder=folder / VE)
-    with traces.open_run("verify_edit", "verify_edit", "CoT-SC + Verify-and-Edit, HotpotQA, BM25", VE_STEPS,
+    with traces.Tracer(VE, folder=folder / VE).open_run("verify_edit", "verify_edit", "CoT-SC + Verify-and-Edit, HotpotQA, BM25", VE_STEPS,
                          {"n": 5}, model="smollm2", compare=("CoT-SC", "CoT-SC + VE")) as tr:
         for i in range(N_VE):
             tr.write(_ve_record(i))
-    traces.start(COV, folder=folder / COV)
-    with traces.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, 2 iterations", COV_STEPS, {"k": 5}) as tr:
+    cov = traces.Tracer(COV, folder=folder / COV)
+    with cov.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, 2 iterations", COV_STEPS, {"k": 5}) as tr:
         for i in range(N_COV):
             tr.write(_cov_record(i))
-    cut = traces.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, killed", COV_STEPS, {"k": 3})
+    cut = cov.open_run("cov_rag", "cov_rag", "CoV-RAG, NQ, killed", COV_STEPS, {"k": 3})
     for i in range(2):
         cut.write(_cov_record(i))
     cut._fh.close()  # no end line: an interrupted run
-    traces.stop()
     executed = base / "executed"
     executed.mkdir()
     nbformat.write(v4.new_notebook(cells=[v4.new_markdown_cell(f"# {VE}")]), executed / f"{VE}.ipynb")
@@ -176,16 +174,13 @@ def test_an_unreadable_trace_file_is_named_on_the_page(tmp_path):
 
 def test_runs_whose_names_meet_get_pages_of_their_own_and_odd_records_still_show(tmp_path, monkeypatch):
     folder = tmp_path / "traces" / COV
-    traces.start(COV, folder=folder)
-    try:
-        for title in ("first", "second", "third"):
-            with traces.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
-                record = _cov_record(1)
-                record["steps"][0]["calls"] = [traces.call("retrieve", None, query="q", sentences={"not": "a list"}),
-                                               traces.call("retrieve", None, query="q", passages="text")]
-                tr.write(record)
-    finally:
-        traces.stop()
+    tracer = traces.Tracer(COV, folder=folder)
+    for title in ("first", "second", "third"):
+        with tracer.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
+            record = _cov_record(1)
+            record["steps"][0]["calls"] = [traces.call("retrieve", None, query="q", sentences={"not": "a list"}),
+                                           traces.call("retrieve", None, query="q", passages="text")]
+            tr.write(record)
     files = traces.run_files(folder)
     for path, name in zip(files, ("a b.jsonl", "a_b.jsonl", "r.jsonl")):
         path.rename(folder / name)
@@ -212,16 +207,13 @@ def _list_row(listing: str, title: str) -> tuple[str, str]:
 
 
 def test_a_run_whose_end_line_disagrees_or_whose_records_fail_the_schema_is_not_shown_as_complete(tmp_path):
-    """Issue 32, item 17: real traces (`traces.open_run`), then damaged as a cut copy or another writer would."""
+    """Issue 32, item 17: real traces (`Tracer.open_run`), then damaged as a cut copy or another writer would."""
     folder = tmp_path / "traces" / COV
-    traces.start(COV, folder=folder)
-    try:
-        for title, n in (("whole", 3), ("lost", 2), ("all bad", 3), ("one bad", 3)):
-            with traces.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
-                for i in range(n):
-                    tr.write(_cov_record(i))
-    finally:
-        traces.stop()
+    tracer = traces.Tracer(COV, folder=folder)
+    for title, n in (("whole", 3), ("lost", 2), ("all bad", 3), ("one bad", 3)):
+        with tracer.open_run("cov_rag", "cov_rag", f"CoV-RAG {title}", COV_STEPS, {"t": title}) as tr:
+            for i in range(n):
+                tr.write(_cov_record(i))
     files = {traces.read_header(p)["title"]: p for p in traces.run_files(folder)}
 
     def damage(title: str, change) -> None:
@@ -300,7 +292,7 @@ def test_markup_other_than_trace_views_goes_through_the_books_sanitiser(fragment
 
 
 def test_trace_views_own_markup_is_kept_as_it_is(site):
-    from covlib.runs import trace_view
+    from covlib.traces import view as trace_view
 
     trace = traces.read(traces.run_files(site.parent / "traces" / VE)[0])
     fragment = trace_view.example_html(trace, trace.records[1], "h2")

@@ -214,7 +214,7 @@ def test_the_confusion_figure_names_the_two_label_columns_and_each_rows_n():
     import matplotlib
 
     matplotlib.use("Agg")
-    from covlib.runs import plotting
+    from covlib.report import plotting
 
     ax = plotting.confusion([[1, 1], [0, 2], [1, 1]], ["entail", "neutral", "contra"],
                             predicted=["entail", "not entail"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from covlib import generation as lm_mod
+from covlib.generation import decoding
 from covlib import nli
 from covlib import retrieval as R
 from covlib.core.cache import Cache, make_key
@@ -105,7 +106,7 @@ def test_bad_input_is_refused(lm):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_cache(model_dir, tmp_path):
+def test_killed_run_resumes_from_cache(model_dir, tmp_path, monkeypatch):
     """A run killed mid-way keeps every finished batch; the rerun generates only the rest."""
     db = tmp_path / "calls.sqlite"
     prompts = [f"Question: What is {i} plus {i}?\nAnswer:" for i in range(8)]
@@ -131,8 +132,8 @@ def test_killed_run_resumes_from_cache(model_dir, tmp_path):
 
     resumed = lm_mod.LM(cache=cache, batch_size=1)
     decoded = []
-    original = resumed._decode
-    resumed._decode = lambda texts, *a: decoded.extend(texts) or original(texts, *a)
+    original = decoding.decode
+    monkeypatch.setattr(decoding, "decode", lambda lm, texts, *a: decoded.extend(texts) or original(lm, texts, *a))
     out = resumed.generate(prompts, max_new_tokens=48, progress=False)
     assert len(decoded) == len(prompts) - done_before  # nothing generated twice
     fresh = lm_mod.LM(cache=Cache(tmp_path / "fresh.sqlite", table="lm"), batch_size=1)

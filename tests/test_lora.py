@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -60,6 +61,8 @@ def test_lora_steps_lower_the_target_loss(adapter):
     assert card["name"] == "cov-rag-tiny" and card["steps"] == 8 and card["settings"]["rank"] == 8
     assert 0 < card["trainable_parameters"] < 10_000_000  # a LoRA, not the whole 135M model
     assert (out / "adapter_config.json").is_file() and not out.with_name(out.name + ".work").exists()
+    modules = json.loads((out / "adapter_config.json").read_text())["target_modules"]
+    assert len(modules) > 1 and modules == sorted(modules), "saved in one order: the fingerprint must not follow the hash seed"
 
 
 def test_a_retrained_adapter_never_returns_old_cached_completions(adapter, tmp_path, isolated_cache):

@@ -76,7 +76,7 @@ def run_smoke(number: str, root: Path, **parameters) -> dict:
 
 def assert_traces(root: Path, stem: str) -> None:
     """Notebook `stem` wrote at least one trace, and every trace is valid, finished and named by the paper's steps."""
-    from covlib.core import traces
+    from covlib import traces
 
     files = traces.run_files(root / "results" / "traces" / stem)
     assert files, f"{stem} wrote no trace under results/traces/{stem}/"
@@ -672,7 +672,7 @@ def test_12_claims_smoke(smoke_root):
     from covlib.papers.covrag import claims as covrag_claims
     from covlib.papers.credibility import claims as credibility_claims
     from covlib.papers.verify_edit import claims as verify_edit_claims
-    from covlib.runs import claims
+    from covlib.report import claims
 
     all_claims = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS
     ran = {c.notebook for c in all_claims if c.notebook and (smoke_root / "results" / f"{c.notebook}.json").is_file()}
@@ -709,7 +709,7 @@ def test_03_and_09_in_the_book_in_chromium(smoke_root, tmp_path):
     run filtered to its fixed questions, and notebook 09's σ, condition by condition, on the notebook's page and on
     an example page of its explorer."""
     from chromium import screenshots
-    from covlib.core import traces
+    from covlib import traces
     from teaching import book
 
     for stem in ("03_verify_and_edit_tables", "09_covrag_iterations"):

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from covlib.core import paths
+from covlib.runs import profiles
 
 
 def test_parameters_are_checked_by_name():
@@ -46,16 +47,11 @@ def _parameters_cell(source: str) -> tuple[dict[str, str], str]:
 def test_every_numeric_notebook_parameter_is_checked(notebook):
     names, derived = _parameters_cell(notebook.read_text(encoding="utf-8"))
     numeric = {n for n, t in names.items() if t in ("int", "float")}
-    derived = re.sub(r"^profiles\.check_input_file\([^\n]*\n", "", derived.lstrip(), flags=re.M)  # file checks first
-    door = re.match(r"\s*S = setup\((.*?)\)(?:  #[^\n]*)?\n", derived, flags=re.S)
-    if door:  # a paper's set-up door (covlib/papers/<paper>/notebook.py) checks what it is given before any work
-        assert numeric - set(re.findall(r"\w+=(\w+)", door.group(1))) == set(), f"{notebook.name}: not passed to setup"
-        return
-    calls = re.findall(r"profiles\.check_parameters\((.*?)\)\n", derived, flags=re.S)
-    checked = set(re.findall(r"(\w+)=", " ".join(calls))) | set(re.findall(r'"(\w+)":', " ".join(calls)))
-    listed = set(re.findall(r'profiles\.(?:split_list|choice)\("(\w+)"', derived))
-    assert numeric - checked - listed == set(), f"{notebook.name}: unchecked numeric parameters"
-    assert derived.lstrip().startswith("profiles.check_parameters("), "check before anything else runs"
+    door = re.match(r"\s*S = session\.start\((.*?)\)(?:  #[^\n]*)?\n", derived, flags=re.S)
+    assert door, f"{notebook.name}: the cell after the parameters opens the notebook through the one door"
+    passed = set(re.findall(r"(\w+)=\1\b", door.group(1)))
+    assert numeric - passed == set(), f"{notebook.name}: numeric parameters not given to the door"
+    assert numeric - set(profiles.PARAMETER_RULES) - {"n_refs"} == set(), "a numeric parameter without a rule"
 
 
 @pytest.mark.notebook
@@ -95,14 +91,18 @@ def test_a_missing_input_file_is_refused_before_the_run(tmp_path):
     profiles.check_input_file("ratings", str(tmp_path / "r.csv"))
     with pytest.raises(FileNotFoundError, match=r"ratings='/missing.csv': no such file \(checked before the run starts\)"):
         profiles.check_input_file("ratings", "/missing.csv")
-    source = (paths.code_root() / "notebooks" / "04_credibility_models.py").read_text()
-    assert source.index('profiles.check_input_file("ratings", ratings)') < source.index("S = setup(")
+    from covlib.papers.credibility.notebook import NOTEBOOKS
+    from covlib.runs import session
+
+    with pytest.raises(FileNotFoundError, match="ratings='/missing.csv'"):  # the door checks it before loading anything
+        session.resolve(NOTEBOOKS["04"], profile="smoke", ratings="/missing.csv")
 
 
 def test_a_judge_typo_is_refused_before_any_generation(monkeypatch):
     from covlib import nli
     from covlib.papers import credibility as C
     from covlib.papers.credibility import notebook
+    from covlib.runs import session
 
     assert nli.check_judge("overlap") == "overlap" and nli.check_judge("llm:foo") == "llm"
     assert nli.check_judge("owner/model") == "hub"
@@ -115,7 +115,7 @@ def test_a_judge_typo_is_refused_before_any_generation(monkeypatch):
     monkeypatch.setattr(C, "load_questions", reached)
     started = time.monotonic()
     with pytest.raises(ValueError, match="unknown judge 'overlapp'"):
-        notebook.setup(profile="smoke", judge="overlapp")
+        session.start(notebook.NOTEBOOKS["04"], profile="smoke", model="", models="", questions="", judge="overlapp")
     assert time.monotonic() - started < 5
 
 

@@ -199,6 +199,24 @@ def test_standard_and_cot_are_single_greedy_calls():
     assert [c[1:] for c in lm.generate_calls] == [(3, 1), (3, 1)] and lm.score_calls == [1]
 
 
+def test_a_run_returns_its_results_and_what_it_sent():
+    """A run is the list of its results plus what its one generate and one score call were: what its trace is
+    written from (`verify_edit.trace.write`)."""
+    lm = ScriptedLM({"Who wrote Book A?": [(" First, Bob. The answer is Bob.", -0.2)],
+                     "Where is Town B?": [(" First, Oslo.", -0.3)], "Who is D?": [(" Dan", -0.1)]})
+    std = P.run_standard(lm, _examples(), "hotpotqa", shots=SHOTS, max_new_tokens=16, progress=False)
+    assert isinstance(std, P.PromptRun) and isinstance(std, list) and len(std) == 3 and std[:1] == [std[0]]
+    assert (std.lm, std.method, std.dataset, std.shots, std.vote) == (lm, "standard", "hotpotqa", 2, "majority")
+    assert std.decoding == {"n": 1, "temperature": 0.0, "max_new_tokens": 16, "stop": ["\n"]} and std.scored == []
+    sc = P.run_cot_sc(lm, _examples(), "hotpotqa", n=3, temperature=0.5, seed=7, shots=SHOTS, vote="wang",
+                      progress=False)
+    assert sc.decoding == {"n": 3, "temperature": 0.5, "max_new_tokens": 96, "stop": list(P.COT_STOP), "seed": 7}
+    assert (sc.method, sc.vote) == ("cot_sc", "wang") and [r.finish_reasons for r in sc] == [["stop"] * 3] * 3
+    assert [(p, c) for _, p, c in sc.scored] == lm.scored  # what the one score call received
+    ((i, prefix, continuation),) = sc.scored  # only "Bob" parsed: one answer scored, after its rationale
+    assert i == 0 and prefix == sc[0].prompt + " First, Bob. The answer is" and continuation == " Bob."
+
+
 def test_fever_results_are_labels():
     lm = ScriptedLM({"The sky is green.": [(" First, the sky is blue. The answer is refutes.", -0.1),
                                            (" First, hm. The answer is SUPPORTS.", -0.2)]})

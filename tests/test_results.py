@@ -171,7 +171,7 @@ def test_plot_helpers_draw(out_root):
 
 
 def test_unreadable_recorded_metrics_name_the_file(tmp_path, monkeypatch):
-    from covlib.runs import results
+    from covlib.report import results
 
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
     (tmp_path / "results").mkdir()
@@ -184,7 +184,7 @@ def test_plot_of_empty_data_is_a_note_and_mismatched_lengths_an_error():
     import matplotlib
 
     matplotlib.use("Agg")
-    from covlib.runs import plotting
+    from covlib.report import plotting
 
     ax = plotting.kde_by_group([], [])
     assert [t.get_text() for t in ax.texts] == ["no values to plot"]

@@ -1,4 +1,4 @@
-"""The trace export to OpenInference spans in OTLP/JSON (covlib.runs.trace_export), and its POST to a collector."""
+"""The trace export to OpenInference spans in OTLP/JSON (covlib.traces.export), and its POST to a collector."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from covlib.core import traces
-from covlib.runs import trace_export
+from covlib import traces
+from covlib.traces import export as trace_export
 
 STEPS = [("Generate", "few-shot CoT, Appendix C"), ("Retrieve", "BM25 top-2"), ("Verify", "NLI entailment"),
          ("Answer log-prob", "the answer's log-probability")]
@@ -32,29 +32,26 @@ NO_PROTO = "opentelemetry-proto is not installed in this environment (arize-phoe
 
 @pytest.fixture
 def trace(tmp_path):
-    traces.start("03_verify_and_edit_tables", folder=tmp_path / "traces")
-    try:
-        with traces.open_run("verify_edit", "verify_edit", "CoT-SC + VE, HotpotQA", STEPS, {"n": 2, "seed": 0},
-                             model="smollm2", label="hotpotqa-bm25") as tr:
-            prompts = tr.prompts([f"{SHOTS}Q: question {i}?\nA:" for i in range(2)])
-            for i in range(2):
-                paths = [{"text": f"path {p} of {i}", "answer": "x"} for p in range(2)]
-                tr.write({"id": f"q{i}", "question": f"question {i}?", "gold": ["x"], "prediction": "x",
-                          "correct": 1.0, "flags": {"parse_failures": i}, "steps": [
-                              traces.step("Generate", {"question": f"question {i}?"}, {"paths": paths},
-                                          [traces.call("generate", f"k{i}-{p}", prompt=prompts[i], path=p)
-                                           for p in range(2)]),
-                              traces.step("Retrieve", {"query": "x?"}, {"ids": ["d1", "d2"]},
-                                          [traces.call("retrieve", None, query="x?", retriever="bm25", passages=[
-                                              {"rank": 1, "id": "d1", "title": "X", "score": 2.5, "text": "X is x."},
-                                              {"rank": 2, "id": "d2", "title": "Y", "score": 1.0, "text": "Y."}])]),
-                              traces.step("Verify", {}, {"entailed": True},
-                                          [traces.call("nli", "n1", metric="recall", fact=0, entailed=True)]),
-                              traces.step("Answer log-prob", {}, {"answer_logprob": -0.5},
-                                          [traces.call("score", "s1", prompt="Q: q?\nA:", continuation=" x.")])]})
-        yield traces.read(tr.path)
-    finally:
-        traces.stop()
+    tracer = traces.Tracer("03_verify_and_edit_tables", folder=tmp_path / "traces")
+    with tracer.open_run("verify_edit", "verify_edit", "CoT-SC + VE, HotpotQA", STEPS, {"n": 2, "seed": 0},
+                         model="smollm2", label="hotpotqa-bm25") as tr:
+        prompts = tr.prompts([f"{SHOTS}Q: question {i}?\nA:" for i in range(2)])
+        for i in range(2):
+            paths = [{"text": f"path {p} of {i}", "answer": "x"} for p in range(2)]
+            tr.write({"id": f"q{i}", "question": f"question {i}?", "gold": ["x"], "prediction": "x",
+                      "correct": 1.0, "flags": {"parse_failures": i}, "steps": [
+                          traces.step("Generate", {"question": f"question {i}?"}, {"paths": paths},
+                                      [traces.call("generate", f"k{i}-{p}", prompt=prompts[i], path=p)
+                                       for p in range(2)]),
+                          traces.step("Retrieve", {"query": "x?"}, {"ids": ["d1", "d2"]},
+                                      [traces.call("retrieve", None, query="x?", retriever="bm25", passages=[
+                                          {"rank": 1, "id": "d1", "title": "X", "score": 2.5, "text": "X is x."},
+                                          {"rank": 2, "id": "d2", "title": "Y", "score": 1.0, "text": "Y."}])]),
+                          traces.step("Verify", {}, {"entailed": True},
+                                      [traces.call("nli", "n1", metric="recall", fact=0, entailed=True)]),
+                          traces.step("Answer log-prob", {}, {"answer_logprob": -0.5},
+                                      [traces.call("score", "s1", prompt="Q: q?\nA:", continuation=" x.")])]})
+    yield traces.read(tr.path)
 
 
 def _spans(request: dict) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The trace format (covlib.core.traces) and its notebook views (covlib.runs.trace_view)."""
+"""The trace format (covlib.traces) and its notebook views (covlib.traces.view)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from covlib.core import traces
-from covlib.runs import trace_view
+from covlib import traces
+from covlib.traces import view as trace_view
 
 STEPS = [("Prompt", "few-shot prompt, Appendix C"), ("Sample reasoning paths", "n = 5 paths at temperature 0.7"),
          ("Vote", "the most consistent answer")]
@@ -19,10 +19,13 @@ SHOTS = "Q: who?\nA: First, x. The answer is x.\n" * 20  # a shared few-shot blo
 
 
 @pytest.fixture
-def folder(tmp_path):
-    target = traces.start("03_verify_and_edit_tables", folder=tmp_path / "traces")
-    yield target
-    traces.stop()
+def tracer(tmp_path):
+    return traces.Tracer("03_verify_and_edit_tables", folder=tmp_path / "traces")
+
+
+@pytest.fixture
+def folder(tracer):
+    return tracer.folder
 
 
 def _record(i: int, prompt, before: float, after: float, text: str = "x") -> dict:
@@ -32,8 +35,8 @@ def _record(i: int, prompt, before: float, after: float, text: str = "x") -> dic
                       traces.step("Vote", {}, {"votes": {text: 3}, "consistency": 3.0, "logprob": float("-inf")})]}
 
 
-def _write_run(n: int = 4, outcomes=((0, 1), (1, 0), (1, 1), (0, 0))) -> traces.Trace:
-    with traces.open_run("verify_edit", "verify_edit", "CoT-SC + VE, HotpotQA", STEPS, {"n": 5, "seed": 0},
+def _write_run(tracer: traces.Tracer, n: int = 4, outcomes=((0, 1), (1, 0), (1, 1), (0, 0))) -> traces.Trace:
+    with tracer.open_run("verify_edit", "verify_edit", "CoT-SC + VE, HotpotQA", STEPS, {"n": 5, "seed": 0},
                          model="smollm2", label="hotpotqa-bm25", compare=("CoT-SC", "CoT-SC + VE")) as tr:
         prompts = tr.prompts([f"{SHOTS}Q: question {i}?\nA:" for i in range(n)])
         for i in range(n):
@@ -42,8 +45,8 @@ def _write_run(n: int = 4, outcomes=((0, 1), (1, 0), (1, 1), (0, 0))) -> traces.
     return traces.read(tr.path)
 
 
-def test_a_run_round_trips_valid_with_its_shared_block_stored_once(folder):
-    trace = _write_run()
+def test_a_run_round_trips_valid_with_its_shared_block_stored_once(tracer, folder):
+    trace = _write_run(tracer)
     assert traces.validate(trace.path) == []
     assert trace.complete and trace.damaged == 0 and len(trace.records) == 4
     assert [r["index"] for r in trace.records] == [0, 1, 2, 3]
@@ -57,28 +60,31 @@ def test_a_run_round_trips_valid_with_its_shared_block_stored_once(folder):
     assert trace.path.parent == folder and trace.path.name.startswith("verify-edit-hotpotqa-bm25-")
 
 
-def test_the_same_run_again_replaces_its_file_and_start_empties_the_folder(folder, tmp_path):
-    first = _write_run().path
-    second = _write_run(n=2).path
+def test_the_same_run_again_replaces_its_file_and_start_empties_the_folder(tracer, folder, tmp_path):
+    first = _write_run(tracer).path
+    second = _write_run(tracer, n=2).path
     assert first == second and len(traces.read(second).records) == 2
-    traces.start("03_verify_and_edit_tables", folder=folder)
+    traces.Tracer("03_verify_and_edit_tables", folder=folder)
     assert traces.run_files(folder) == []
 
 
-def test_nothing_is_written_when_tracing_is_off(tmp_path):
-    traces.stop()
-    tr = traces.open_run("verify_edit", "cot", "CoT", STEPS, {})
-    assert not tr and tr.prompts(["a"]) == ["a"]
-    tr.write({"id": "x"})
-    tr.close()
-    assert not list(tmp_path.rglob("*.jsonl"))
+def test_tracing_keeps_no_state_outside_its_tracer(tmp_path):
+    """Two notebooks' tracers at once write each into its own folder: nothing module-wide decides where traces go."""
+    assert not any(hasattr(traces, name) for name in ("start", "stop", "active", "open_run", "NullWriter"))
+    a = traces.Tracer("01_consistency_kde", folder=tmp_path / "a")
+    b = traces.Tracer("02_threshold_ablation", folder=tmp_path / "b")
+    for tracer in (a, b, a):
+        with tracer.open_run("verify_edit", "cot", "CoT", STEPS, {"n": 1}) as tr:
+            tr.write(_record(0, "p", 0, 1))
+    assert [p.parent.name for p in (tmp_path / "a").glob("*.jsonl")] == ["a"]
+    assert traces.read_header(next((tmp_path / "b").glob("*.jsonl")))["notebook"] == "02_threshold_ablation"
 
 
-def test_outcomes_within_a_run_and_across_two_runs(folder):
-    trace = _write_run()
+def test_outcomes_within_a_run_and_across_two_runs(tracer, folder):
+    trace = _write_run(tracer)
     assert [o for _, _, o in traces.pairs(trace)] == ["fixed", "broken", "both right", "both wrong"]
     assert traces.count_outcomes(traces.pairs(trace)) == {"fixed": 1, "broken": 1, "both right": 1, "both wrong": 1}
-    with traces.open_run("credibility", "answer", "closed book", STEPS, {"refs": 0}) as tr:
+    with tracer.open_run("credibility", "answer", "closed book", STEPS, {"refs": 0}) as tr:
         for i in range(3):
             tr.write({**_record(i, "p", 0, 1.0), "correct": (0.8, 0.9, 0.0)[i]})
     closed = traces.read(tr.path)
@@ -94,8 +100,8 @@ def test_outcomes_within_a_run_and_across_two_runs(folder):
       "flags": {}, "steps": [{"name": "Prompt"}]}, "steps/0: 'inputs' is a required property"),
     ({"type": "mystery"}, "not a line of a trace (type 'mystery'"),
 ])
-def test_validate_names_the_bad_line(folder, bad, expected):
-    path = _write_run(n=1).path
+def test_validate_names_the_bad_line(tracer, folder, bad, expected):
+    path = _write_run(tracer, n=1).path
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:-1] + [json.dumps(bad), lines[-1]]) + "\n")
     problems = traces.validate(path)
@@ -114,9 +120,8 @@ def test_a_file_that_is_not_a_trace_or_of_another_version_is_refused(tmp_path):
 
 KILLED = """
 import sys, time
-from covlib.core import traces
-traces.start("09_covrag_iterations", folder=sys.argv[1])
-tr = traces.open_run("covrag", "cov_rag", "CoV-RAG", [("retrieve", "top-5")], {"k": 5})
+from covlib import traces
+tr = traces.Tracer("09_covrag_iterations", folder=sys.argv[1]).open_run("covrag", "cov_rag", "CoV-RAG", [("retrieve", "top-5")], {"k": 5})
 for i in range(1000):
     tr.write({"id": str(i), "question": "q", "gold": ["a"], "prediction": "a", "correct": 1.0, "flags": {},
               "steps": [traces.step("retrieve", {"query": "q"}, {"passages": ["p" * 200]})]})
@@ -141,8 +146,8 @@ def test_a_run_killed_mid_way_keeps_every_finished_record(tmp_path):
     assert [p for p in traces.validate(files[0]) if "not JSON" not in p] == []
 
 
-def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(folder):
-    trace = _write_run()
+def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(tracer, folder):
+    trace = _write_run(tracer)
     record = trace.records[0]
     record["prediction"] = "<script>alert('x')</script><img src=x onerror=alert(1)>"
     page = trace_view.example_html(trace, record)
@@ -158,8 +163,8 @@ def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(folder):
     assert view._repr_html_() == str(view) and "question 1?" in view
 
 
-def test_the_comparison_counts_and_filters_by_outcome(folder):
-    trace = _write_run(n=8)
+def test_the_comparison_counts_and_filters_by_outcome(tracer, folder):
+    trace = _write_run(tracer, n=8)
     page = trace_view.compare(trace)
     assert "<th>fixed</th><th>broken</th><th>both right</th><th>both wrong</th>" in page
     assert "<tr><td>2</td><td>2</td><td>2</td><td>2</td></tr>" in page
@@ -169,29 +174,29 @@ def test_the_comparison_counts_and_filters_by_outcome(folder):
         trace_view.compare(trace, outcome="improved")
 
 
-def test_runs_are_found_by_notebook_and_name(folder, monkeypatch):
-    _write_run()
+def test_runs_are_found_by_notebook_and_name(tracer, folder, monkeypatch):
+    _write_run(tracer)
     monkeypatch.setattr(traces, "folder_of", lambda notebook: folder)
     assert trace_view.load("03_verify_and_edit_tables", "hotpotqa").title == "CoT-SC + VE, HotpotQA"
     with pytest.raises(ValueError, match="0 runs of .* match 'fever'; its runs: verify-edit-hotpotqa-bm25"):
         trace_view.load("03_verify_and_edit_tables", "fever")
 
 
-def test_pick_finds_a_telling_example(folder):
-    trace = _write_run(n=4, outcomes=((1, 1), (0, 0), (1, 0), (0, 1)))
+def test_pick_finds_a_telling_example(tracer, folder):
+    trace = _write_run(tracer, n=4, outcomes=((1, 1), (0, 0), (1, 0), (0, 1)))
     assert trace_view.pick(trace) == "q3", "fixed first"
     assert trace_view.pick(trace, outcomes=("broken",)) == "q2"
     assert trace_view.pick(trace, outcomes=(), flag="parse_failures") == "q1"
     assert trace_view.pick(trace, outcomes=(), flag="fired") == "q0", "no such flag: the first example"
-    with traces.open_run("credibility", "cited answer", "closed book", STEPS, {}) as tr:
+    with tracer.open_run("credibility", "cited answer", "closed book", STEPS, {}) as tr:
         for i in range(4):
             tr.write({**_record(i, "p", 0, 1.0), "correct": 0.0})
     assert trace_view.pick(traces.read(tr.path), ("fixed",), b=trace) == "q0", "wrong closed-book, right after"
 
 
-def test_find_picks_a_run_by_its_header(folder, monkeypatch):
-    _write_run()
-    with traces.open_run("credibility", "cited answer", "closed book", STEPS, {"references": "closed-book"}, model="m"):
+def test_find_picks_a_run_by_its_header(tracer, folder, monkeypatch):
+    _write_run(tracer)
+    with tracer.open_run("credibility", "cited answer", "closed book", STEPS, {"references": "closed-book"}, model="m"):
         pass
     monkeypatch.setattr(traces, "folder_of", lambda notebook: folder)
     assert trace_view.find("06_knowledge_recall", method="cited answer", references="closed-book").title == "closed book"
@@ -204,8 +209,8 @@ def _lines_of(path) -> list[str]:
     return path.read_text().splitlines()
 
 
-def test_a_hostile_or_damaged_file_reads_as_what_the_views_can_show(folder):
-    path = _write_run(n=2).path
+def test_a_hostile_or_damaged_file_reads_as_what_the_views_can_show(tracer, folder):
+    path = _write_run(tracer, n=2).path
     head, prefix, first, second, end = _lines_of(path)
     bad = [json.dumps({**json.loads(first), "before": "x"}),                       # wrong shapes: skipped
            json.dumps({**json.loads(first), "gold": 3}),
@@ -221,16 +226,16 @@ def test_a_hostile_or_damaged_file_reads_as_what_the_views_can_show(folder):
     assert len(problems) == 7 and "lines after the end line" in problems[-1]
 
 
-def test_a_run_line_that_is_not_first_is_not_a_trace(folder):
-    path = _write_run(n=1).path
+def test_a_run_line_that_is_not_first_is_not_a_trace(tracer, folder):
+    path = _write_run(tracer, n=1).path
     lines = _lines_of(path)
     path.write_text("\n".join([lines[2], *lines[:2], *lines[3:]]) + "\n")
     with pytest.raises(ValueError, match="not a covlib trace"):
         traces.read(path)
 
 
-def test_a_line_separator_inside_a_text_stays_in_its_line(folder):
-    with traces.open_run("verify_edit", "cot", "CoT", STEPS, {}) as tr:
+def test_a_line_separator_inside_a_text_stays_in_its_line(tracer, folder):
+    with tracer.open_run("verify_edit", "cot", "CoT", STEPS, {}) as tr:
         tr.write({**_record(0, "p", 0, 1), "question": "a\u2028b\x85c"})
     raw = tr.path.read_text().replace("\\u2028", "\u2028").replace("\\u0085", "\x85")  # as a writer of raw UTF-8 would
     tr.path.write_text(raw)
@@ -238,27 +243,23 @@ def test_a_line_separator_inside_a_text_stays_in_its_line(folder):
     assert traces.validate(tr.path) == [] and traces.read(tr.path).records[0]["question"] == "a\u2028b\x85c"
 
 
-def test_repeated_ids_pair_as_find_shows_them_and_a_lost_prefix_says_so(folder):
-    with traces.open_run("verify_edit", "cot", "A", STEPS, {"a": 1}) as tr:
+def test_repeated_ids_pair_as_find_shows_them_and_a_lost_prefix_says_so(tracer, folder):
+    with tracer.open_run("verify_edit", "cot", "A", STEPS, {"a": 1}) as tr:
         tr.write({**_record(0, {"prefix": "p-gone", "text": "Q: x"}, 0, 0.0), "id": "x", "prediction": "first"})
         tr.write({**_record(1, "p", 0, 1.0), "id": "x", "prediction": "second"})
     a = traces.read(tr.path)
-    with traces.open_run("verify_edit", "cot", "B", STEPS, {"b": 1}) as tr:
+    with tracer.open_run("verify_edit", "cot", "B", STEPS, {"b": 1}) as tr:
         tr.write({**_record(0, "p", 0, 1.0), "id": "x"})
     (before, _, outcome), = traces.pairs(a, traces.read(tr.path))
     assert before is a.find("x") and before["prediction"] == "first" and outcome == "fixed"
     assert a.prompt_text(a.records[0]["steps"][0]["calls"][0]["prompt"]) == "[shared block p-gone missing from the file]\nQ: x"
 
 
-def test_start_checks_the_name_and_empties_only_trace_files(tmp_path):
+def test_a_tracer_checks_the_name_and_empties_only_trace_files(tmp_path):
     keep = tmp_path / "notes.jsonl"
     keep.write_text('{"mine": true}\n')
     with pytest.raises(ValueError, match="a notebook name like"):
-        traces.start("../../etc", folder=tmp_path)
-    traces.start("03_verify_and_edit_tables", folder=tmp_path)
-    try:
-        old = _write_run(n=1).path
-        traces.start("03_verify_and_edit_tables", folder=tmp_path)
-        assert keep.exists() and not old.exists()
-    finally:
-        traces.stop()
+        traces.Tracer("../../etc", folder=tmp_path)
+    old = _write_run(traces.Tracer("03_verify_and_edit_tables", folder=tmp_path), n=1).path
+    traces.Tracer("03_verify_and_edit_tables", folder=tmp_path)
+    assert keep.exists() and not old.exists()

@@ -1,15 +1,21 @@
-"""Verify-and-Edit's traces on a scripted LM: the Standard / CoT / CoT-SC runs and Algorithm 1 (verify_and_edit,
-compute_edits) write one record per example with the paper's steps, the prompts the LM received, and its cache keys."""
+"""Verify-and-Edit's traces on a scripted LM: written by `trace.write` from what the Standard / CoT / CoT-SC runs and
+Algorithm 1 (verify_and_edit, compute_edits) return, one record per example with the paper's steps, the prompts the
+LM received, and its cache keys."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import json
+
 import pytest
 
-from covlib.core import traces
+from covlib import traces
 from covlib.core.records import Passage
 from covlib.papers import verify_edit as V
 from covlib.papers.verify_edit import cot as P
 from covlib.papers.verify_edit import knowledge as K
+from covlib.papers.verify_edit import method as M
 from covlib.papers.verify_edit import trace as T
 from covlib.retrieval import BM25Retriever, top_sentences
 from scripted import KeyedGenerator
@@ -26,10 +32,13 @@ def KeyedLM(**kw) -> KeyedGenerator:
 
 
 @pytest.fixture
-def folder(tmp_path):
-    target = traces.start(NOTEBOOK, folder=tmp_path / "traces")
-    yield target
-    traces.stop()
+def tracer(tmp_path):
+    return traces.Tracer(NOTEBOOK, folder=tmp_path / "traces")
+
+
+@pytest.fixture
+def folder(tracer):
+    return tracer.folder
 
 
 def _one(folder, part: str) -> traces.Trace:
@@ -47,9 +56,10 @@ def _received(lm, desc: str) -> list[str]:
     return [p for d, prompts, _ in lm.calls if d.startswith(desc) for p in prompts]
 
 
-def test_cot_sc_trace(folder):
+def test_cot_sc_trace(tracer, folder):
     lm = KeyedLM()
     results = P.run_cot_sc(lm, _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+    T.write(tracer, results)
     trace = _one(folder, "cot-sc-2wikimultihop")
     assert trace.complete and trace.title == "CoT-SC (n=5), 2WikiMultihop"
     assert [s["name"] for s in trace.header["steps"]] == PROMPTING
@@ -85,9 +95,10 @@ def test_cot_sc_trace(folder):
 
 
 @pytest.mark.parametrize("run, part", [(P.run_standard, "standard-hotpotqa"), (P.run_cot, "cot-hotpotqa")])
-def test_greedy_runs_have_one_path(folder, run, part):
+def test_greedy_runs_have_one_path(tracer, folder, run, part):
     lm = KeyedLM(score=-0.5)
     results = run(lm, _examples(), "hotpotqa", shots=SHOTS, progress=False)
+    T.write(tracer, results)
     trace = _one(folder, part)
     assert trace.complete and len(trace.records) == len(results)
     for rec, res in zip(trace.records, results):
@@ -103,18 +114,19 @@ def _cot_sc():
     return P.run_cot_sc(KeyedLM(), _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
 
 
-def test_verify_and_edit_trace(folder):
+def test_verify_and_edit_trace(tracer, folder):
     results = _cot_sc()
     lm = KeyedLM()
     records = V.verify_and_edit(lm, results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N, shots=SHOTS,
                                 encoder=ENCODER, progress=False)
+    T.write(tracer, records)
     trace = _one(folder, "verify-edit-2wikimultihop-dataset")
     assert trace.complete and trace.title == "CoT-SC + Verify-and-Edit, 2WikiMultihop, Dataset"
     assert trace.header["compare"] == {"before": "CoT-SC", "after": "CoT-SC + VE"}
     assert [s["name"] for s in trace.header["steps"]] == EDIT and trace.header["params"]["threshold"] == 3
     assert sorted(r["id"] for r in trace.records) == sorted(r.id for r in records)
     by_id = {r["id"]: r for r in trace.records}
-    assert [r["id"] for r in trace.records[:2]] == ["q2", "q3"]  # left as-is: written before any edit is made
+    assert [r["id"] for r in trace.records[:2]] == ["q2", "q3"]  # left as-is: written before the edited ones
     vq, va, again = _received(lm, "verifying questions"), _received(lm, "verifying answers"), _received(lm, "answering")
     for ve, res in zip(records, results):
         rec = by_id[ve.id]
@@ -152,12 +164,17 @@ def test_verify_and_edit_trace(folder):
     assert traces.count_outcomes(traces.pairs(trace)) == {"fixed": 2, "broken": 0, "both right": 2, "both wrong": 0}
 
 
-def test_compute_edits_trace_says_which_thresholds_edit(folder):
+def test_compute_edits_trace_says_which_thresholds_edit(tracer, folder):
     results = _cot_sc()
     edits = V.compute_edits(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), max_threshold=N + 1,
                             consistency="majority", shots=SHOTS, encoder=ENCODER, progress=False)
+    T.write(tracer, edits)
     trace = _one(folder, "compute-edits-2wikimultihop-dataset")
     assert trace.complete and "threshold sweep" in trace.title and len(edits) == 4
+    assert trace.header["params"] == {
+        "dataset": "2wikimultihop", "knowledge": "Dataset (own paragraphs)", "source": "dataset",
+        "consistency": "majority", "top_k": 3, "vq_max_new_tokens": 40, "va_max_new_tokens": 64,
+        "answer_max_new_tokens": 24, "n": N, "threshold": N + 1, "shots": len(SHOTS)}
     by_id = {r["id"]: r for r in trace.records}
     assert {i: by_id[i]["flags"]["lowest_edit_threshold"] for i in by_id} == {"q1": 4, "q2": 3, "q3": 6, "q4": 1}
     assert _steps(by_id["q2"])["Consistency check"]["outputs"]["edited at thresholds"] == [3, 4, 5, 6]
@@ -165,28 +182,93 @@ def test_compute_edits_trace_says_which_thresholds_edit(folder):
     assert by_id["q4"]["prediction"] == edits["q4"].answer == "Dan" and by_id["q4"]["before"]["prediction"] is None
 
 
-def test_nothing_is_written_when_tracing_is_off(tmp_path):
-    traces.stop()
+def test_nothing_is_written_without_a_tracer(tmp_path):
     results = _cot_sc()
-    P.run_standard(KeyedLM(), _examples(), "hotpotqa", shots=SHOTS, progress=False)
-    V.verify_and_edit(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N, shots=SHOTS,
-                      encoder=ENCODER, progress=False)
-    assert traces.active() is None and not list(tmp_path.rglob("*.jsonl"))
+    standard = P.run_standard(KeyedLM(), _examples(), "hotpotqa", shots=SHOTS, progress=False)
+    records = V.verify_and_edit(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N,
+                                shots=SHOTS, encoder=ENCODER, progress=False)
+    for result in (results, standard, records, records.edits):
+        T.write(None, result)
+    assert not list(tmp_path.rglob("*.jsonl"))
+    with pytest.raises(TypeError, match="no Verify-and-Edit trace"):
+        T.write(traces.Tracer(NOTEBOOK, folder=tmp_path / "traces"), list(records))  # a plain list says nothing
 
 
-def test_an_interrupted_run_keeps_its_finished_records(folder):
+def test_a_failed_run_leaves_no_file_and_the_methods_write_none(tracer, folder):
+    """The methods write no trace (the file is written from what they return), so a run that fails leaves no
+    half-written file: the rerun (its model calls cached) writes the whole one."""
     results = _cot_sc()
-    for path in traces.run_files(folder):
-        path.unlink()
     with pytest.raises(RuntimeError, match="verifying answers"):
         V.verify_and_edit(KeyedLM(fail="verifying answers"), results, _examples(), "2wikimultihop",
                           K.DatasetKnowledge(), n=N, shots=SHOTS, encoder=ENCODER, progress=False)
-    trace = _one(folder, "verify-edit")
-    assert not trace.complete and [r["id"] for r in trace.records] == ["q2", "q3"]  # the examples left as-is
     with pytest.raises(RuntimeError, match="answer log-probs"):
         P.run_cot_sc(KeyedLM(fail="answer log-probs"), _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
-    trace = _one(folder, "cot-sc")
-    assert not trace.complete and trace.records == []
+    records = V.verify_and_edit(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N,
+                                shots=SHOTS, encoder=ENCODER, progress=False)
+    assert traces.run_files(folder) == []  # called with no tracer: nothing anywhere
+    T.write(tracer, records)
+    trace = _one(folder, "verify-edit")
+    assert trace.complete and len(trace.records) == len(records)
+
+
+def test_the_methods_import_no_trace_code():
+    """Algorithm 1 and the prompting runs know nothing of traces: no import of `covlib.traces` or of the paper's
+    `trace` module in `method` or `cot`."""
+    for module in (M, P):
+        tree = ast.parse(inspect.getsource(module))
+        names = [a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names]
+        names += [f"{node.module}.{a.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                  for a in node.names]
+        assert not [n for n in names if "trace" in n], (module.__name__, names)
+
+
+def test_the_results_carry_what_the_lm_received():
+    """What a trace is written from is in the result: the prompts and decoding settings of every batched call."""
+    lm = KeyedLM()
+    results = P.run_cot_sc(lm, _examples(), "2wikimultihop", n=N, shots=SHOTS, progress=False)
+    assert isinstance(results, P.PromptRun) and results.lm is lm and results.method == "cot_sc"
+    ((_, sent, _),) = [c for c in lm.calls if c[0].startswith("CoT-SC")]
+    assert [r.prompt for r in results] == list(sent)
+    assert results.decoding == {"n": N, "temperature": 0.7, "max_new_tokens": 96, "stop": list(P.COT_STOP), "seed": 0}
+    assert [(p, c) for _, p, c in results.scored] == [pair for pair in lm.scored]
+    assert all(len(r.finish_reasons) == N for r in results)
+    lm = KeyedLM()
+    records = V.verify_and_edit(lm, results, _examples(), "2wikimultihop", K.DatasetKnowledge(), n=N, shots=SHOTS,
+                                encoder=ENCODER, progress=False)
+    steps = records.edits.steps
+    assert isinstance(records, M.VERecords) and isinstance(records.edits, M.Edits) and steps.method == "verify_edit"
+    assert steps.vq_prompts == _received(lm, "verifying questions")
+    assert steps.va_prompts == _received(lm, "verifying answers")
+    assert steps.reanswer_prompts == _received(lm, "answering again")
+    assert list(zip([steps.reanswer_prompts[i] for i in steps.scored], steps.score_continuations)) == lm.scored
+    assert steps.vq_decoding == {"n": 1, "temperature": 0.0, "max_new_tokens": 40, "stop": ["\n"]}
+    assert [[s for s, _ in row] for row in steps.ranked] == [t for e in records.edits.values() for t in e.retrieved]
+    assert list(records.edits) == [r.id for r in records if r.edited]
+
+
+def _lines(path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        for moving in ("started", "finished", "commit"):
+            obj.pop(moving, None)
+        out.append(obj)
+    return out
+
+
+def test_writing_one_result_twice_gives_the_same_file(tmp_path):
+    results = _cot_sc()
+    edits = V.compute_edits(KeyedLM(), results, _examples(), "2wikimultihop", K.DatasetKnowledge(), shots=SHOTS,
+                            encoder=ENCODER, progress=False)
+    files = []
+    for name in ("a", "b"):
+        tracer = traces.Tracer(NOTEBOOK, folder=tmp_path / name)
+        T.write(tracer, results)
+        T.write(tracer, edits)
+        files.append(sorted(traces.run_files(tracer.folder)))
+    assert [p.name for p in files[0]] == [p.name for p in files[1]] and len(files[0]) == 2
+    for a, b in zip(*files):
+        assert _lines(a) == _lines(b)
 
 
 def test_knowledge_kinds_name_the_files():

@@ -215,7 +215,7 @@ def test_interval_plot_helpers():
     import pandas as pd
     from matplotlib.collections import LineCollection, PolyCollection
 
-    from covlib.runs import plotting
+    from covlib.report import plotting
 
     fig, (a, b, c) = plt.subplots(1, 3)
     ours = pd.DataFrame({"row": ["CoT", "VE", "SC"], "EM": [30.0, 40.0, 20.0], "lo": [20.0, 35.0, float("nan")],

@@ -356,3 +356,31 @@ class Cache:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def cached_batch(cache: Cache, jobs: Iterable[tuple[str, Any]],
+                 compute: Callable[[dict[str, Any]], Iterable[dict[str, Any]]], shape: Shape | None = None) -> dict[str, Any]:
+    """Every job's value by its key: those `cache` holds are read, and the misses go to one call of `compute`.
+
+    `jobs` are (key, job) pairs; `compute` gets the missing ones as {key: job} (each key once, with its first job,
+    in order) and yields {key: value} batches, each stored and committed as it comes: a killed run keeps them and
+    the next one computes only the rest. A read-only cache refuses before `compute` runs. `shape` checks what is read.
+    """
+    jobs = list(jobs)
+    found = cache.get_many((key for key, _ in jobs), shape=shape)
+    todo: dict[str, Any] = {}
+    for key, job in jobs:
+        if key not in found:
+            todo.setdefault(key, job)
+    if todo:
+        cache.require_writable(len(todo))
+        batches = compute(todo)
+        try:
+            for new in batches:
+                cache.put_many(new)
+                found.update(new)
+        finally:  # a generator left part-way (an error while storing) stops now, not when it is collected
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+    return found

@@ -2,7 +2,7 @@
 
 Each paper package declares its claims (`covlib.papers.<paper>.claims.CLAIMS`) and records its
 notebooks' estimates with that module's `estimate` / `untestable` / `same_as` / `record` (a
-`ClaimSet`); the claims ledger (`covlib.runs.claims`) reads them with the estimates recorded. Declared
+`ClaimSet`); the claims ledger (`covlib.report.claims`) reads them with the estimates recorded. Declared
 before any run, so that the verdict comes from one pre-declared comparison: `primary` names the
 paper's headline setting, every other scope a notebook records is a secondary row.
 """

@@ -6,6 +6,10 @@
 | `"owner/name"`, `"/a/model/folder"`     | any transformers causal LM, in process (CPU, CUDA)  | `covlib.generation.decoder`    |
 | `"openai:<model>@<base_url>"`           | an OpenAI-compatible server                         | `covlib.generation.endpoint`   |
 
+Both backends get `generate` and `score` through the cache from `covlib.generation.cached`. The in-process one is
+split by job: `decoder` (the `LM` class), `loading` (weights, adapter, device), `decoding` (the batched loop),
+`sampling` (next token, stopping) and `scoring` (continuation log-probabilities).
+
 `python -m covlib.generation` converts the embedded model once (what `make env` runs).
 """
 
@@ -18,9 +22,10 @@ from covlib.core import paths
 from covlib.core.cache import fingerprint_dir
 from covlib.generation.base import (Completion, Generator, call_keys, check_decoding, check_pairs, check_prompts,
                                     first_stop, from_cache, sample_seed, score_keys)
-from covlib.generation.decoder import LM, default_device
+from covlib.generation.decoder import LM
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.endpoint import EndpointLM
+from covlib.generation.loading import default_device
 from covlib.generation.spec import ENDPOINT_PREFIX, is_endpoint
 
 __all__ = ["Completion", "Generator", "LM", "EndpointLM", "ENDPOINT_PREFIX", "EMBEDDED_MODEL", "EMBEDDED_NAME",

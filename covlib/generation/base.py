@@ -131,8 +131,6 @@ def sample_seed(seed: int, prompt: str, sample: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-
-
 def call_keys(lm: Any, prompts: Sequence[str], **decoding: Any) -> list[list[str | None]]:
     """The cache keys of `lm.generate(prompts, **decoding)`, per prompt (one per distinct sample); [None] per prompt
     from a generator that does not say its keys."""
@@ -144,15 +142,3 @@ def score_keys(lm: Any, prompts: Sequence[str], continuations: Sequence[str], ch
     """The cache keys of `lm.score(prompts, continuations)`; None per pair from a generator that does not say them."""
     keys = getattr(lm, "score_keys", None)
     return keys(prompts, continuations, chat=chat) if keys else [None for _ in prompts]
-
-
-def top_p_filter(probs, top_p: float):
-    """Nucleus filtering: keep the most probable tokens whose probabilities sum to `top_p`, renormalised."""
-    import torch
-
-    sorted_p, order = torch.sort(probs, descending=True, dim=-1)
-    cum = sorted_p.cumsum(-1)
-    drop = cum - sorted_p > top_p
-    sorted_p = sorted_p.masked_fill(drop, 0.0)
-    filtered = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    return filtered / filtered.sum(-1, keepdim=True)

@@ -37,19 +37,19 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from covlib.core import paths
-from covlib.core.cache import Cache, completion_shape, make_key, number_shape
-from covlib.generation.base import (Completion, check_decoding, check_pairs, check_prompts, first_stop, from_cache,
-                       sample_seed)
+from covlib.core.cache import Cache, make_key
+from covlib.generation.base import Completion, first_stop, sample_seed
+from covlib.generation.cached import CachedGenerator
 from covlib.generation.http import (EndpointError, Stopped, api_key, only_choice, request_timeout, retryable,
                                     server_message)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
 DEFAULT_CONCURRENCY = 8
 
-class EndpointLM:
+class EndpointLM(CachedGenerator):
     """An OpenAI-compatible server as a `covlib.generation.base.Generator`; build it with `load_lm("openai:<model>@<url>")`."""
 
     def __init__(self, model: str, base_url: str, *, concurrency: int | None = None, timeout: float | None = None,
@@ -139,51 +139,15 @@ class EndpointLM:
         return [[self._key("generate", chat=chat, prompt=p, sample=i, **decoding) for i in range(n_distinct)]
                 for p in prompts]
 
-    def cache_keys(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
-                   max_new_tokens: int = 128, stop: str | Sequence[str] = (), seed: int = 0,
-                   chat: bool = False) -> list[list[str]]:
-        """The cache keys `generate` reads for these arguments: one per distinct sample (greedy: one) per prompt."""
-        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                  stop=stop, seed=seed)
-        return self._generate_keys(list(prompts), 1 if decoding["temperature"] == 0 else n, decoding, chat)
+    def _generate_missing(self, todo: dict[str, tuple[str, int]], samples: dict[str, list[str]], decoding: dict,
+                          chat: bool, progress: bool, desc: str) -> Iterator[dict[str, Any]]:
+        return self._run(todo, lambda job: asdict(self._complete(job[0], job[1], decoding, chat)), progress, desc)
 
-    def score_keys(self, prompts: Sequence[str], continuations: Sequence[str], *, chat: bool = False) -> list[str]:
-        """The cache keys `score` reads for these pairs."""
-        return [self._key("score", prompt=p, continuation=c) for p, c in zip(prompts, continuations)]
-
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        max_new_tokens: int = 128,
-        stop: str | Sequence[str] = (),
-        seed: int = 0,
-        chat: bool = False,
-        progress: bool = True,
-        desc: str = "generate",
-    ) -> list[list[Completion]]:
-        """`n` completions for each prompt (greedy when temperature is 0), from cache where possible."""
-        prompts = check_prompts(prompts, "generate")
-        decoding = check_decoding(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                  stop=stop, seed=seed)
-        greedy = decoding["temperature"] == 0
-        n_distinct = 1 if greedy else n
-        keys = self._generate_keys(prompts, n_distinct, decoding, chat)
-        found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
-        todo = {k: (p, i) for p, ks in zip(prompts, keys) for i, k in enumerate(ks) if k not in found}
-        if todo:
-            self.cache.require_writable(len(todo))
-            self._run(todo, lambda job: asdict(self._complete(job[0], job[1], decoding, chat)), progress, desc)
-            found = self.cache.get_many((k for ks in keys for k in ks), shape=completion_shape)
-        return from_cache(found, keys, n)
-
-    def _run(self, todo: dict[str, Any], work: Callable[[Any], Any], progress: bool, desc: str) -> None:
-        """`work(job)` for every job, `concurrency` at a time; each result is committed to the cache as it arrives.
-        On the first error, requests not yet sent are cancelled, those in flight finish (their results kept), and
-        the error is raised."""
+    def _run(self, todo: dict[str, Any], work: Callable[[Any], Any], progress: bool,
+             desc: str) -> Iterator[dict[str, Any]]:
+        """`work(job)` for every job, `concurrency` at a time; each result is yielded as {key: result} as it arrives
+        (`cached_batch` commits it). On the first error, requests not yet sent are cancelled, those in flight finish
+        (their results kept), and the error is raised."""
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="request")
@@ -211,7 +175,7 @@ class EndpointLM:
                         if error is None or isinstance(error, Stopped):  # raise the error that stopped the run
                             error = future.exception()
                         continue
-                    self.cache.put(key, future.result())  # committed now: a crash after this loses nothing
+                    yield {key: future.result()}  # committed before the next: a crash after this loses nothing
                     bar.update(1)
                 if error is not None:  # in-flight requests finish (kept); the rest are not sent
                     for future in pending:
@@ -284,36 +248,22 @@ class EndpointLM:
             warnings.warn(message, stacklevel=3)
 
     # ---------------------------------------------------------------- scoring
-    def score(
-        self,
-        prompts: Sequence[str],
-        continuations: Sequence[str],
-        *,
-        chat: bool = False,
-        progress: bool = True,
-        desc: str = "score",
-    ) -> list[float]:
-        """Total log-probability of each continuation given its prompt, from the server's echoed prompt
-        log-probabilities (cached)."""
-        prompts, continuations = check_pairs(prompts, continuations)
+    def _score_texts(self, prompts: Sequence[str], chat: bool, desc: str) -> list[str]:
         if chat:
             raise EndpointError(f"{desc}: score(chat=True) is not available from {self.name}: an OpenAI-compatible "
                                 "server scores raw text only (echo=true on /completions); use chat=False")
-        keys = self.score_keys(prompts, continuations)
-        found = self.cache.get_many(keys, shape=number_shape)
-        todo = {k: (p, c) for p, c, k in zip(prompts, continuations, keys) if k not in found}
-        if todo:
-            self.cache.require_writable(len(todo))
-            try:
-                self._check_echo(desc)
-                self._run(todo, lambda job: self._score_one(job[0], job[1], desc), progress, desc)
-            except EndpointError as err:
-                if str(err).startswith(desc):
-                    raise
-                raise EndpointError(f"{desc} needs prompt log-probabilities (score: echo=true on /completions), "
-                                    f"and {self.name} failed to give them: {err}") from None
-            found = self.cache.get_many(keys, shape=number_shape)
-        return [float(found[k]) for k in keys]
+        return list(prompts)
+
+    def _score_missing(self, todo: dict[str, tuple[str, str]], progress: bool, desc: str) -> Iterator[dict[str, float]]:
+        """`score`'s misses from the server's echoed prompt log-probabilities (checked once per object first)."""
+        try:
+            self._check_echo(desc)
+            yield from self._run(todo, lambda job: self._score_one(job[0], job[1], desc), progress, desc)
+        except EndpointError as err:
+            if str(err).startswith(desc):
+                raise
+            raise EndpointError(f"{desc} needs prompt log-probabilities (score: echo=true on /completions), "
+                                f"and {self.name} failed to give them: {err}") from None
 
     def _check_echo(self, desc: str) -> None:
         """Once per object: the echoed log-probability of a token must equal the one the server gives when it

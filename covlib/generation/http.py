@@ -1,5 +1,8 @@
-"""What the HTTP backend says to and reads from a server: which key goes where, how long a request may wait, which
-statuses are retried, errors with every key masked, and the one choice of a reply checked."""
+"""What the HTTP backend says to and reads from a server: API keys, timeouts, retries, masked errors, reply checks.
+
+Which key goes where, how long a request may wait, which statuses are retried, errors with every key masked, and the
+one choice of a reply checked.
+"""
 
 from __future__ import annotations
 

@@ -87,6 +87,19 @@ def _publish(out_dir: Path, work: Path, info: dict[str, Any], save: Any) -> None
     shutil.rmtree(work, ignore_errors=True)
 
 
+def _save_adapter(model: Any, tokenizer: Any, folder: Path) -> None:
+    """The adapter and its tokenizer, with adapter_config.json's `target_modules` in sorted order: peft writes them
+    from a set, in an order that changes with the process's hash seed, and the config is part of the adapter's
+    fingerprint, so the same weights would otherwise miss every cached call of the run before."""
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    config = folder / "adapter_config.json"
+    settings = json.loads(config.read_text())
+    if isinstance(settings.get("target_modules"), list):
+        settings["target_modules"] = sorted(settings["target_modules"])
+        config.write_text(json.dumps(settings, indent=2, sort_keys=True))
+
+
 def _data_hash(items: Sequence[Any]) -> str:
     return hashlib.sha256(json.dumps(list(items), ensure_ascii=False).encode()).hexdigest()
 
@@ -345,7 +358,7 @@ def fine_tune_lora(
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "torch": torch.__version__, "device": "cuda" if cuda else "cpu",
     })
-    _publish(out_dir, work, info, lambda tmp: (model.save_pretrained(str(tmp)), tokenizer.save_pretrained(str(tmp))))
+    _publish(out_dir, work, info, lambda tmp: _save_adapter(model, tokenizer, tmp))
     return info
 
 

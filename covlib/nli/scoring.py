@@ -8,11 +8,11 @@ decision f in {0, 1}: the argmax, P(entailment) > 0.5 for a two-label judge, or 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from covlib.core.cache import Cache, make_key, probabilities_shape
+from covlib.core.cache import Cache, cached_batch, make_key, probabilities_shape
 from covlib.core.records import text_list
 from covlib.nli.base import EMPTY_PAIR, LABELS, Judge, two_label
 from covlib.nli.registry import get_judge
@@ -41,6 +41,23 @@ def pair_keys(premises: Sequence[str], hypotheses: Sequence[str], judge: Judge |
             for p, h in zip(premises, hypotheses)]
 
 
+def _judge_missing(judge: Judge, todo: dict[str, tuple[str, str]], progress: bool) -> Iterator[dict[str, list[float]]]:
+    """The judge's probabilities for the pairs of `todo` (by cache key), `CHUNK` at a time, as {key: [3 floats]}."""
+    pending = list(todo.items())
+    starts = range(0, len(pending), CHUNK)
+    if progress and len(pending) > CHUNK:
+        try:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"NLI ({judge.name})", unit="batch")
+        except ImportError:
+            pass
+    for start in starts:
+        chunk = pending[start : start + CHUNK]
+        probs = _check_probs(judge.probabilities([p for _, (p, _) in chunk], [h for _, (_, h) in chunk]), len(chunk), judge)
+        yield {key: [float(x) for x in row] for (key, _), row in zip(chunk, probs)}
+
+
 def probabilities(
     premises: Sequence[str],
     hypotheses: Sequence[str],
@@ -54,29 +71,10 @@ def probabilities(
     judge = get_judge(judge)
     keys = pair_keys(premises, hypotheses, judge)
     cache = Cache(table=CACHE_TABLE)
-    found = cache.get_many(keys, shape=probabilities_shape)
-    todo: dict[str, tuple[str, str]] = {}
-    for key, p, h in zip(keys, premises, hypotheses):
-        if not p.strip() or not h.strip():
-            found[key] = list(EMPTY_PAIR)  # nothing entails or is entailed by an empty text; the judge is not asked
-        elif key not in found:
-            todo.setdefault(key, (p, h))
-    pending = list(todo.items())
-    cache.require_writable(len(pending))
-    starts = range(0, len(pending), CHUNK)
-    if progress and len(pending) > CHUNK:
-        try:
-            from tqdm.auto import tqdm
-
-            starts = tqdm(starts, desc=f"NLI ({judge.name})", unit="batch")
-        except ImportError:
-            pass
-    for start in starts:
-        chunk = pending[start : start + CHUNK]
-        probs = _check_probs(judge.probabilities([p for _, (p, _) in chunk], [h for _, (_, h) in chunk]), len(chunk), judge)
-        new = {key: [float(x) for x in row] for (key, _), row in zip(chunk, probs)}
-        cache.put_many(new)
-        found.update(new)
+    empty = {key for key, p, h in zip(keys, premises, hypotheses) if not p.strip() or not h.strip()}
+    jobs = ((key, (p, h)) for key, p, h in zip(keys, premises, hypotheses) if key not in empty)
+    found = cached_batch(cache, jobs, lambda todo: _judge_missing(judge, todo, progress), probabilities_shape)
+    found.update((key, list(EMPTY_PAIR)) for key in empty)  # nothing entails or is entailed by an empty text
     cache.close()
     return np.array([found[k] for k in keys], dtype=float).reshape(len(keys), 3)
 

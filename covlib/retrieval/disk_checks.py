@@ -1,5 +1,8 @@
-"""Is a disk index whole? Its arrays opened with the damage named, its passage maps checked against meta.json, and
-one build of an index at a time."""
+"""Whether a disk index is whole: its arrays and passage maps checked, and one build of an index at a time.
+
+Its arrays are opened with the damage named, its passage maps checked against meta.json, and a lock lets one build
+of an index run at a time.
+"""
 
 from __future__ import annotations
 

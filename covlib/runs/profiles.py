@@ -13,9 +13,9 @@ edit. `check_parameters` checks them by name against `PARAMETER_RULES` before an
 and `split_list` reads a comma-separated parameter against its allowed values; both raise one
 ValueError naming every bad parameter, its value and what is allowed.
 
-What the cpu and smoke profiles cut, per paper, is plain data in `CAPS`, read by `capped`; `model_list` turns a
-notebook's `model` / `models` parameters into the models it compares, and `load_model(s)` loads them ('' is the
-default: the embedded model, no adapter, cuda when available).
+What the cpu and smoke profiles cut is plain data in each notebook's spec, applied by `capped_by`; `model_list` turns
+a notebook's `model` / `models` parameters into the models it compares ('' is the embedded model). The one door
+that reads all of it is `covlib.runs.session.start`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from covlib import generation
-from covlib.generation import Generator
 
 T = TypeVar("T")
 PROFILES = ("full", "cpu", "smoke")
@@ -85,29 +83,10 @@ def pick(profile: str, full: T, cpu: T | None = None, smoke: T | None = None) ->
     return full if value is None else value
 
 
-# What the cpu and smoke profiles do to a notebook parameter (the full profile keeps the paper's settings), per paper:
+# What the cpu and smoke profiles do to a notebook parameter is data in each notebook's spec (`covlib.runs.session`):
 # a plain value replaces the parameter; ("at most", x) / ("at least", x) bound it; ("if unset", x) replaces -1
-# ("by epochs"); ("among", xs) keeps the given values that are in xs (all of them when none is).
-CAPS: dict[str, dict[str, dict[str, Any]]] = {
-    "credibility": {  # notebooks 04-07; `sizes` is notebook 05's n_refs sweep, `cap` / `k_initial` notebook 07's
-        "cpu": {"n_questions": ("at most", 20), "max_new_tokens": ("at most", 96), "sizes": ("among", (2, 5, 10))},
-        "smoke": {"n_questions": 8, "max_new_tokens": 32, "sizes": [2, 5], "cap": ("at most", 6),
-                  "k_initial": ("at most", 3)},
-    },
-    "covrag": {  # notebooks 08-09
-        "cpu": {"n_per_dataset": ("at most", 20), "max_new_tokens": ("at most", 48), "verify_tokens": ("at most", 128)},
-        "smoke": {"n_per_dataset": 4, "k": ("at most", 2), "max_new_tokens": 24, "verify_tokens": 48},
-    },
-    "covrag-finetune": {  # notebooks 10-11: the same sizes, so 11 ranks 10's test questions with 10's cached answers
-        "cpu": {"n_train": ("at most", 32), "n_test": ("at most", 5), "n_per_dataset": ("at most", 5),
-                "max_steps": ("if unset", 8), "batch_size": 2, "learning_rate": ("at least", 1e-3),
-                "max_length": ("at most", 384), "max_new_tokens": ("at most", 48), "verify_tokens": ("at most", 96),
-                "ranker_tokens": ("at most", 160)},
-        "smoke": {"n_train": 6, "n_test": 2, "n_per_dataset": 2, "k": ("at most", 2), "max_steps": 2, "batch_size": 2,
-                  "learning_rate": 2e-3, "max_length": 192, "max_new_tokens": 16, "verify_tokens": 40,
-                  "evaluate_base": False, "ranker_tokens": 48},
-    },
-}
+# ("by epochs"); ("among", xs) keeps the given values that are in xs (all of them when none is); ("without", x) drops
+# x from a list.
 
 
 def apply_cap(rule: Any, value: Any) -> Any:
@@ -123,14 +102,13 @@ def apply_cap(rule: Any, value: Any) -> Any:
         return bound if value < 0 else value
     if kind == "among":
         return [v for v in value if v in bound] or value
+    if kind == "without":
+        return [v for v in value if v != bound]
     raise ValueError(f"unknown cap {rule!r}")
 
 
-def capped(paper: str, profile: str, /, **values: Any) -> dict[str, Any]:
-    """The parameters `values` as the resolved `profile` runs them for `paper` (CAPS[paper]; others as given)."""
-    if profile not in PROFILES:
-        raise ValueError(f"unresolved profile {profile!r}; call profiles.resolve first")
-    rules = CAPS[paper].get(profile, {})
+def capped_by(rules: dict[str, Any], /, **values: Any) -> dict[str, Any]:
+    """The parameters `values` under one profile's `rules` (a notebook spec's caps for it; others as given)."""
     return {name: apply_cap(rules[name], value) if name in rules else value for name, value in values.items()}
 
 
@@ -143,17 +121,6 @@ def model_list(model: str, models: str, profile: str, paper_models: Iterable[str
     if model:
         return [model]
     return list(paper_models) if profile == "full" else [""]
-
-
-def load_model(model: str = "", device: str = "", adapter: str = "") -> Generator:
-    """The generator for a notebook's model parameter ('' the embedded model) on `device` ('' picks cuda when
-    available), with the LoRA adapter folder `adapter` ('' none)."""
-    return generation.load_lm(model, device=device, adapter=adapter)
-
-
-def load_models(models: Sequence[str], device: str = "") -> list[Generator]:
-    """One generator per model id of `model_list`, without adapters."""
-    return [load_model(m, device) for m in models]
 
 
 def describe(profile: str, **chosen: object) -> str:

@@ -40,7 +40,7 @@ except ImportError:  # Windows: no flock; the file is then written without a loc
     fcntl = None  # type: ignore[assignment]
 
 from covlib.core import paths
-from covlib.runs import results
+from covlib.report import results
 
 FORMAT = 2
 EMBEDDED = "embedded"  # the model label of a run on the default (embedded) model

@@ -11,12 +11,13 @@ from the paper is labelled in the module that makes it.
 | `paper` | the paper's numbers (`PAPER_*`), its datasets (`load_datasets`) |
 | `repair` | tolerant JSON reading: objects found, a truncated one closed, loads with repairs |
 | `verifier` | `Verification`, `parse_verification`, `parse_report` |
-| `method` | σ (`Thresholds`, `sigma`) and Algorithm 1 (`cov_rag`, `Round`, `CovRagRecord`, the batches) |
+| `method` | σ (`Thresholds`, `sigma`) and Algorithm 1 (`cov_rag` -> `CovRagRun`, `Round`, `CovRagRecord`, the batches -> `AnswerBatch`, `VerifyBatch`) |
 | `metrics` | accuracy, judgment and retrieval accuracy, averages, intervals' flags, table rows, `answerable` |
 | `training` | §2.2's training data and stages: SFT pairs, gold or teacher labels, the leakage check, M1 then the verifiers |
 | `claims` | the paper's claims (read by the ledger) and when a run can test them |
-| `ranking` | LLM-as-judge ranking (Table 3, Table 16) |
-| `trace` | per-example traces: Algorithm 1 step by step, the batches' and the judge's records |
+| `ranking` | LLM-as-judge ranking (Table 3, Table 16; `rank_answers` -> `Ranking`) |
+| `trace` | per-example traces from what the methods return: `C.trace.write(tracer, result)` |
+| `notebook` | what notebooks 08-11 declare to the one notebook door (caps, recorded settings) and their `load` |
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from covlib.papers.covrag.verifier import (
     NO_REVISION, TEMPLATE_EXAMPLE, Verification, parse_report, parse_verification,
 )
 from covlib.papers.covrag.method import (
-    PAPER_THRESHOLDS, QA_STOP, VERIFY_STOP, CovRagRecord, Round, Thresholds, answer_batch, closed_book_batch, cov_rag,
-    sigma, sigma_conditions, verify_batch,
+    PAPER_THRESHOLDS, QA_STOP, VERIFY_STOP, AnswerBatch, CovRagRecord, CovRagRun, Round, Thresholds, VerifyBatch,
+    answer_batch, closed_book_batch, cov_rag, sigma, sigma_conditions, verify_batch,
 )
 from covlib.papers.covrag.metrics import (
     accuracy, answerable, average_interval, average_over, is_correct, judgment_accuracy, question_flags,
@@ -52,9 +53,10 @@ from covlib.papers.covrag.claims import (
 )
 from covlib.papers.covrag.trace import sigma_counts
 from covlib.papers.covrag.ranking import (
-    CITATION_RANK_TEMPLATE, OTHERS_RANK_TEMPLATE, RANK_CRITERIA, mean_ranks, parse_ranking, rank_answers,
+    CITATION_RANK_TEMPLATE, OTHERS_RANK_TEMPLATE, RANK_CRITERIA, Ranking, mean_ranks, parse_ranking, rank_answers,
     rank_values, ranking_prompt,
 )
+from covlib.papers.covrag import trace
 
 __all__ = [
     # prompts
@@ -68,8 +70,8 @@ __all__ = [
     # verifier
     "NO_REVISION", "TEMPLATE_EXAMPLE", "Verification", "parse_report", "parse_verification",
     # method
-    "PAPER_THRESHOLDS", "QA_STOP", "VERIFY_STOP", "CovRagRecord", "Round", "Thresholds", "answer_batch",
-    "closed_book_batch", "cov_rag", "sigma", "sigma_conditions", "verify_batch",
+    "PAPER_THRESHOLDS", "QA_STOP", "VERIFY_STOP", "AnswerBatch", "CovRagRecord", "CovRagRun", "Round", "Thresholds",
+    "VerifyBatch", "answer_batch", "closed_book_batch", "cov_rag", "sigma", "sigma_conditions", "verify_batch",
     # metrics
     "accuracy", "answerable", "average_interval", "average_over", "is_correct", "judgment_accuracy", "question_flags",
     "references_hold_answer", "retrieval_accuracy", "rounds_histogram", "run_label", "summarize", "table_frame",
@@ -82,8 +84,8 @@ __all__ = [
     "TABLE3_COMPARISONS", "finetune_comparisons", "judged_by_both", "no_revision", "ranking_untestable",
     "revision_comparison", "table3_comparisons",
     # ranking
-    "CITATION_RANK_TEMPLATE", "OTHERS_RANK_TEMPLATE", "RANK_CRITERIA", "mean_ranks", "parse_ranking", "rank_answers",
-    "rank_values", "ranking_prompt",
+    "CITATION_RANK_TEMPLATE", "OTHERS_RANK_TEMPLATE", "RANK_CRITERIA", "Ranking", "mean_ranks", "parse_ranking",
+    "rank_answers", "rank_values", "ranking_prompt",
     # trace
-    "sigma_counts",
+    "sigma_counts", "trace",
 ]

@@ -1,6 +1,6 @@
 """CoV-RAG's directional claims, each with the paper's sentence, its numbers, and its headline setting.
 
-Read by the claims ledger (`covlib.runs.claims`); notebooks 09-11 record the estimates.
+Read by the claims ledger (`covlib.report.claims`); notebooks 09-11 record the estimates.
 Quotes are verbatim from the paper's extracted text (`../shared/papers/000_*.txt`).
 
 Beside the claims, what decides whether a run can test them (a comparison whose step never ran is

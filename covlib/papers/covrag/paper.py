@@ -2,7 +2,7 @@
 
 What the paper printed, for every table to set ours beside (`PAPER_*`), how we describe retrieval
 accuracy against how the paper does, and the paper's four test sets (`load_datasets`); the notebooks'
-profile caps are data in `covlib.runs.profiles.CAPS`.
+profile caps are data in `covlib.papers.covrag.notebook.CAPS`.
 """
 
 from __future__ import annotations

@@ -2,19 +2,20 @@
 
 Per question the systems' answers are shown in a seeded random order (`rank_answers`), the
 judge's scores turned into ranks (`parse_ranking`) and mapped back; Table 3's mean rank per
-system and criterion is `mean_ranks`, the per-question ranks behind it `rank_values`.
+system and criterion is `mean_ranks`, the per-question ranks behind it `rank_values`. `rank_answers` returns a
+`Ranking`: the ranks, and the prompts, raw outputs and settings its trace is written from (`trace.write`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from covlib.core.records import Passage
 from covlib.core.references import format_references
 from covlib.generation import Generator
-import covlib.papers.covrag.trace as trace
 from covlib.papers.covrag.prompts import REFERENCE_TEMPLATE, SEP
 
 
@@ -111,12 +112,40 @@ def rank_values(rankings: Sequence[dict[str, list[int] | None]],
     return {c: {s: [r[c][j] for r in rankings if r.get(c)] for j, s in enumerate(systems)} for c in criteria}
 
 
+@dataclass(eq=False, repr=False)
+class Ranking(list):
+    """What `rank_answers` returns: per question, each criterion's ranks in the systems' order (None: not parsed), a
+    list; and how they came about: the judge, the prompts as shown (answers in `orders`), its raw outputs, the ranks
+    as it gave them (`shown_ranks`, by position shown) and the decoding settings (what `trace.write` records)."""
+
+    judge: Generator
+    kind: str  # Table 16's prompt: "citation" or "others"
+    systems: list[str]
+    criteria: list[str]
+    questions: list[str]
+    golds: list[list[str]] | None
+    seed: int
+    max_new_tokens: int
+    chat: bool
+    prompts: list[str]
+    orders: list[list[int]]  # per question, the systems' indices in the order their answers were shown
+    shown: list[list[str]]  # per question, the answers as shown
+    raw: list[str] = field(default_factory=list)  # per question, the judge's output
+    shown_ranks: list[dict[str, list[int] | None]] = field(default_factory=list)  # per question, ranks by position
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """The judging call's settings that enter its cache key."""
+        return {"max_new_tokens": self.max_new_tokens, "chat": self.chat}
+
+
 def rank_answers(judge: Generator, kind: str, questions: Sequence[str], answers: dict[str, Sequence[str]],
                  criteria: Sequence[str], references: Sequence[Sequence[Passage]] = (),
                  golds: Sequence[Sequence[str]] = (), seed: int = 0, max_new_tokens: int = 160,
-                 chat: bool = True) -> list[dict[str, list[int] | None]]:
+                 chat: bool = True) -> Ranking:
     """Table 3's judging: per question, the systems' answers in a seeded random order (no position bias) in one
-    batched call; the judge's ranks mapped back to the systems' order of `answers`."""
+    batched call; the judge's ranks mapped back to the systems' order of `answers` (a `Ranking`: its trace is
+    `trace.write`'s)."""
     import random
 
     systems = list(answers)
@@ -128,24 +157,22 @@ def rank_answers(judge: Generator, kind: str, questions: Sequence[str], answers:
         shown_answers.append([answers[systems[j]][i] for j in order])
         prompts.append(ranking_prompt(kind, q, shown_answers[-1], references[i] if references else (),
                                       golds[i] if golds else ()))
-    with trace.open_ranking(judge, kind, systems, criteria, len(questions), seed=seed, max_new_tokens=max_new_tokens,
-                            chat=chat) as tr:
-        outs = judge.generate(prompts, max_new_tokens=max_new_tokens, chat=chat, desc=f"judge ({kind})")
-        items, keys = trace.prompts_and_keys(tr, judge, prompts, max_new_tokens=max_new_tokens, chat=chat)
-        ranked = []
-        for i, (order, out) in enumerate(zip(orders, outs)):
-            shown_ranks = parse_ranking(out[0].text, criteria, len(systems))
-            back: dict[str, list[int] | None] = {}
-            for criterion, ranks in shown_ranks.items():
-                if ranks is None:
-                    back[criterion] = None
-                    continue
-                per_system = [0] * len(systems)
-                for position, system_index in enumerate(order):
-                    per_system[system_index] = ranks[position]
-                back[criterion] = per_system
-            ranked.append(back)
-            if tr:
-                trace.write_ranking(tr, judge, i, questions[i], golds[i] if golds else [], systems, order,
-                                    shown_answers[i], items[i], keys[i], out[0].text, shown_ranks, back)
+    ranked = Ranking(judge=judge, kind=kind, systems=systems, criteria=list(criteria), questions=list(questions),
+                     golds=[list(g) for g in golds] if golds else None, seed=seed, max_new_tokens=max_new_tokens,
+                     chat=chat, prompts=prompts, orders=orders, shown=shown_answers)
+    outs = judge.generate(prompts, **ranked.decoding, desc=f"judge ({kind})")
+    for order, out in zip(orders, outs):
+        shown_ranks = parse_ranking(out[0].text, criteria, len(systems))
+        back: dict[str, list[int] | None] = {}
+        for criterion, ranks in shown_ranks.items():
+            if ranks is None:
+                back[criterion] = None
+                continue
+            per_system = [0] * len(systems)
+            for position, system_index in enumerate(order):
+                per_system[system_index] = ranks[position]
+            back[criterion] = per_system
+        ranked.append(back)
+        ranked.raw.append(out[0].text)
+        ranked.shown_ranks.append(shown_ranks)
     return ranked

@@ -1,22 +1,34 @@
-"""CoV-RAG's per-example traces: Algorithm 1 step by step (`CovRagTrace`) and the standalone batches' records.
+"""CoV-RAG's per-example traces, written from what the methods return: `write(tracer, result)`.
 
-`cov_rag` feeds a `CovRagTrace` after each batched step (retrieve, answer, verify, σ, re-retrieve with
-the revised query, re-answer) and each question's record is written as soon as its answer settles.
-`answer_batch`, `closed_book_batch` and `verify_batch` write one run per call (`open_batch` and the
-`write_*` helpers), `rank_answers` one run per judging call (`open_ranking`, `write_ranking`). Every
-function here is a no-op when the writer is falsy (tracing off). Correctness is §3.3's containment
-(`correctness.is_correct`, the one `metrics` uses).
+The methods write nothing; each returns what its trace needs (the prompts sent, the decoding settings, the
+outputs, its own settings) and `write` turns that into one run's file after the call:
+
+| result | from | the run |
+|---|---|---|
+| `CovRagRun` | `cov_rag` | Algorithm 1 per question: retrieve, answer, verify, σ, re-retrieve with the revised query, re-answer; the records in the order the answers settled (σ did not fire in round 0 first, ...) |
+| `AnswerBatch` | `answer_batch`, `closed_book_batch` | one record per answer |
+| `VerifyBatch` | `verify_batch` | one record per verification |
+| `Ranking` | `rank_answers` | one record per judged question |
+| `TwoStages` | `train_two_stages` | M1's training predictions (an `AnswerBatch`), and the teacher's labels when a teacher labelled them |
+
+A run of no questions writes no file, and `tracer=None` writes nothing. A trace is written when the method has
+returned (a crash leaves no partial file): its generate calls are cached, so a run repeated after a crash costs no
+model call for the steps done before it. Correctness is §3.3's containment (`correctness.is_correct`, the one
+`metrics` uses).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from covlib.core import traces
-from covlib.core.records import Example, Passage
+from covlib import traces
+from covlib.core.records import Passage
 from covlib.generation import call_keys
 from covlib.papers.covrag.correctness import is_correct
-from covlib.papers.covrag.prompts import SCORES, qa_prompt, verification_prompt
+from covlib.papers.covrag.method import AnswerBatch, CovRagRecord, CovRagRun, VerifyBatch
+from covlib.papers.covrag.prompts import SCORES
+from covlib.papers.covrag.ranking import Ranking
+from covlib.papers.covrag.training import TwoStages
 
 PAPER = "CoV-RAG"
 TEXT_CAP = 500  # characters of a retrieved passage kept in the trace
@@ -48,10 +60,10 @@ def name_part(name: str) -> str:
     return adapter.rstrip("/").split("/")[-1] if sep else model_label(model).split(" (")[0]
 
 
-def dataset_label(examples: Sequence[Example]) -> str:
-    """The datasets the examples come from, in order of first appearance ('NQ+WebQ'; 'questions' when unknown)."""
-    names = [DATASET_NAMES.get(str(ex.metadata.get("dataset", "")), str(ex.metadata.get("dataset", "")))
-             for ex in examples]
+def dataset_label(datasets: Sequence[str]) -> str:
+    """The datasets questions come from (their `metadata["dataset"]`), in order of first appearance ('NQ+WebQ';
+    'questions' when unknown)."""
+    names = [DATASET_NAMES.get(d, d) for d in datasets]
     return "+".join(n for n in dict.fromkeys(names) if n) or "questions"
 
 
@@ -62,14 +74,10 @@ def correct(answer: str | None, gold: Sequence[str]) -> float | None:
     return float(is_correct(answer, gold))
 
 
-def hits_out(hits: Sequence[Any]) -> list[dict[str, Any]]:
-    """Retrieved hits (or passages) as the trace keeps them: rank, id, title, score, text capped."""
-    out = []
-    for rank, h in enumerate(hits, 1):
-        p: Passage = getattr(h, "passage", h)
-        out.append({"rank": rank, "id": p.id, "title": p.title, "score": getattr(h, "score", None),
-                    "text": p.text[:TEXT_CAP]})
-    return out
+def hits_out(passages: Sequence[Passage], scores: Sequence[float | None]) -> list[dict[str, Any]]:
+    """Retrieved passages and their scores as the trace keeps them: rank, id, title, score, text capped."""
+    return [{"rank": rank, "id": p.id, "title": p.title, "score": score, "text": p.text[:TEXT_CAP]}
+            for rank, (p, score) in enumerate(zip(passages, scores), 1)]
 
 
 def verification_out(v: Any) -> dict[str, Any]:
@@ -97,109 +105,108 @@ def _key(keys: Sequence[Any]) -> str | None:
     return keys[0] if keys else None
 
 
-class CovRagTrace:
-    """The trace of one `cov_rag` call: fed after each batched step, one record written as each question settles."""
+def write(tracer: traces.Tracer | None, result: Any) -> None:
+    """The trace of one returned result (`CovRagRun`, `AnswerBatch`, `VerifyBatch`, `Ranking`, `TwoStages`) in
+    `tracer`'s folder: one run's file, exactly as the method's steps ran. Nothing without a tracer."""
+    if tracer is None:
+        return
+    if isinstance(result, CovRagRun):
+        write_cov_rag(tracer, result)
+    elif isinstance(result, AnswerBatch):
+        write_answers(tracer, result)
+    elif isinstance(result, VerifyBatch):
+        write_verifications(tracer, result)
+    elif isinstance(result, Ranking):
+        write_ranking(tracer, result)
+    elif isinstance(result, TwoStages):
+        write_answers(tracer, result.predictions)
+        if result.with_chain.teacher_checks is not None:  # the same call labelled both sets: one run
+            write_verifications(tracer, result.with_chain.teacher_checks)
+    else:
+        raise TypeError(f"no CoV-RAG trace for a {type(result).__name__}: give what cov_rag, answer_batch, "
+                        "closed_book_batch, verify_batch, rank_answers or train_two_stages returned")
 
-    def __init__(self, lm: Any, verifier: Any, examples: Sequence[Example], retriever: Any, *, k: int,
-                 max_rounds: int, thresholds: Any, chat: bool, chain: bool, max_new_tokens: int, verify_tokens: int,
-                 qa_stop: Sequence[str], verify_stop: Sequence[str]) -> None:
-        self.lm, self.verifier, self.examples, self.thresholds, self.chat = lm, verifier, list(examples), thresholds, chat
-        self.decoding = {"answer": (lm, max_new_tokens, tuple(qa_stop)), "verify": (verifier, verify_tokens,
-                                                                                    tuple(verify_stop))}
-        self.retriever = getattr(retriever, "name", type(retriever).__name__)
-        data, model = dataset_label(examples), model_label(lm.name)
-        checker = "" if verifier is lm else f", verifier {model_label(verifier.name)}"
-        rounds = f"{max_rounds} round{'s' if max_rounds != 1 else ''}" + (" (verify only)" if max_rounds == 0 else "")
-        title = f"CoV-RAG, {data}, {rounds}, {model}{checker}" + ("" if chain else ", w/o CoL")
-        label = "-".join([data, f"{max_rounds}-rounds", "chain" if chain else "no-chain", name_part(lm.name),
-                          *(["verifier", name_part(verifier.name)] if checker else [])])
-        params = {"k": k, "max_rounds": max_rounds, "thresholds": dict(thresholds.__dict__), "chat": chat,
-                  "chain": chain, "max_new_tokens": max_new_tokens, "verify_tokens": verify_tokens,
-                  "retriever": self.retriever, "verifier": verifier.name, "datasets": data, "n": len(examples)}
-        self.writer = traces.open_run(PAPER, "cov_rag", title, COV_RAG_STEPS, params, model=lm.name, label=label,
-                                      compare=("round 1", "final round")) if self.examples else traces.NullWriter()
-        self.steps: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(self.examples))}
 
-    def __bool__(self) -> bool:
-        return bool(self.writer)
+# --------------------------------------------------------------------------- Algorithm 1 (cov_rag)
 
-    def __enter__(self) -> "CovRagTrace":
-        self.writer.__enter__()
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.writer.__exit__(*exc)
+def settled_at(rec: CovRagRecord) -> float:
+    """When `cov_rag` settled a question's answer: the round whose verification did not fire σ, else after the last
+    round (σ fired on the last verified round, or the last answer was taken unverified)."""
+    last = rec.rounds[-1]
+    return len(rec.rounds) - 1 if last.verification is not None and not last.fired else float("inf")
 
-    def _calls(self, kind: str, prompts: list[str]) -> tuple[list[Any], list[str | None]]:
-        lm, tokens, stop = self.decoding[kind]
-        keys = call_keys(lm, prompts, max_new_tokens=tokens, stop=stop, chat=self.chat)
-        return self.writer.prompts(prompts), [_key(k) for k in keys]
 
-    def retrieved(self, indices: Sequence[int], queries: Sequence[str], hits: Sequence[Sequence[Any]],
-                  round_no: int) -> None:
-        """Step 1 (or 4's re-retrieval with the revised query) for the questions `indices`."""
-        if not self:
-            return
-        name = "retrieve" if round_no == 0 else "re-retrieve with the revised query"
-        for i, q, hs in zip(indices, queries, hits):
-            found = hits_out(hs)
-            self.steps[i].append(traces.step(
-                name, {"query": q, "retriever": self.retriever, "k": len(found), "round": round_no},
-                {"ids": [p["id"] for p in found], "titles": [p["title"] for p in found]},
-                [traces.call("retrieve", None, query=q, retriever=self.retriever, passages=found)]))
+def cov_rag_record(rec: CovRagRecord, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One question's trace record from its `CovRagRecord` and its steps."""
+    first, final = rec.rounds[0].answer, rec.answer
+    v = rec.rounds[0].verification
+    label = v.judgment if v is not None and v.parsed and v.judgment else "none"
+    first_ok = correct(first, rec.gold)
+    right = None if first_ok is None else float(label in ("true", "false") and (label == "true") == bool(first_ok))
+    flags = {"fired": bool(rec.rounds[0].fired), "rounds": len(rec.rounds) - 1,
+             "parse_failures": sum(1 for r in rec.rounds if r.verification is not None and not r.verification.parsed),
+             "judgment": label, "judgment_right": right, "dataset": DATASET_NAMES.get(rec.dataset, "")}
+    return {"id": rec.id, "question": rec.question, "gold": list(rec.gold), "prediction": final,
+            "correct": correct(final, rec.gold), "before": {"prediction": first, "correct": first_ok},
+            "flags": flags, "steps": steps}
 
-    def answered(self, indices: Sequence[int], references: Sequence[Sequence[Passage]], answers: Sequence[str],
-                 round_no: int) -> None:
-        """Step 2 (or the re-answer of the original question) for the questions `indices`."""
-        if not self:
-            return
-        questions = [self.examples[i].question for i in indices]
-        items, keys = self._calls("answer", [qa_prompt(q, refs) for q, refs in zip(questions, references)])
-        name = "answer" if round_no == 0 else "re-answer"
-        for i, refs, a, item, key in zip(indices, references, answers, items, keys):
-            gold = self.examples[i].answers
-            self.steps[i].append(traces.step(
-                name, {"question": self.examples[i].question, "references": [p.id for p in refs], "round": round_no},
-                {"answer": a, "correct": correct(a, gold)},
-                [traces.call("generate", key, model=self.lm.name, prompt=item, completion=a)]))
 
-    def verified(self, indices: Sequence[int], answers: Sequence[str], references: Sequence[Sequence[Passage]],
-                 verifications: Sequence[Any], round_no: int, conditions: Sequence[dict[str, bool]],
-                 fired: Sequence[bool]) -> None:
-        """Step 3 and σ for the questions `indices`: the verifier's raw output, what was parsed, each condition."""
-        if not self:
-            return
-        prompts = [verification_prompt(self.examples[i].question, a, refs)
-                   for i, a, refs in zip(indices, answers, references)]
-        items, keys = self._calls("verify", prompts)
-        for i, a, v, c, f, item, key in zip(indices, answers, verifications, conditions, fired, items, keys):
-            self.steps[i].append(traces.step(
-                "verify", {"question": self.examples[i].question, "answer": a, "round": round_no},
-                {"raw": v.raw, **verification_out(v)},
-                [traces.call("generate", key, model=self.verifier.name, prompt=item, completion=v.raw)]))
-            self.steps[i].append(traces.step("σ", {"round": round_no}, sigma_out(v, self.thresholds, c, f)))
-
-    def settled(self, records: Sequence[Any], indices: Sequence[int]) -> None:
-        """Write the records of the questions `indices`, whose answers are final."""
-        if not self:
-            return
-        for i in indices:
-            self.writer.write(self.record(records[i], i))
-
-    def record(self, rec: Any, i: int) -> dict[str, Any]:
-        """One question's trace record from its `CovRagRecord` and the steps fed so far."""
-        first, final = rec.rounds[0].answer, rec.answer
-        v = rec.rounds[0].verification
-        label = v.judgment if v is not None and v.parsed and v.judgment else "none"
-        first_ok = correct(first, rec.gold)
-        right = None if first_ok is None else float(label in ("true", "false") and (label == "true") == bool(first_ok))
-        flags = {"fired": bool(rec.rounds[0].fired), "rounds": len(rec.rounds) - 1,
-                 "parse_failures": sum(1 for r in rec.rounds if r.verification is not None and not r.verification.parsed),
-                 "judgment": label, "judgment_right": right,
-                 "dataset": DATASET_NAMES.get(str(self.examples[i].metadata.get("dataset", "")), "")}
-        return {"id": rec.id, "question": rec.question, "gold": list(rec.gold), "prediction": final,
-                "correct": correct(final, rec.gold), "before": {"prediction": first, "correct": first_ok},
-                "flags": flags, "steps": self.steps[i]}
+def write_cov_rag(tracer: traces.Tracer, run: CovRagRun) -> None:
+    """`cov_rag`'s run: round by round, the steps of the questions still active, and each question's record as soon
+    as its answer settled (the order `cov_rag` settles them in); a shared prompt prefix is written before its
+    first use."""
+    if not run:
+        return  # no questions, no run
+    lm, verifier, t = run.lm, run.verifier, run.thresholds
+    data, model = dataset_label([rec.dataset for rec in run]), model_label(lm.name)
+    checker = "" if verifier is lm else f", verifier {model_label(verifier.name)}"
+    rounds = f"{run.max_rounds} round{'s' if run.max_rounds != 1 else ''}" + \
+        (" (verify only)" if run.max_rounds == 0 else "")
+    title = f"CoV-RAG, {data}, {rounds}, {model}{checker}" + ("" if run.chain else ", w/o CoL")
+    label = "-".join([data, f"{run.max_rounds}-rounds", "chain" if run.chain else "no-chain", name_part(lm.name),
+                      *(["verifier", name_part(verifier.name)] if checker else [])])
+    params = {"k": run.k, "max_rounds": run.max_rounds, "thresholds": dict(t.__dict__), "chat": run.chat,
+              "chain": run.chain, "max_new_tokens": run.max_new_tokens, "verify_tokens": run.verify_tokens,
+              "retriever": run.retriever, "verifier": verifier.name, "datasets": data, "n": len(run)}
+    steps: list[list[dict[str, Any]]] = [[] for _ in run]
+    settled = [settled_at(rec) for rec in run]
+    with tracer.open_run(PAPER, "cov_rag", title, COV_RAG_STEPS, params, model=lm.name, label=label,
+                         compare=("round 1", "final round")) as tr:
+        for round_no in range(max(len(rec.rounds) for rec in run)):
+            at = [i for i, rec in enumerate(run) if len(rec.rounds) > round_no]
+            rounds_now = [run[i].rounds[round_no] for i in at]
+            retrieve = "retrieve" if round_no == 0 else "re-retrieve with the revised query"
+            for i, r in zip(at, rounds_now):
+                found = hits_out(r.references, r.scores)
+                steps[i].append(traces.step(
+                    retrieve, {"query": r.query, "retriever": run.retriever, "k": len(found), "round": round_no},
+                    {"ids": [p["id"] for p in found], "titles": [p["title"] for p in found]},
+                    [traces.call("retrieve", None, query=r.query, retriever=run.retriever, passages=found)]))
+            prompts = [r.answer_prompt for r in rounds_now]
+            items, keys = tr.prompts(prompts), call_keys(lm, prompts, **run.answer_decoding)
+            for i, r, item, key in zip(at, rounds_now, items, keys):
+                steps[i].append(traces.step(
+                    "answer" if round_no == 0 else "re-answer",
+                    {"question": run[i].question, "references": [p.id for p in r.references], "round": round_no},
+                    {"answer": r.answer, "correct": correct(r.answer, run[i].gold)},
+                    [traces.call("generate", _key(key), model=lm.name, prompt=item, completion=r.answer)]))
+            checked = [(i, r) for i, r in zip(at, rounds_now) if r.verification is not None]
+            prompts = [r.verify_prompt for _, r in checked]
+            items, keys = tr.prompts(prompts), call_keys(verifier, prompts, **run.verify_decoding)
+            for (i, r), item, key in zip(checked, items, keys):
+                v = r.verification
+                steps[i].append(traces.step(
+                    "verify", {"question": run[i].question, "answer": r.answer, "round": round_no},
+                    {"raw": v.raw, **verification_out(v)},
+                    [traces.call("generate", _key(key), model=verifier.name, prompt=item, completion=v.raw)]))
+                steps[i].append(traces.step("σ", {"round": round_no}, sigma_out(v, t, r.conditions, r.fired)))
+            for i in range(len(run)):
+                if settled[i] == round_no:
+                    tr.write(cov_rag_record(run[i], steps[i]))
+        for i in range(len(run)):
+            if settled[i] == float("inf"):
+                tr.write(cov_rag_record(run[i], steps[i]))
 
 
 # --------------------------------------------------------------------------- the standalone batches
@@ -213,51 +220,54 @@ BATCH_STEPS = {
 }
 
 
-def open_batch(kind: str, lm: Any, desc: str, n: int, **params: Any) -> Any:
-    """The run of one batched call of `kind` ('answer', 'closed-book answer', 'verify'); falsy when tracing is off."""
-    if not n:
-        return traces.NullWriter()  # no questions, no run
+def open_batch(tracer: traces.Tracer, kind: str, lm: Any, desc: str, n: int, **params: Any) -> traces.TraceWriter:
+    """The run of one batched call of `kind` ('answer', 'closed-book answer', 'verify')."""
     model = model_label(lm.name)
     title = f"CoV-RAG {kind}" + ("" if desc == kind else f": {desc}") + f"; {model}, {n} questions"
-    return traces.open_run(PAPER, f"{kind} batch", title, BATCH_STEPS[kind], {"desc": desc, "n": n, **params},
+    return tracer.open_run(PAPER, f"{kind} batch", title, BATCH_STEPS[kind], {"desc": desc, "n": n, **params},
                            model=lm.name, label=f"{desc}-{name_part(lm.name)}")
 
 
-def write_answers(tr: Any, lm: Any, questions: Sequence[str], prompts: list[str], answers: Sequence[str],
-                  references: Sequence[Sequence[Passage]] | None, golds: Sequence[Sequence[str]] | None,
-                  ids: Sequence[str] | None = None, **decoding: Any) -> None:
-    """One record per answer of `answer_batch` / `closed_book_batch` (gold and correctness when `golds` is given)."""
-    if not tr:
-        return
-    items, keys = tr.prompts(prompts), call_keys(lm, prompts, **decoding)
-    for i, (q, a, item, key) in enumerate(zip(questions, answers, items, keys)):
-        gold = list(golds[i]) if golds else []
-        inputs = {"question": q}
-        if references is not None:
-            inputs["references"] = [{"id": p.id, "title": p.title} for p in references[i]]
-        tr.write({"id": str(ids[i]) if ids else str(i), "question": q, "gold": gold, "prediction": a,
-                  "correct": correct(a, gold),
-                  "flags": {}, "steps": [traces.step("answer", inputs, {"answer": a}, [
-                      traces.call("generate", _key(key), model=lm.name, prompt=item, completion=a)])]})
+def write_answers(tracer: traces.Tracer, batch: AnswerBatch) -> None:
+    """`answer_batch`'s / `closed_book_batch`'s run: one record per answer (gold and correctness when `golds` were
+    given)."""
+    if not batch:
+        return  # no questions, no run
+    lm = batch.lm
+    with open_batch(tracer, batch.kind, lm, batch.desc, len(batch), max_new_tokens=batch.max_new_tokens,
+                    chat=batch.chat) as tr:
+        items, keys = tr.prompts(batch.prompts), call_keys(lm, batch.prompts, **batch.decoding)
+        for i, (q, a, item, key) in enumerate(zip(batch.questions, batch, items, keys)):
+            gold = list(batch.golds[i]) if batch.golds else []
+            inputs: dict[str, Any] = {"question": q}
+            if batch.references is not None:
+                inputs["references"] = [{"id": p.id, "title": p.title} for p in batch.references[i]]
+            tr.write({"id": batch.ids[i] if batch.ids else str(i), "question": q, "gold": gold, "prediction": a,
+                      "correct": correct(a, gold),
+                      "flags": {}, "steps": [traces.step("answer", inputs, {"answer": a}, [
+                          traces.call("generate", _key(key), model=lm.name, prompt=item, completion=a)])]})
 
 
-def write_verifications(tr: Any, lm: Any, questions: Sequence[str], answers: Sequence[str], prompts: list[str],
-                        verifications: Sequence[Any], labels: Sequence[Sequence[str]] | None, **decoding: Any) -> None:
-    """One record per verification of `verify_batch`: the prediction is the judgment, right when it matches whether
-    the answer holds a gold label (Table 4's Jdg); None without labels."""
-    if not tr:
-        return
-    items, keys = tr.prompts(prompts), call_keys(lm, prompts, **decoding)
-    for i, (q, a, v, item, key) in enumerate(zip(questions, answers, verifications, items, keys)):
-        gold = list(labels[i]) if labels else []
-        ok = correct(a, gold)
-        label = v.judgment if v.parsed and v.judgment else "none"
-        right = None if ok is None else float(label in ("true", "false") and (label == "true") == bool(ok))
-        tr.write({"id": str(i), "question": q, "gold": gold, "prediction": v.judgment, "correct": right,
-                  "flags": {"parse_failures": int(not v.parsed), "answer_correct": ok},
-                  "steps": [traces.step("verify", {"question": q, "answer": a}, {"raw": v.raw, **verification_out(v)},
-                                        [traces.call("generate", _key(key), model=lm.name, prompt=item,
-                                                     completion=v.raw)])]})
+def write_verifications(tracer: traces.Tracer, batch: VerifyBatch) -> None:
+    """`verify_batch`'s run: one record per verification; the prediction is the judgment, right when it matches
+    whether the answer holds a gold label (Table 4's Jdg); None without labels."""
+    if not batch:
+        return  # no questions, no run
+    lm = batch.lm
+    with open_batch(tracer, "verify", lm, batch.desc, len(batch), max_new_tokens=batch.max_new_tokens,
+                    chat=batch.chat, chain=batch.chain, labels=bool(batch.labels)) as tr:
+        items, keys = tr.prompts(batch.prompts), call_keys(lm, batch.prompts, **batch.decoding)
+        for i, (q, a, v, item, key) in enumerate(zip(batch.questions, batch.answers, batch, items, keys)):
+            gold = list(batch.labels[i]) if batch.labels else []
+            ok = correct(a, gold)
+            label = v.judgment if v.parsed and v.judgment else "none"
+            right = None if ok is None else float(label in ("true", "false") and (label == "true") == bool(ok))
+            tr.write({"id": str(i), "question": q, "gold": gold, "prediction": v.judgment, "correct": right,
+                      "flags": {"parse_failures": int(not v.parsed), "answer_correct": ok},
+                      "steps": [traces.step("verify", {"question": q, "answer": a},
+                                            {"raw": v.raw, **verification_out(v)},
+                                            [traces.call("generate", _key(key), model=lm.name, prompt=item,
+                                                         completion=v.raw)])]})
 
 
 # --------------------------------------------------------------------------- LLM-as-judge ranking (Table 3, Table 16)
@@ -269,43 +279,37 @@ RANKING_STEPS = (
 )
 
 
-def open_ranking(judge: Any, kind: str, systems: Sequence[str], criteria: Sequence[str], n: int, **params: Any) -> Any:
-    """The run of one `rank_answers` call (Table 16's `kind` prompt); falsy when tracing is off."""
-    if not n:
-        return traces.NullWriter()  # no questions, no run
-    model = model_label(judge.name)
-    title = f"LLM-as-judge ranking ({kind}: {', '.join(criteria)}), judge {model}, {len(systems)} systems"
-    return traces.open_run(PAPER, "rank_answers", title, RANKING_STEPS,
-                           {"kind": kind, "systems": list(systems), "criteria": list(criteria), "n": n, **params},
-                           model=judge.name, label=f"{kind}-{name_part(judge.name)}")
+def write_ranking(tracer: traces.Tracer, ranking: Ranking) -> None:
+    """`rank_answers`' run: per question, the prompt as shown, the judge's raw output, its ranks per system."""
+    if not ranking:
+        return  # no questions, no run
+    judge, systems, criteria = ranking.judge, ranking.systems, ranking.criteria
+    title = (f"LLM-as-judge ranking ({ranking.kind}: {', '.join(criteria)}), judge {model_label(judge.name)}, "
+             f"{len(systems)} systems")
+    params = {"kind": ranking.kind, "systems": list(systems), "criteria": list(criteria), "n": len(ranking),
+              "seed": ranking.seed, "max_new_tokens": ranking.max_new_tokens, "chat": ranking.chat}
+    with tracer.open_run(PAPER, "rank_answers", title, RANKING_STEPS, params, model=judge.name,
+                         label=f"{ranking.kind}-{name_part(judge.name)}") as tr:
+        items, keys = tr.prompts(ranking.prompts), call_keys(judge, ranking.prompts, **ranking.decoding)
+        for i, (question, order, shown, item, key, raw, shown_ranks, ranks) in enumerate(zip(
+                ranking.questions, ranking.orders, ranking.shown, items, keys, ranking.raw, ranking.shown_ranks,
+                ranking)):
+            by_system = {c: (dict(zip(systems, r)) if r else None) for c, r in ranks.items()}
+            prediction = "; ".join(f"{c}: " + (", ".join(f"{s} {x}" for s, x in r.items()) if r else "unparsed")
+                                   for c, r in by_system.items())
+            tr.write({"id": str(i), "question": question, "gold": list(ranking.golds[i]) if ranking.golds else [],
+                      "prediction": prediction, "correct": None,
+                      "flags": {"parse_failures": sum(1 for r in ranks.values() if r is None)},
+                      "steps": [traces.step("rank", {"question": question, "shown": [
+                          {"slot": f"answer{j}", "system": systems[s], "answer": a}
+                          for j, (s, a) in enumerate(zip(order, shown), 1)]}, {"raw": raw},
+                          [traces.call("generate", _key(key), model=judge.name, prompt=item, completion=raw)]),
+                          traces.step("parse ranks", {"criteria": list(ranks), "answers": len(systems)},
+                                      {"shown_ranks": shown_ranks, "ranks": by_system,
+                                       "unparsed": [c for c, r in ranks.items() if r is None]})]})
 
 
-def write_ranking(tr: Any, judge: Any, i: int, question: str, gold: Sequence[str], systems: Sequence[str],
-                  order: Sequence[int], shown: Sequence[str], prompt: Any, key: str | None, raw: str,
-                  shown_ranks: dict[str, list[int] | None], ranks: dict[str, list[int] | None]) -> None:
-    """One question's ranking record: the prompt as shown, the judge's raw output, its ranks per system."""
-    if not tr:
-        return
-    by_system = {c: (dict(zip(systems, r)) if r else None) for c, r in ranks.items()}
-    prediction = "; ".join(f"{c}: " + (", ".join(f"{s} {x}" for s, x in r.items()) if r else "unparsed")
-                           for c, r in by_system.items())
-    tr.write({"id": str(i), "question": question, "gold": list(gold), "prediction": prediction, "correct": None,
-              "flags": {"parse_failures": sum(1 for r in ranks.values() if r is None)},
-              "steps": [traces.step("rank", {"question": question, "shown": [
-                  {"slot": f"answer{j}", "system": systems[s], "answer": a}
-                  for j, (s, a) in enumerate(zip(order, shown), 1)]}, {"raw": raw},
-                  [traces.call("generate", key, model=judge.name, prompt=prompt, completion=raw)]),
-                  traces.step("parse ranks", {"criteria": list(ranks), "answers": len(systems)},
-                              {"shown_ranks": shown_ranks, "ranks": by_system,
-                               "unparsed": [c for c, r in ranks.items() if r is None]})]})
-
-
-def prompts_and_keys(tr: Any, lm: Any, prompts: list[str], **decoding: Any) -> tuple[list[Any], list[str | None]]:
-    """The prompts as the trace stores them and one cache key per prompt (empty lists when tracing is off)."""
-    if not tr:
-        return [], []
-    return tr.prompts(prompts), [_key(k) for k in call_keys(lm, prompts, **decoding)]
-
+# --------------------------------------------------------------------------- reading
 
 
 def sigma_counts(trace: traces.Trace) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from covlib.core.references import parse_citations, strip_citations
 from covlib import generation
 from covlib.generation import Generator
 from covlib.generation import training as lora_training
-from covlib.papers.covrag.method import answer_batch, verify_batch
+from covlib.papers.covrag.method import AnswerBatch, VerifyBatch, answer_batch, verify_batch
 from covlib.papers.covrag.metrics import is_correct, references_hold_answer
 from covlib.papers.covrag.prompts import ANSWER_SCORES, qa_prompt, verification_prompt
 from covlib.papers.covrag.verifier import Verification
@@ -111,6 +111,7 @@ class TrainingSet:
     qa: list[tuple[str, str]]
     verification: list[tuple[str, str]]
     labels: str  # "gold" or "teacher:<model name>"
+    teacher_checks: VerifyBatch | None = None  # the teacher's verifications (its `verify_batch`); None: gold labels
 
     def multitask(self) -> list[tuple[str, str]]:
         """L_QA + L_verification (Eqs. 2-4): both tasks' pairs in one list (interleaved, QA first)."""
@@ -146,7 +147,7 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
         source = f"teacher:{teacher.name}"
     # only complete labels become targets: a missing score must not be taught as 0.0
     verification = [(p, " " + verification_json(v, chain)) for p, v in zip(prompts, labels) if v.complete]
-    return TrainingSet(qa, verification, source)
+    return TrainingSet(qa, verification, source, labels if teacher is not None else None)
 
 
 # --------------------------------------------------------------------------- §2.2's stages
@@ -161,7 +162,7 @@ class TwoStages:
     """What §2.2's two stages produced: M1 and its predictions, the verification data built on them, the adapters."""
 
     m1: Generator  # stage 1's model (base + the QA-only adapter), loaded: it produced `predictions`
-    predictions: list[str]  # M1's answers to the training questions: what the verifier learns to judge
+    predictions: AnswerBatch  # M1's answers to the training questions: what the verifier learns to judge
     with_chain: TrainingSet  # QA pairs + verification of M1's answers, Table 6's JSON (w/ CoL)
     without_chain: TrainingSet  # the same with judgment and revised query only (w/o CoL)
     pairs: dict[str, list[tuple[str, str]]]  # per variant (VARIANTS), the rendered (prompt, target) pairs it learned
@@ -175,7 +176,8 @@ def train_two_stages(base: Any, model: str, train: Sequence[Example], references
     """§2.2's training in the paper's order: (1) M1 = LoRA SFT of `model` on the QA pairs; (2) M1 answers the
     training questions, those answers are labelled (gold, or `teacher`), and the w/o CoL and w/ CoL adapters learn
     L_QA + L_verification (Eqs. 2-4) from `model`. `base` is `model` loaded (it renders the prompts); `lora` goes to
-    `fine_tune_lora`; adapters are written to `adapters_dir/<prefix><slug>` (VARIANTS)."""
+    `fine_tune_lora`; adapters are written to `adapters_dir/<prefix><slug>` (VARIANTS). M1's predictions (and a
+    teacher's labels) are traced by `trace.write(tracer, <the TwoStages returned>)`."""
     test_questions = list(test_questions)
     check_no_leak([ex.question for ex in train], test_questions)
     base_dir = model or generation.embedded_model_dir()

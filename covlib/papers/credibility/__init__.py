@@ -38,7 +38,8 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 | `intervals` | Every number with its 95% bootstrap interval over questions, and paired differences on the same questions. |
 | `improvements` | The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion. |
 | `ratings` | Human ratings (§6.2, Table 2): the rating sheet, the per-model scores and their correlation with the metrics. |
-| `trace` | Per-example traces (when a notebook calls `traces.start`): cited answers with their §4 metrics, self-reflection, self-completion, key facts. |
+| `trace` | Per-example traces, written from what the methods return (`trace.write(S.tracer, result)`): cited answers with their §4 metrics, self-reflection, self-completion, key facts. |
+| `notebook` | What notebooks 04-07 declare to the one notebook door (caps, recorded settings) and their `load`. |
 
 Prompts are the paper's words where it gives them; the parts it elides are ours and say so.
 """
@@ -52,28 +53,32 @@ from covlib.papers.credibility.prompts import (ANSWER_INSTRUCTION, CLOSED_BOOK_I
 from covlib.papers.credibility.paper import (PAPER_MODELS, PAPER_PEARSON, PAPER_RECALL_DROP_5_TO_10, PAPER_TABLE1,
                                              PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE4, load_questions)
 from covlib.papers.credibility.key_facts import (DEFAULT_KEY_FACTS, HAND_KEY_FACTS, HAND_REVIEW_SHEET,
-                                                 KEY_FACTS_VERSION, KeyFacts, REVIEW_COLUMNS, SOURCES,
+                                                 KEY_FACTS_VERSION, KeyFactExtraction, KeyFactList, KeyFacts,
+                                                 REVIEW_COLUMNS, SOURCES,
                                                  build_key_facts, export_review_sheet, key_facts_path, llm_key_facts,
                                                  load_key_facts, parse_key_facts, read_review_sheet, save_key_facts,
                                                  supporting_key_facts)
 from covlib.papers.credibility.references import (ReferenceSet, bm25_references, closed_book, hits_set, partial,
                                                   with_gold)
-from covlib.papers.credibility.answers import (Run, answer_runs, generate_answers, score_runs)
+from covlib.papers.credibility.answers import (Answers, Reflection, Run, Scores, answer_runs, generate_answers,
+                                               score_runs)
 from covlib.papers.credibility.metrics import (citation_scores, f1, plain_answer, score_answers, summarize)
 from covlib.papers.credibility.intervals import (ROW_KEYS, gold_recall, human_correlation_intervals, interval_columns,
                                                  intervals, judge_corrected, paired, per_question, recall_drop, reflection_correct,
                                                  reflection_intervals)
-from covlib.papers.credibility.improvements import (COMPLETION_ROUNDS, Completed, is_refusal, parse_queries,
-                                                    reflection_scores, reflection_sets, self_complete)
+from covlib.papers.credibility.improvements import (COMPLETION_ROUNDS, Completed, CompletionRound, SelfCompletion,
+                                                    is_refusal, parse_queries, reflection_scores, reflection_sets,
+                                                    self_complete)
 from covlib.papers.credibility.ratings import (COMPLETENESS_LEVELS, RATING_COLUMNS, export_rating_sheet,
                                                human_correlation, human_scores, read_ratings)
+from covlib.papers.credibility import trace
 
-__all__ = ["ANSWER_INSTRUCTION", "CLOSED_BOOK_INSTRUCTION", "COMPLETENESS_LEVELS", "COMPLETION_INSTRUCTION",
-           "COMPLETION_ROUNDS", "Completed", "DEFAULT_KEY_FACTS", "HAND_KEY_FACTS", "HAND_REVIEW_SHEET",
-           "KEY_FACTS_INSTRUCTION", "KEY_FACTS_VERSION", "KeyFacts", "PAPER_MODELS", "PAPER_PEARSON",
+__all__ = ["ANSWER_INSTRUCTION", "Answers", "CLOSED_BOOK_INSTRUCTION", "COMPLETENESS_LEVELS", "COMPLETION_INSTRUCTION",
+           "COMPLETION_ROUNDS", "Completed", "CompletionRound", "DEFAULT_KEY_FACTS", "HAND_KEY_FACTS", "HAND_REVIEW_SHEET",
+           "KEY_FACTS_INSTRUCTION", "KEY_FACTS_VERSION", "KeyFactExtraction", "KeyFactList", "KeyFacts", "PAPER_MODELS", "PAPER_PEARSON",
            "PAPER_RECALL_DROP_5_TO_10", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_TABLE4",
            "QUERY_MARKER", "RATING_COLUMNS", "REASONING_INSTRUCTION", "REFLECTION_INSTRUCTION", "REFUSAL",
-           "REVIEW_COLUMNS", "ROW_KEYS", "ReferenceSet", "Run", "SOURCES", "answer_prompt", "answer_runs",
+           "REVIEW_COLUMNS", "ROW_KEYS", "ReferenceSet", "Reflection", "Run", "SOURCES", "Scores", "SelfCompletion", "answer_prompt", "answer_runs",
            "bm25_references", "build_key_facts", "citation_scores", "closed_book", "completion_prompt",
            "export_rating_sheet", "export_review_sheet", "f1", "generate_answers", "gold_recall", "hits_set",
            "human_correlation", "human_correlation_intervals", "human_scores", "interval_columns", "intervals",
@@ -82,4 +87,4 @@ __all__ = ["ANSWER_INSTRUCTION", "CLOSED_BOOK_INSTRUCTION", "COMPLETENESS_LEVELS
            "paired", "parse_key_facts", "parse_queries", "partial", "per_question", "plain_answer", "read_ratings",
            "read_review_sheet", "reasoning_prompt", "recall_drop", "reflection_correct", "reflection_intervals",
            "reflection_scores", "reflection_sets", "save_key_facts", "score_answers", "score_runs", "self_complete",
-           "summarize", "supporting_key_facts", "with_gold"]
+           "summarize", "supporting_key_facts", "trace", "with_gold"]

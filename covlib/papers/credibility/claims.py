@@ -1,6 +1,6 @@
 """The credibility paper's directional claims (sentence, numbers, headline setting) and the model facts they depend on.
 
-Read by the claims ledger (`covlib.runs.claims`); notebooks 04-07 record the estimates.
+Read by the claims ledger (`covlib.report.claims`); notebooks 04-07 record the estimates.
 Quotes are verbatim from the paper's extracted text (`../shared/papers/001_*.txt`). A paper
 effect is the smallest the paper reports for a model the claim covers, in our unit (the power
 calculation sizes a study to detect it); a claim on kinds of models uses the kinds' means.

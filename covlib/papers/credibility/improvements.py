@@ -1,4 +1,8 @@
-"""The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion."""
+"""The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion.
+
+`self_complete` returns every question's path (prompts, replies, hits, round by round) for its trace
+(`credibility.trace.write`); it writes none itself.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from covlib.core import stats, traces
+from covlib.core import stats
 from covlib.core.records import Example
 from covlib.generation import Generator
-from covlib.retrieval import Retriever
+from covlib.retrieval import Hit, Retriever
 
-import covlib.papers.credibility.trace as trace
-from covlib.papers.credibility.answers import answer_batch
+from covlib.papers.credibility.answers import Answers, Run, generate_answers
 from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, RLHF_SCOPE, estimate, outside, parameter_count,
                                               size_label, size_tiers, untestable)
 from covlib.papers.credibility.intervals import reflection_correct
@@ -64,8 +67,26 @@ def parse_queries(text: str, limit: int = 3) -> tuple[list[str], bool]:
 
 
 @dataclass
+class CompletionRound:
+    """One ask-and-retrieve round of one question: the prompt asking for search queries and the model's reply, the
+    queries parsed from it (`marked`: the reply used the query marker), each query's hits, the references after the
+    round, and the answer prompt and answer over them (`may_refuse`: the prompt still let the model refuse)."""
+
+    query_prompt: str
+    reply: str
+    queries: list[str]
+    marked: bool
+    hits: list[list[Hit]]
+    references: ReferenceSet
+    answer_prompt: str = ""
+    answer: str = ""
+    may_refuse: bool = True
+
+
+@dataclass
 class Completed:
-    """One question through the improved pipeline: the references it ended with, the queries asked, per round."""
+    """One question through the improved pipeline: the references it ended with, the queries asked, per round; and
+    how it got there (BM25's first hits, the reflection prompt, every round), which its trace shows."""
 
     question_id: str
     references: ReferenceSet
@@ -75,14 +96,51 @@ class Completed:
     refused: bool = False
     rounds: int = 0  # completion rounds used: 0 answered at once, max_rounds reached the cap
     unmarked: int = 0  # rounds whose reply lacked the query marker (its first line was searched instead)
+    reflected_references: ReferenceSet | None = None  # what the reflection saw: BM25's top k_initial for the question
+    initial_hits: list[Hit] = field(default_factory=list)  # those BM25 hits, with their scores
+    reflection_prompt: str = ""
+    history: list[CompletionRound] = field(default_factory=list)
+
+    @property
+    def prompt(self) -> str:
+        """The prompt `answer` replies to: the last round's answer prompt, or the reflection prompt (answered at once)."""
+        return self.history[-1].answer_prompt if self.history else self.reflection_prompt
 
 
 COMPLETION_ROUNDS = 3  # default cap on self-completion rounds (ours: §5.2 iterates until the model is satisfied, no cap given)
+QUERY_DECODING = {"max_new_tokens": 64, "chat": True}  # the prompt-completion call (search queries)
+
+
+class SelfCompletion(list):
+    """`self_complete`'s records (a list of `Completed`, one per question) and the run's settings: the generator,
+    questions, retriever (its name), k_initial, cap, max_rounds and the decoding of the answer and query calls."""
+
+    def __init__(self, records: Sequence[Completed], generator: Generator, examples: Sequence[Example], retriever: str,
+                 k_initial: int, cap: int, max_rounds: int, decoding: dict[str, Any],
+                 query_decoding: dict[str, Any]) -> None:
+        super().__init__(records)
+        self.generator = generator
+        self.examples = list(examples)
+        self.retriever = retriever
+        self.k_initial, self.cap, self.max_rounds = k_initial, cap, max_rounds
+        self.decoding = dict(decoding)
+        self.query_decoding = dict(query_decoding)
+
+    @property
+    def model(self) -> str:
+        """The generator's name."""
+        return getattr(self.generator, "name", type(self.generator).__name__)
+
+    def run(self) -> Run:
+        """The final answers as a run for `score_runs` (each with the prompt it replies to) and their references."""
+        refs = [r.references for r in self]
+        return Answers([r.answer for r in self], self.generator, self.examples, refs, [r.prompt for r in self],
+                       self.decoding), refs
 
 
 def self_complete(generator: Generator, examples: Sequence[Example], retriever: Retriever, k_initial: int = 5,
                   cap: int = 10, max_rounds: int = COMPLETION_ROUNDS, max_new_tokens: int = 160,
-                  progress: bool = True) -> list[Completed]:
+                  progress: bool = True) -> SelfCompletion:
     """Self-completion (§5.2), iterated "until the LLM believes that it possesses a comprehensive set of knowledge".
 
     The model reflects on BM25's top `k_initial` references for the question. Where it refuses,
@@ -97,51 +155,37 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
     ranking fills the list up to `cap`, and a later round's finds take that filler's place.
     With `max_rounds=1` one round adds up to cap - k_initial passages. One batched generate
     call per step and round over the questions still refusing.
+
+    Each record keeps its prompts, replies and hits round by round (`Completed.history`), so that
+    `credibility.trace.write` can trace the run once it returns (generation is cached: a rerun after a
+    crash costs no model call); `.run()` gives the final answers for `score_runs`.
     """
     if not 1 <= k_initial <= cap or max_rounds < 1:
         raise ValueError(f"need 1 <= k_initial <= cap and max_rounds >= 1, got k_initial={k_initial}, cap={cap}, "
                          f"max_rounds={max_rounds}")
-    model = getattr(generator, "name", type(generator).__name__)
-    params = {"k_initial": k_initial, "cap": cap, "max_rounds": max_rounds, "max_new_tokens": max_new_tokens,
-              "retriever": getattr(retriever, "name", type(retriever).__name__), "questions": len(examples)}
-    with traces.open_run(trace.PAPER, "self-completion", f"Self-completion (§5.2), {model}", trace.COMPLETION_STEPS,
-                         params, model=model, label=model,
-                         compare=(f"self-reflection on BM25 top {k_initial}", "self-completion")) as tr:
-        return _complete(tr, generator, examples, retriever, k_initial, cap, max_rounds, max_new_tokens, progress)
-
-
-def _complete(tr: Any, generator: Generator, examples: Sequence[Example], retriever: Retriever, k_initial: int,
-              cap: int, max_rounds: int, max_new_tokens: int, progress: bool) -> list[Completed]:
-    """The body of `self_complete`; its steps go to the trace `tr` when one is open."""
     ranked = retriever.search_batch([ex.question for ex in examples], k=cap)
     refs = [hits_set(ex, "self-completion", [h.passage for h in hs[:k_initial]]) for ex, hs in zip(examples, ranked)]
-    records = [Completed(ex.id, r, "") for ex, r in zip(examples, refs)]
-    answers, prompts = answer_batch(generator, examples, refs, reflection=True, max_new_tokens=max_new_tokens,
-                                    progress=progress, desc="reflect")
-    steps = trace.completion_start(tr, generator, examples, retriever, ranked, refs, prompts, answers,
-                                   max_new_tokens) if tr else []
-    for rec, a in zip(records, answers):
-        rec.answer = rec.reflected_answer = a
-        rec.refused = is_refusal(a)
+    reflected = generate_answers(generator, examples, refs, reflection=True, max_new_tokens=max_new_tokens,
+                                 progress=progress, desc="reflect")
+    records = [Completed(ex.id, r, a, reflected_answer=a, refused=is_refusal(a), reflected_references=r,
+                         initial_hits=list(hs[:k_initial]), reflection_prompt=p)
+               for ex, r, a, hs, p in zip(examples, refs, reflected, ranked, reflected.prompts)]
     todo = [i for i, rec in enumerate(records) if rec.refused]
-    if tr:  # answered at once: their records are final
-        trace.completion_write(tr, examples, records, steps, [i for i, rec in enumerate(records) if not rec.refused])
     budget = -(-(cap - k_initial) // max_rounds)  # new passages a round may add
     found_by: dict[int, list[Any]] = {i: [] for i in todo}  # what the queries brought, in round order
     for round_ in range(1, max_rounds + 1):
         if not todo:
             break
         asked_prompts = [completion_prompt(examples[i].question, records[i].references.paragraphs) for i in todo]
-        asked = generator.generate(asked_prompts, max_new_tokens=64, chat=True, progress=progress,
-                                   desc=f"queries (round {round_})")
+        asked = generator.generate(asked_prompts, **QUERY_DECODING, progress=progress, desc=f"queries (round {round_})")
         parsed = {i: parse_queries(c[0].text) for i, c in zip(todo, asked)}
         queries = {i: q for i, (q, _) in parsed.items()}
         flat = [(i, q) for i in todo for q in queries[i]]
         found = retriever.search_batch([q for _, q in flat], k=cap) if flat else []
-        by_question: dict[int, list[list[Any]]] = {}
+        hits_of: dict[int, list[list[Hit]]] = {}
         for (i, _), hs in zip(flat, found):
-            by_question.setdefault(i, []).append([h.passage for h in hs])
-        for i in todo:
+            hits_of.setdefault(i, []).append(list(hs))
+        for i, prompt, c in zip(todo, asked_prompts, asked):
             rec = records[i]
             rec.queries.append(queries[i])
             rec.unmarked += not parsed[i][1]
@@ -149,7 +193,7 @@ def _complete(tr: Any, generator: Generator, examples: Sequence[Example], retrie
             initial, mine = list(refs[i].paragraphs), found_by[i]
             seen = {getattr(p, "id", None) or p.title for p in initial + mine}
             room = min(budget, cap - len(initial) - len(mine))
-            lists = by_question.get(i, [])
+            lists = [[h.passage for h in hs] for hs in hits_of.get(i, [])]
             for rank in range(cap):  # interleave the queries' rankings
                 for hits in lists:
                     if room > 0 and rank < len(hits) and hits[rank].id not in seen:
@@ -161,23 +205,19 @@ def _complete(tr: Any, generator: Generator, examples: Sequence[Example], retrie
                 if h.passage.id not in seen:
                     have.append(h.passage); seen.add(h.passage.id)
             rec.references = hits_set(examples[i], "self-completion", have)
-        if tr:
-            trace.completion_round(tr, generator, steps, todo, round_, asked_prompts, [c[0].text for c in asked],
-                                   parsed, flat, found, retriever, [r.references for r in records])
+            rec.history.append(CompletionRound(prompt, c[0].text, queries[i], parsed[i][1], hits_of.get(i, []),
+                                               rec.references))
         last = round_ == max_rounds
-        final, final_prompts = answer_batch(generator, [examples[i] for i in todo],
-                                            [records[i].references for i in todo], reflection=not last,
-                                            max_new_tokens=max_new_tokens, progress=progress,
-                                            desc=f"answer (round {round_})")
-        if tr:
-            trace.completion_answers(tr, generator, steps, todo, round_, final_prompts, final, not last, max_new_tokens)
-        for i, a in zip(todo, final):
+        final = generate_answers(generator, [examples[i] for i in todo], [records[i].references for i in todo],
+                                 reflection=not last, max_new_tokens=max_new_tokens, progress=progress,
+                                 desc=f"answer (round {round_})")
+        for i, a, p in zip(todo, final, final.prompts):
             records[i].answer = a
-        still = [] if last else [i for i in todo if is_refusal(records[i].answer)]
-        if tr:  # the questions this round settled
-            trace.completion_write(tr, examples, records, steps, [i for i in todo if i not in still])
-        todo = still
-    return records
+            step = records[i].history[-1]
+            step.answer_prompt, step.answer, step.may_refuse = p, a, not last
+        todo = [] if last else [i for i in todo if is_refusal(records[i].answer)]
+    return SelfCompletion(records, generator, examples, getattr(retriever, "name", type(retriever).__name__), k_initial,
+                          cap, max_rounds, reflected.decoding, QUERY_DECODING)
 
 
 # --------------------------------------------------------------------------- the claims ledger's records (notebook 07)

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from covlib.core import paths, traces
+from covlib.core import paths
 from covlib.core.records import DataError, Example
 from covlib.core.text import FUNCTION_WORDS, overlap_words, split_sentences
 from covlib.data import iter_records
 from covlib.generation import Generator
 
-import covlib.papers.credibility.trace as trace
 from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
 
 
@@ -104,24 +103,47 @@ def parse_key_facts(text: str, limit: int = 4) -> list[str]:
     return list(dict.fromkeys(items))[:limit]
 
 
+@dataclass
+class KeyFactExtraction:
+    """The paper's two-step construction (§3) as one run, for its trace: per question the reasoning prompt and reply,
+    the key-fact prompt and reply and the key facts parsed from it; the generator and its `decoding`."""
+
+    generator: Generator
+    examples: list[Example]
+    prompts: list[str]
+    reasoning: list[str]
+    fact_prompts: list[str]
+    replies: list[str]
+    key_facts: list[list[str]]
+    decoding: dict[str, Any]
+
+
+class KeyFactList(list):
+    """Key-fact records, one per question (a list of `KeyFacts`), and the extraction that wrote some of them just now
+    with the paper's prompts (`extraction`; None when none was written by a model here), which
+    `credibility.trace.write` traces."""
+
+    def __init__(self, records: Sequence[KeyFacts], extraction: KeyFactExtraction | None = None) -> None:
+        super().__init__(records)
+        self.extraction = extraction
+
+
 def llm_key_facts(generator: Generator, examples: Sequence[Example], max_new_tokens: int = 256,
-                  progress: bool = True) -> list[KeyFacts]:
-    """The paper's two-step construction with any LM: reasoning steps, then 2-4 key facts (greedy, chat)."""
+                  progress: bool = True) -> KeyFactList:
+    """The paper's two-step construction with any LM: reasoning steps, then 2-4 key facts (greedy, chat); the
+    records carry the prompts and replies (`KeyFactList.extraction`)."""
     gold = [[p for p in ex.paragraphs if p.is_supporting] or ex.paragraphs for ex in examples]
     prompts = [reasoning_prompt(ex.question, refs, ex.answer) for ex, refs in zip(examples, gold)]
-    steps = generator.generate(prompts, max_new_tokens=max_new_tokens, chat=True, progress=progress,
-                               desc="reasoning steps")
+    decoding = {"max_new_tokens": max_new_tokens, "chat": True}
+    steps = generator.generate(prompts, **decoding, progress=progress, desc="reasoning steps")
     reasoning = [c[0].text.strip() for c in steps]
     fact_prompts = [key_facts_prompt(ex.question, r, ex.answer) for ex, r in zip(examples, reasoning)]
-    facts = generator.generate(fact_prompts, max_new_tokens=max_new_tokens, chat=True, progress=progress,
-                               desc="key facts")
+    facts = generator.generate(fact_prompts, **decoding, progress=progress, desc="key facts")
     author = getattr(generator, "name", type(generator).__name__)
     out = [KeyFacts(ex.id, ex.question, ex.answer, parse_key_facts(c[0].text), "llm", author, r)
            for ex, r, c in zip(examples, reasoning, facts)]
-    if traces.active():
-        trace.write_key_fact_run(generator, examples, prompts, reasoning, fact_prompts, [c[0].text for c in facts],
-                                 [k.key_facts for k in out], max_new_tokens)
-    return out
+    return KeyFactList(out, KeyFactExtraction(generator, list(examples), prompts, reasoning, fact_prompts,
+                                              [c[0].text for c in facts], [k.key_facts for k in out], decoding))
 
 
 def key_facts_path(source: str) -> Path:
@@ -161,9 +183,10 @@ def load_key_facts(path: str | Path) -> list[KeyFacts]:
 
 
 def build_key_facts(source: str, examples: Sequence[Example], generator: Generator | None = None,
-                    rebuild: bool = False, **kw: Any) -> list[KeyFacts]:
+                    rebuild: bool = False, **kw: Any) -> KeyFactList:
     """Key facts from `source` for `examples`, read from build/key_facts/ when stored there for the same questions
-    (and, for 'llm', by the same generator, which only that source uses)."""
+    (and, for 'llm', by the same generator, which only that source uses); `extraction` holds the prompts and replies
+    of the ones the paper's prompts wrote just now (for `credibility.trace.write`), else None."""
     if source == "llm" and generator is None:
         raise ValueError("key-fact source 'llm' needs a generator")
     if source not in SOURCES and not source.endswith("+reviewed"):
@@ -172,6 +195,7 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
     stored = {r.question_id: r for r in load_key_facts(path)} if path.exists() and not rebuild else {}
     missing = [ex for ex in examples if ex.id not in stored
                or (source == "llm" and stored[ex.id].author != generator.name)]
+    extraction = None
     if missing:
         if source == "hand":
             raise ValueError(f"{len(missing)} question(s) have no shipped ('hand') key facts in {path} (e.g. "
@@ -181,9 +205,10 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
             raise FileNotFoundError(f"{len(missing)} question(s) have no reviewed key facts at {path} "
                                     f"(e.g. {missing[0].id!r}): read a review sheet first")
         new = supporting_key_facts(missing) if source == "supporting" else llm_key_facts(generator, missing, **kw)
+        extraction = getattr(new, "extraction", None)
         stored.update({r.question_id: r for r in new})
         save_key_facts(list(stored.values()), path)  # kept beside the questions built before
-    return [stored[ex.id] for ex in examples]
+    return KeyFactList([stored[ex.id] for ex in examples], extraction)
 
 
 REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "keep", "edit")

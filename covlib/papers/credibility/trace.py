@@ -1,9 +1,10 @@
 """Trace records of the credibility paper's runs: cited answers with their §4 metrics, self-reflection, self-completion, key facts.
 
-A run's records are built here from what the methods computed (`answers`, `improvements`, `key_facts` call these
-only when a trace is open). Answers are generated in one call (`answer_runs`) and scored in another
-(`score_runs`): `remember` keeps, while tracing is on, each generated answer's prompt and cache key so that the
-scored run's trace shows the whole path of an answer.
+The methods write no trace: they return what they did, and a notebook hands each result to `write(S.tracer,
+result)`, which writes its trace file(s) once the method has returned (generation and NLI calls are cached, so a
+rerun after a crash costs no model call). Answers are generated in one call (`answer_runs`) and scored in another
+(`score_runs`): each answer carries its prompt and decoding (`answers.Answers`), so the scored run's trace
+(`Scores`) shows the whole path of an answer.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from covlib.core import traces
+from covlib import traces
 from covlib.core.metrics import accuracy_contains
 from covlib.core.records import Example
 from covlib.core.references import cited_sentences, strip_citations
 from covlib.generation import call_keys
 from covlib.nli.scoring import pair_keys
 
+from covlib.papers.credibility.answers import Answers, Reflection, Scores
+from covlib.papers.credibility.improvements import SelfCompletion
+from covlib.papers.credibility.key_facts import KeyFactExtraction, KeyFactList
 from covlib.papers.credibility.prompts import is_refusal
 
 PAPER = "credibility"
@@ -55,12 +59,6 @@ KEY_FACT_STEPS = [
                   "the reasoning steps which are necessary to derive the final answer."),
 ]
 
-_GENERATED: dict[str, Any] = {"folder": None, "items": {}}
-
-
-def _ref_ids(paragraphs: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(getattr(p, "id", None) or p.title for p in paragraphs)
-
 
 def _number(value: Any) -> float | None:
     return float(value) if value is not None and math.isfinite(float(value)) else None
@@ -74,24 +72,44 @@ def _name(generator: Any) -> str:
     return getattr(generator, "name", type(generator).__name__)
 
 
-def remember(generator: Any, examples: Sequence[Example], ref_sets: Sequence[Any], prompts: Sequence[str],
-             answers: Sequence[str], max_new_tokens: int) -> None:
-    """Keep (while tracing) each answer's prompt and cache key, for the trace of the run that scores it."""
-    folder = traces.active()
-    if folder is None:
+def _keys(generator: Any, prompts: Sequence[str], decoding: dict[str, Any]) -> list[str | None]:
+    """The cache key of each prompt's (greedy) reply, as the method called the generator."""
+    return [_key(k) for k in call_keys(generator, list(prompts), **decoding)]
+
+
+# --------------------------------------------------------------------------- the one entry point
+
+
+def write(tracer: traces.Tracer | None, result: Any) -> None:
+    """Write the trace file(s) of what a credibility method returned (nothing when `tracer` is None):
+
+    - `Scores` (`score_runs`): one cited-answer run per (model, setting);
+    - `Reflection` (`generate_answers(reflection=True)`): a self-reflection run;
+    - `SelfCompletion` (`self_complete`): a self-completion run;
+    - `KeyFactList` (`llm_key_facts`, `build_key_facts`): a key-fact extraction run when the paper's prompts wrote
+      some just now (its `extraction`), else nothing.
+
+    Other `Answers` (`answer_runs`, `generate_answers`) are traced when `score_runs` scores them: nothing is written.
+    """
+    if not isinstance(result, (Scores, Answers, SelfCompletion, KeyFactList)):
+        raise TypeError(f"no credibility trace for a {type(result).__name__}: pass what score_runs, "
+                        "generate_answers(reflection=True), self_complete or build_key_facts returned")
+    if tracer is None:
         return
-    if _GENERATED["folder"] != folder:
-        _GENERATED.update(folder=folder, items={})
-    keys = call_keys(generator, list(prompts), max_new_tokens=max_new_tokens, chat=True)
-    for ex, refs, prompt, answer, key in zip(examples, ref_sets, prompts, answers, keys):
-        _GENERATED["items"][(_name(generator), ex.id, _ref_ids(refs.paragraphs), answer)] = (prompt, _key(key))
+    if isinstance(result, Scores):
+        for (model, setting), rows in result.items():  # one trace per (model, reference set)
+            answers, ref_sets = result.runs[(model, setting)]
+            write_answer_run(tracer, model, setting, answers, ref_sets, result.examples, result.facts, rows,
+                             result.details[(model, setting)], result.judge)
+    elif isinstance(result, Reflection):
+        write_reflection_run(tracer, result)
+    elif isinstance(result, SelfCompletion):
+        write_completion_run(tracer, result)
+    elif isinstance(result, KeyFactList) and result.extraction is not None:
+        write_key_fact_run(tracer, result.extraction)
 
 
-def generated(model: str, question_id: str, refs: Any, answer: str) -> tuple[str, str | None] | None:
-    """The (prompt, cache key) `remember` kept for this answer, or None."""
-    if _GENERATED["folder"] != traces.active():
-        return None
-    return _GENERATED["items"].get((model, question_id, _ref_ids(refs.paragraphs), answer))
+# --------------------------------------------------------------------------- shared steps
 
 
 def references_step(ex: Example, refs: Any, **inputs: Any) -> dict[str, Any]:
@@ -108,6 +126,9 @@ def insufficient(ex: Example, refs: Any) -> bool | None:
     """Whether the references miss a gold paragraph (None when the question names none)."""
     titles = set(ex.supporting_titles)
     return None if not titles else not titles <= {p.title for p in refs.paragraphs}
+
+
+# --------------------------------------------------------------------------- cited answers with their §4 metrics
 
 
 def _citations_step(answer: str, refs: Any) -> dict[str, Any]:
@@ -134,10 +155,10 @@ def _verdicts(pairs: Sequence[tuple], keys: Sequence[str], metric: str,
 
 
 def answer_record(model: str, ex: Example, refs: Any, facts: Any, answer: str, row: dict[str, Any],
-                  detail: dict[str, list], judge: Any, prompt: Any) -> dict[str, Any]:
-    """One cited answer's record: references, answer, citations, key facts with their NLI verdicts, §4 metrics."""
-    kept = generated(model, ex.id, refs, answer)
-    gen_call = traces.call("generate", kept[1] if kept else None, prompt=prompt)
+                  detail: dict[str, list], judge: Any, prompt: Any, key: str | None) -> dict[str, Any]:
+    """One cited answer's record: references, answer (its prompt as the trace stores it, and its cache key),
+    citations, key facts with their NLI verdicts, §4 metrics."""
+    gen_call = traces.call("generate", key, prompt=prompt)
     steps = [references_step(ex, refs),
              traces.step("answer", {"model": model}, {"completion": answer}, [gen_call]),
              _citations_step(answer, refs)]
@@ -183,10 +204,11 @@ def setting_name(setting: Any, refs: Sequence[Any]) -> str:
     return setting if isinstance(setting, str) else f"{setting} refs"
 
 
-def write_answer_run(model: str, setting: Any, answers: Sequence[str], ref_sets: Sequence[Any],
-                     examples: Sequence[Example], facts: Sequence[Any], rows: Sequence[dict],
-                     details: Sequence[dict], judge: Any) -> None:
-    """One trace file for one (model, reference set): every answer's record, written as it is assembled."""
+def write_answer_run(tracer: traces.Tracer, model: str, setting: Any, answers: Sequence[str],
+                     ref_sets: Sequence[Any], examples: Sequence[Example], facts: Sequence[Any],
+                     rows: Sequence[dict], details: Sequence[dict], judge: Any) -> None:
+    """One trace file for one (model, reference set) that `score_runs` scored: every answer's record. The answers'
+    prompts and cache keys come from the `Answers` (plain strings have none: prompt and key are None)."""
     name = setting_name(setting, ref_sets)
     sizes = sorted({len(r) for r in ref_sets})
     source = facts[0].source if facts else ""
@@ -194,46 +216,44 @@ def write_answer_run(model: str, setting: Any, answers: Sequence[str], ref_sets:
               "key_facts": source, "key_facts_author": facts[0].author if facts else "",
               "judge": getattr(judge, "name", str(judge)), "questions": len(examples)}
     title = f"Cited answers, {name} references, {model} (key facts: {source})"
-    with traces.open_run(PAPER, "cited answer", title, ANSWER_STEPS, params, model=model,
+    prompts = getattr(answers, "prompts", None)
+    keys = _keys(answers.generator, prompts, answers.decoding) if prompts is not None else [None] * len(answers)
+    with tracer.open_run(PAPER, "cited answer", title, ANSWER_STEPS, params, model=model,
                          label=f"{name}-{source}-{model}") as tr:
-        if not tr:
-            return
-        prompts = []
-        for ex, refs, a in zip(examples, ref_sets, answers):
-            kept = generated(model, ex.id, refs, a)
-            prompts.append(kept[0] if kept else None)
-        stored = tr.prompts([p for p in prompts if p is not None])
-        items = iter(stored)
-        for ex, refs, kf, a, row, d, p in zip(examples, ref_sets, facts, answers, rows, details, prompts):
-            tr.write(answer_record(model, ex, refs, kf, a, row, d, judge, next(items) if p is not None else None))
+        stored = tr.prompts(prompts) if prompts is not None else [None] * len(answers)
+        for ex, refs, kf, a, row, d, p, key in zip(examples, ref_sets, facts, answers, rows, details, stored, keys):
+            tr.write(answer_record(model, ex, refs, kf, a, row, d, judge, p, key))
 
 
-def write_reflection_run(generator: Any, examples: Sequence[Example], ref_sets: Sequence[Any],
-                         prompts: Sequence[str], answers: Sequence[str], max_new_tokens: int) -> None:
-    """Self-reflection (§5.1): per question the references, the reflection prompt and reply, refused or not;
-    correct = 1 when it refused exactly when a gold reference was missing (reflection accuracy)."""
-    model = _name(generator)
+# --------------------------------------------------------------------------- self-reflection (§5.1)
+
+
+def write_reflection_run(tracer: traces.Tracer, answers: Reflection) -> None:
+    """Self-reflection (§5.1), from a `Reflection`: per question the references, the reflection prompt and reply,
+    refused or not; correct = 1 when it refused exactly when a gold reference was missing (reflection accuracy)."""
+    model, examples, ref_sets = answers.model, answers.examples, answers.ref_sets
     params = {"kinds": sorted({r.kind for r in ref_sets}), "n_refs": sorted({len(r) for r in ref_sets}),
-              "max_new_tokens": max_new_tokens, "questions": len(examples)}
-    with traces.open_run(PAPER, "self-reflection", f"Self-reflection (§5.1), {model}", REFLECTION_STEPS, params,
+              "max_new_tokens": answers.decoding["max_new_tokens"], "questions": len(examples)}
+    with tracer.open_run(PAPER, "self-reflection", f"Self-reflection (§5.1), {model}", REFLECTION_STEPS, params,
                          model=model, label=model) as tr:
-        if not tr:
-            return
-        keys = call_keys(generator, list(prompts), max_new_tokens=max_new_tokens, chat=True)
-        for ex, refs, item, key, a in zip(examples, ref_sets, tr.prompts(prompts), keys, answers):
+        keys = _keys(answers.generator, answers.prompts, answers.decoding)
+        for ex, refs, item, key, a in zip(examples, ref_sets, tr.prompts(answers.prompts), keys, answers):
             short = insufficient(ex, refs)
             refused = is_refusal(a)
             right = "refuse (a gold reference is missing)" if short else "answer (every gold reference is shown)"
             step = traces.step("self-reflection", {"insufficient": short},
                                {"completion": a, "refused": refused, "right decision": right if short is not None
-                                else None}, [traces.call("generate", _key(key), prompt=item)])
+                                else None}, [traces.call("generate", key, prompt=item)])
             tr.write({"id": ex.id, "question": ex.question, "gold": [right] if short is not None else [],
                       "prediction": a, "correct": None if short is None else float(refused == short),
                       "flags": {"refused": refused}, "steps": [references_step(ex, refs), step]})
 
 
-def _retrieve(query: str, retriever: Any, hits: Sequence[Any], text: bool = True) -> dict[str, Any]:
-    return traces.call("retrieve", None, query=query, retriever=getattr(retriever, "name", type(retriever).__name__),
+# --------------------------------------------------------------------------- self-completion (§5.2)
+
+
+def _retrieve(query: str, retriever: str, hits: Sequence[Any], text: bool = True) -> dict[str, Any]:
+    return traces.call("retrieve", None, query=query, retriever=retriever,
                        passages=[{"id": h.passage.id, "title": h.passage.title, "score": float(h.score),
                                   **({"text": h.passage.text[:TEXT_CAP]} if text else {})} for h in hits])
 
@@ -243,53 +263,55 @@ def em(answer: str, ex: Example) -> float:
     return float(accuracy_contains(strip_citations(answer), ex.answers))
 
 
-def completion_start(tr: Any, generator: Any, examples: Sequence[Example], retriever: Any, ranked: Sequence[Any],
-                     refs: Sequence[Any], prompts: Sequence[str], answers: Sequence[str],
-                     max_new_tokens: int) -> list[list[dict]]:
-    """Each question's first two self-completion steps: BM25's references for the question, the reflection."""
-    keys = call_keys(generator, list(prompts), max_new_tokens=max_new_tokens, chat=True)
-    out = []
-    for ex, hs, r, item, key, a in zip(examples, ranked, refs, tr.prompts(prompts), keys, answers):
-        shown = references_step(ex, r)
-        shown["calls"] = [_retrieve(ex.question, retriever, hs[:len(r)], text=False)]  # texts: in the outputs
-        out.append([shown, traces.step("self-reflection", {}, {"completion": a, "refused": is_refusal(a)},
-                                       [traces.call("generate", _key(key), prompt=item)])])
-    return out
+def write_completion_run(tracer: traces.Tracer, done: SelfCompletion) -> None:
+    """Self-completion (§5.2), from a `SelfCompletion`: per question BM25's references and the reflection, then per
+    round the search queries, the retrieval and the new answer. Records go in the order the questions settled
+    (answered at once first, then round by round), each round's prompts stored as one batch, as the method ran;
+    before = the answer after self-reflection alone; correct = EM-recall (the gold answer string in the answer; the
+    key-fact metrics are in the scored run)."""
+    model, examples = done.model, done.examples
+    params = {"k_initial": done.k_initial, "cap": done.cap, "max_rounds": done.max_rounds,
+              "max_new_tokens": done.decoding["max_new_tokens"], "retriever": done.retriever,
+              "questions": len(examples)}
+    with tracer.open_run(PAPER, "self-completion", f"Self-completion (§5.2), {model}", COMPLETION_STEPS, params,
+                         model=model, label=model,
+                         compare=(f"self-reflection on BM25 top {done.k_initial}", "self-completion")) as tr:
+        first = [rec.reflection_prompt for rec in done]
+        steps = []
+        for ex, rec, item, key in zip(examples, done, tr.prompts(first), _keys(done.generator, first, done.decoding)):
+            shown = references_step(ex, rec.reflected_references)
+            shown["calls"] = [_retrieve(ex.question, done.retriever, rec.initial_hits, text=False)]  # texts: outputs
+            steps.append([shown, traces.step("self-reflection", {}, {"completion": rec.reflected_answer,
+                                                                     "refused": is_refusal(rec.reflected_answer)},
+                                             [traces.call("generate", key, prompt=item)])])
+        _completion_write(tr, examples, done, steps, [i for i, rec in enumerate(done) if rec.rounds == 0])
+        for round_ in range(1, max((rec.rounds for rec in done), default=0) + 1):
+            todo = [i for i, rec in enumerate(done) if rec.rounds >= round_]
+            rounds = [done[i].history[round_ - 1] for i in todo]
+            asked = [r.query_prompt for r in rounds]
+            for i, r, item, key in zip(todo, rounds, tr.prompts(asked),
+                                       _keys(done.generator, asked, done.query_decoding)):
+                steps[i].append(traces.step("search queries", {"round": round_},
+                                            {"completion": r.reply, "queries": r.queries, "marker used": r.marked},
+                                            [traces.call("generate", key, prompt=item)]))
+                gold = set(r.references.gold)
+                steps[i].append(traces.step("retrieval", {"round": round_, "queries": r.queries},
+                                            {"references": [{"n": n, "id": getattr(p, "id", None), "title": p.title,
+                                                             "gold": n in gold}
+                                                            for n, p in enumerate(r.references.paragraphs, 1)]},
+                                            [_retrieve(q, done.retriever, hs) for q, hs in zip(r.queries, r.hits)]))
+            answered = [r.answer_prompt for r in rounds]
+            for i, r, item, key in zip(todo, rounds, tr.prompts(answered),
+                                       _keys(done.generator, answered, done.decoding)):
+                steps[i].append(traces.step("answer", {"round": round_, "may refuse": r.may_refuse},
+                                            {"completion": r.answer, "refused": is_refusal(r.answer)},
+                                            [traces.call("generate", key, prompt=item)]))
+            _completion_write(tr, examples, done, steps, [i for i in todo if done[i].rounds == round_])
 
 
-def completion_round(tr: Any, generator: Any, steps: list[list[dict]], todo: Sequence[int], round_: int,
-                     prompts: Sequence[str], replies: Sequence[str], parsed: dict[int, tuple[list[str], bool]],
-                     flat: Sequence[tuple[int, str]], found: Sequence[Any], retriever: Any,
-                     references: Sequence[Any]) -> None:
-    """A round's query and retrieval steps for the questions still refusing (appended to `steps`)."""
-    keys = call_keys(generator, list(prompts), max_new_tokens=64, chat=True)
-    for i, item, key, reply in zip(todo, tr.prompts(prompts), keys, replies):
-        queries, marked = parsed[i]
-        steps[i].append(traces.step("search queries", {"round": round_},
-                                    {"completion": reply, "queries": queries, "marker used": marked},
-                                    [traces.call("generate", _key(key), prompt=item)]))
-        calls = [_retrieve(q, retriever, hs) for (j, q), hs in zip(flat, found) if j == i]
-        refs = references[i]
-        steps[i].append(traces.step("retrieval", {"round": round_, "queries": queries},
-                                    {"references": [{"n": n, "id": getattr(p, "id", None), "title": p.title,
-                                                     "gold": n in set(refs.gold)}
-                                                    for n, p in enumerate(refs.paragraphs, 1)]}, calls))
-
-
-def completion_answers(tr: Any, generator: Any, steps: list[list[dict]], todo: Sequence[int], round_: int,
-                       prompts: Sequence[str], answers: Sequence[str], reflection: bool, max_new_tokens: int) -> None:
-    """A round's new answers over the completed references (appended to `steps`)."""
-    keys = call_keys(generator, list(prompts), max_new_tokens=max_new_tokens, chat=True)
-    for i, item, key, a in zip(todo, tr.prompts(prompts), keys, answers):
-        steps[i].append(traces.step("answer", {"round": round_, "may refuse": reflection},
-                                    {"completion": a, "refused": is_refusal(a)},
-                                    [traces.call("generate", _key(key), prompt=item)]))
-
-
-def completion_write(tr: Any, examples: Sequence[Example], records: Sequence[Any], steps: list[list[dict]],
-                     done: Sequence[int]) -> None:
-    """Write the self-completion records of the questions `done` settled: before = the answer after self-reflection
-    alone; correct = EM-recall (the gold answer string in the answer; the key-fact metrics are in the scored run)."""
+def _completion_write(tr: Any, examples: Sequence[Example], records: Sequence[Any], steps: list[list[dict]],
+                      done: Sequence[int]) -> None:
+    """Write the self-completion records of the questions `done` (settled in the same round)."""
     for i in done:
         ex, rec, st = examples[i], records[i], steps[i]
         tr.write({"id": ex.id, "question": ex.question, "gold": list(ex.answers), "prediction": rec.answer,
@@ -300,24 +322,25 @@ def completion_write(tr: Any, examples: Sequence[Example], records: Sequence[Any
                   "steps": st})
 
 
-def write_key_fact_run(generator: Any, examples: Sequence[Example], prompts: Sequence[str], reasoning: Sequence[str],
-                       fact_prompts: Sequence[str], replies: Sequence[str], parsed: Sequence[list[str]],
-                       max_new_tokens: int) -> None:
-    """The paper's two-step key-fact construction (§3) per question: reasoning steps, then the key facts parsed."""
-    model = _name(generator)
-    with traces.open_run(PAPER, "key-fact extraction", f"Key facts by the paper's prompts (§3), {model}",
-                         KEY_FACT_STEPS, {"max_new_tokens": max_new_tokens, "questions": len(examples)},
+# --------------------------------------------------------------------------- key facts by the paper's prompts (§3)
+
+
+def write_key_fact_run(tracer: traces.Tracer, run: KeyFactExtraction) -> None:
+    """The paper's two-step key-fact construction (§3) per question, from a `KeyFactExtraction`: reasoning steps,
+    then the key facts parsed."""
+    model, examples = _name(run.generator), run.examples
+    with tracer.open_run(PAPER, "key-fact extraction", f"Key facts by the paper's prompts (§3), {model}",
+                         KEY_FACT_STEPS, {"max_new_tokens": run.decoding["max_new_tokens"], "questions": len(examples)},
                          model=model, label=model) as tr:
-        if not tr:
-            return
-        k1 = call_keys(generator, list(prompts), max_new_tokens=max_new_tokens, chat=True)
-        k2 = call_keys(generator, list(fact_prompts), max_new_tokens=max_new_tokens, chat=True)
-        rows = zip(examples, tr.prompts(prompts), k1, reasoning, tr.prompts(fact_prompts), k2, replies, parsed)
+        k1 = _keys(run.generator, run.prompts, run.decoding)
+        k2 = _keys(run.generator, run.fact_prompts, run.decoding)
+        rows = zip(examples, tr.prompts(run.prompts), k1, run.reasoning, tr.prompts(run.fact_prompts), k2,
+                   run.replies, run.key_facts)
         for ex, p1, key1, r, p2, key2, reply, facts in rows:
             tr.write({"id": ex.id, "question": ex.question, "gold": list(ex.answers), "prediction": "\n".join(facts),
                       "correct": None, "flags": {"parse_failures": int(not facts)},
                       "steps": [traces.step("reasoning steps", {"answer": ex.answer}, {"completion": r},
-                                            [traces.call("generate", _key(key1), prompt=p1)]),
+                                            [traces.call("generate", key1, prompt=p1)]),
                                 traces.step("key facts", {}, {"completion": reply, "key_facts": facts,
                                                               "parsed": len(facts)},
-                                            [traces.call("generate", _key(key2), prompt=p2)])]})
+                                            [traces.call("generate", key2, prompt=p2)])]})

@@ -1,12 +1,23 @@
 """Verify-and-Edit's directional claims, each with the paper's sentence, its numbers, and its headline setting.
 
-Read by the claims ledger (`covlib.runs.claims`); notebooks 01-03 record the estimates.
+Read by the claims ledger (`covlib.report.claims`); notebooks 01-03 record the estimates.
 Quotes are verbatim from the paper's extracted text (`../shared/papers/003_*.txt`).
+
+Beside the claims, the comparisons that test them across runs: `auc_difference` (two runs' AUC on the
+same questions, paired) and `cross_table_comparisons` (notebook 03: dataset knowledge against an
+open-domain source, FEVER's gain against HotpotQA's). Each comparison is {"claim", "scope", "est",
+"unit"} (`est` a `covlib.core.stats` test result) or {"claim", "scope", "untestable"}, as this
+module's `record` takes it.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from covlib.core.claim import Claim, ClaimSet
+from covlib.core.metrics import accuracy_coverage_auc
+from covlib.core.stats import independent_difference, paired_difference, paired_statistic_difference
+from covlib.papers.verify_edit.knowledge import NEAR_ORACLE, RETRIEVER_KINDS
 
 PAPER = "Verify-and-Edit"
 
@@ -89,3 +100,48 @@ CLAIMS: tuple[Claim, ...] = (
 
 _SET = ClaimSet(CLAIMS)  # the record builders notebooks use; an id of another paper is an error
 claim, estimate, untestable, same_as, record = _SET.claim, _SET.estimate, _SET.untestable, _SET.same_as, _SET.record
+
+
+def auc_difference(a: Sequence, b: Sequence, confidence: str = "confidence", seed: int = 0) -> dict:
+    """AUC (x100) of records `a` minus that of `b`, the same questions in the same order: paired, with a swap p.
+
+    Records are `VERecord`s or `cot.PromptResult`s: anything with `id`, `correct` and the `confidence` field."""
+    if [r.id for r in a] != [r.id for r in b]:
+        raise ValueError("auc_difference needs the same questions in the same order")
+    cols = lambda rs: ([getattr(r, confidence) for r in rs], [r.correct for r in rs])  # noqa: E731
+    return {**paired_statistic_difference(accuracy_coverage_auc, cols(a), cols(b), seed=seed), "scale": 1.0}
+
+
+def cross_table_comparisons(details: dict, correctness: dict, seed: int = 0) -> list[dict]:
+    """Notebook 03's comparisons across rows: dataset knowledge against an open-domain source, FEVER's gain against
+    HotpotQA's; each {"claim", "scope", "unit", "est"} or {"claim", "scope", "untestable"}.
+
+    `details` maps (dataset, knowledge kind) to VE records, `correctness` (dataset, method) to 0/1 lists.
+    """
+    out = []
+    for name in sorted({n for n, _ in details} - {"fever"}):
+        open_kinds = [k for n, k in details if n == name and k != "dataset"
+                      and not (k in RETRIEVER_KINDS and name in NEAR_ORACLE)]
+        if (name, "dataset") not in details or not open_kinds:
+            why = ("no open-domain source ran: the paper's Wikipedia, DrQA and Google need the network, and our "
+                   f"offline retrievers are near-oracle here ({NEAR_ORACLE.get(name, 'no dataset knowledge ran')})")
+            out.append({"claim": "ve-dataset-largest-gain", "scope": name, "untestable": why})
+            continue
+        for kind in open_kinds:
+            est = paired_difference([r.correct for r in details[(name, "dataset")]],
+                                    [r.correct for r in details[(name, kind)]], scale=100, seed=seed)
+            out.append({"claim": "ve-dataset-largest-gain", "scope": f"{name}, dataset − {kind}", "unit": "EM points",
+                        "est": est})
+    common = sorted(k for n, k in details if n == "hotpotqa" and ("fever", k) in details)
+    for kind in common:
+        gains = {n: [a.correct - b for a, b in zip(details[(n, kind)], correctness[(n, "CoT-SC")])]
+                 for n in ("hotpotqa", "fever")}
+        est = independent_difference(gains["hotpotqa"], gains["fever"], scale=100, seed=seed)
+        oracle = ({"near_oracle": f"HotpotQA: {NEAR_ORACLE['hotpotqa']}; FEVER: {NEAR_ORACLE['fever']}"}
+                  if kind in RETRIEVER_KINDS else {})
+        out.append({"claim": "ve-fever-gains-less", "scope": f"{kind}, hotpotqa − fever", "est": est,
+                    "unit": "points of gain (EM on HotpotQA, accuracy on FEVER)", **oracle})
+    if not common:
+        out.append({"claim": "ve-fever-gains-less", "scope": "", "untestable":
+                    "HotpotQA and FEVER did not both run Verify-and-Edit with one knowledge source"})
+    return out

@@ -62,6 +62,11 @@ first-alias EM is a one-string EM, not the official answer string's.
 log P(" {answer}." | prompt, chosen rationale, "The answer is") of the chosen path, scored in
 one batched `lm.score` call; for standard prompts it is the log-prob of the one-line
 completion; -inf when nothing parsed.
+
+What a run returns: a `PromptRun`, the list of `PromptResult`s (example order) with what the call
+did beside it: the generator, the decoding settings of the one generate call (`decoding`), the
+shots and the vote, and the one score call's (result index, prompt, continuation) in `scored`. The
+run writes no trace; `verify_edit.trace.write(tracer, run)` writes one from it.
 """
 
 from __future__ import annotations
@@ -69,12 +74,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from covlib.core.metrics import accuracy_coverage_auc, f1_score
 from covlib.core.records import Example
 from covlib.data import load_fewshot
-import covlib.papers.verify_edit.trace as trace
 from covlib.papers.verify_edit.answers import (ALIAS_MODES, ANSWER_MARKER, DATASETS, answer_key, check_dataset, clean_answer,
                                               finish_answer, gold_answers, answer_score, parse_answer, rescore, split_cot)  # noqa: F401
 
@@ -225,6 +229,22 @@ class PromptResult:
     answers: list[str | None] = field(default_factory=list, repr=False)
     logprobs: list[float] = field(default_factory=list, repr=False)  # total per path
     mean_logprobs: list[float] = field(default_factory=list, repr=False)
+    finish_reasons: list[str] = field(default_factory=list, repr=False)  # per path: "stop", "length", ...
+
+
+class PromptRun(list):
+    """The `PromptResult`s of one `run_standard` / `run_cot` / `run_cot_sc` call (a list, in example order) and what
+    the call did: `lm` (the generator), `method` ("standard", "cot", "cot_sc"), `dataset`, `shots` (how many),
+    `vote`, `decoding` (the settings of its one generate call: n, temperature, max_new_tokens, stop, seed) and
+    `scored` (its one score call: (result index, prompt, continuation) per chosen answer scored)."""
+
+    def __init__(self, results: Sequence[PromptResult] = (), *, lm: Any = None, method: str = "", dataset: str = "",
+                 shots: int = 0, vote: str = "majority", decoding: dict | None = None,
+                 scored: Sequence[tuple[int, str, str]] = ()) -> None:
+        super().__init__(results)
+        self.lm, self.method, self.dataset, self.shots, self.vote = lm, method, dataset, shots, vote
+        self.decoding = dict(decoding or {})
+        self.scored = list(scored)
 
 
 def consistency_of(result: PromptResult, kind: str = "wang") -> float:
@@ -239,8 +259,8 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, prompts: list[str],
-                   completions: list[list], vote: str, progress: bool, tr=None, decoding=None) -> list[PromptResult]:
-    """Parse paths, vote, and score the chosen answers (one batched lm.score call); `tr` traces each question."""
+                   completions: list[list], vote: str, progress: bool, decoding: dict, shots: int) -> PromptRun:
+    """Parse paths, vote, and score the chosen answers (one batched lm.score call)."""
     results = []
     to_score: list[tuple[int, str, str]] = []  # (result index, prefix, continuation)
     for ex, prompt, comps in zip(examples, prompts, completions):
@@ -272,44 +292,45 @@ def _build_results(lm, examples: Sequence[Example], dataset: str, method: str, p
             wang_raw=sc["wang_raw"], parse_failures=sum(a is None for a in answers), chosen_path=chosen,
             answer_logprob=answer_logprob, prompt=prompt, texts=texts, rationales=[s[0] for s in split],
             answers=answers, logprobs=[c.logprob for c in comps], mean_logprobs=means,
+            finish_reasons=[c.finish_reason for c in comps],
         ))
     if to_score:
         scores = lm.score([p for _, p, _ in to_score], [c for _, _, c in to_score], progress=progress,
                           desc=f"{method} answer log-probs")
         for (i, _, _), s in zip(to_score, scores):
             results[i].answer_logprob = s
-    if tr:
-        trace.write_prompting(tr, lm, results, completions, decoding, to_score, vote)
-    return results
+    return PromptRun(results, lm=lm, method=method, dataset=dataset, shots=shots, vote=vote, decoding=decoding,
+                     scored=to_score)
+
+
+def _greedy(lm, examples: Sequence[Example], dataset: str, method: str, shots: int | Sequence[Shot] | None,
+            max_new_tokens: int, progress: bool) -> PromptRun:
+    """One greedy path per question with the `method` ('standard' or 'cot') prompt: one batched generate call."""
+    dataset = check_dataset(dataset)
+    pairs = fewshot_examples(dataset, shots)
+    prompt, stop, name = {"standard": (standard_prompt, STANDARD_STOP, "standard"),
+                          "cot": (cot_prompt, COT_STOP, "CoT")}[method]
+    prompts = [prompt(ex.question, dataset, pairs) for ex in examples]
+    decoding = dict(n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(stop))
+    comps = lm.generate(prompts, **decoding, progress=progress, desc=f"{name} {dataset}")
+    return _build_results(lm, examples, dataset, method, prompts, comps, "majority", progress, decoding, len(pairs))
 
 
 def run_standard(lm, examples: Sequence[Example], dataset: str, shots: int | Sequence[Shot] | None = None,
-                 max_new_tokens: int = 32, progress: bool = True) -> list[PromptResult]:
+                 max_new_tokens: int = 32, progress: bool = True) -> PromptRun:
     """Greedy standard few-shot prompting (one batched generate call)."""
-    dataset = check_dataset(dataset)
-    pairs = fewshot_examples(dataset, shots)
-    prompts = [standard_prompt(ex.question, dataset, pairs) for ex in examples]
-    decoding = dict(n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(STANDARD_STOP))
-    with trace.open_prompting(lm, "standard", dataset, decoding, len(pairs), "majority") as tr:
-        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"standard {dataset}")
-        return _build_results(lm, examples, dataset, "standard", prompts, comps, "majority", progress, tr, decoding)
+    return _greedy(lm, examples, dataset, "standard", shots, max_new_tokens, progress)
 
 
 def run_cot(lm, examples: Sequence[Example], dataset: str, shots: int | Sequence[Shot] | None = None,
-            max_new_tokens: int = 96, progress: bool = True) -> list[PromptResult]:
+            max_new_tokens: int = 96, progress: bool = True) -> PromptRun:
     """Greedy CoT prompting (one batched generate call, one batched score call)."""
-    dataset = check_dataset(dataset)
-    pairs = fewshot_examples(dataset, shots)
-    prompts = [cot_prompt(ex.question, dataset, pairs) for ex in examples]
-    decoding = dict(n=1, temperature=0.0, max_new_tokens=max_new_tokens, stop=list(COT_STOP))
-    with trace.open_prompting(lm, "cot", dataset, decoding, len(pairs), "majority") as tr:
-        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"CoT {dataset}")
-        return _build_results(lm, examples, dataset, "cot", prompts, comps, "majority", progress, tr, decoding)
+    return _greedy(lm, examples, dataset, "cot", shots, max_new_tokens, progress)
 
 
 def run_cot_sc(lm, examples: Sequence[Example], dataset: str, n: int = 5, temperature: float = 0.7, seed: int = 0,
                shots: int | Sequence[Shot] | None = None, max_new_tokens: int = 96, vote: str = "majority",
-               progress: bool = True) -> list[PromptResult]:
+               progress: bool = True) -> PromptRun:
     """CoT self-consistency: n sampled paths per question (one batched generate call), voted as in the module doc."""
     dataset = check_dataset(dataset)
     if temperature <= 0:
@@ -317,9 +338,8 @@ def run_cot_sc(lm, examples: Sequence[Example], dataset: str, n: int = 5, temper
     pairs = fewshot_examples(dataset, shots)
     prompts = [cot_prompt(ex.question, dataset, pairs) for ex in examples]
     decoding = dict(n=n, temperature=temperature, max_new_tokens=max_new_tokens, stop=list(COT_STOP), seed=seed)
-    with trace.open_prompting(lm, "cot_sc", dataset, decoding, len(pairs), vote) as tr:
-        comps = lm.generate(prompts, **decoding, progress=progress, desc=f"CoT-SC {dataset} n={n}")
-        return _build_results(lm, examples, dataset, "cot_sc", prompts, comps, vote, progress, tr, decoding)
+    comps = lm.generate(prompts, **decoding, progress=progress, desc=f"CoT-SC {dataset} n={n}")
+    return _build_results(lm, examples, dataset, "cot_sc", prompts, comps, vote, progress, decoding, len(pairs))
 
 
 def summarize(results: Sequence[PromptResult], consistency: str = "wang") -> dict:

@@ -1,6 +1,6 @@
 """Reading traces in a notebook: one example step by step, and two runs side by side filtered by outcome.
 
-    from covlib.runs import trace_view
+    from covlib.traces import view as trace_view
     trace_view.show("03_verify_and_edit_tables", "verify-edit-hotpotqa-bm25", example=0)   # one example, step by step
     trace_view.compare("03_verify_and_edit_tables", "verify-edit-hotpotqa-bm25", outcome="fixed")  # CoT-SC vs + VE
 
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from covlib.core import traces
+from covlib import traces
 
 TEXT_CAP = 4000  # characters of one value shown inline (the rest behind "more")
 LIST_CAP = 50  # items of one list shown

@@ -1,6 +1,6 @@
 """The trace format's JSON Schema, line by line, and reading a trace file's lines as that schema sees them.
 
-`SCHEMA` is one `oneOf` over the four line types of `covlib.core.traces` (run, prefix, example, end); `checkers`
+`SCHEMA` is one `oneOf` over the four line types of `covlib.traces` (run, prefix, example, end); `checkers`
 gives one validator per type, `validate` every problem of a file, one message per bad line. Lines are split on
 newlines only and NaN / Infinity read as null, the same way for `validate` and `traces.read`.
 """

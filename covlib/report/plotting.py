@@ -1,6 +1,6 @@
 """Plot style and small plot helpers; each takes `ax=None` and returns the Axes.
 
-Call `set_style()` once per notebook; save figures with `covlib.runs.results.save_figure`.
+Call `set_style()` once per notebook; save figures with `covlib.report.results.save_figure`.
 Nothing here calls `plt.show()`, so it works under the Agg backend.
 """
 

@@ -1,6 +1,6 @@
 """Trace export to OpenInference spans (OTLP/JSON), so a run opens in Phoenix: one trace per example, steps, calls.
 
-`to_spans` turns a covlib trace (`covlib.core.traces`) into spans named with the OpenInference semantic conventions
+`to_spans` turns a covlib trace (`covlib.traces`) into spans named with the OpenInference semantic conventions
 (`openinference.span.kind`, `input.value`, `llm.model_name`, `retrieval.documents.N.document.*`, ...): one root
 CHAIN span per example, one CHAIN span per step under it (the paper's step name), and one span per model call
 under its step (generate and score: LLM; retrieve: RETRIEVER; nli: EVALUATOR). `otlp` encodes them as an OTLP
@@ -14,7 +14,7 @@ and Phoenix keeps the first copy (it ignores a span id it holds). Timings are no
 durations, so every example starts at the run's `started` time plus its index in seconds and its spans follow
 each other one microsecond apart, in the order of the steps and calls.
 
-    python -m covlib.runs.trace_export results/traces/<notebook>/<run>.jsonl --send http://localhost:6006/v1/traces
+    python -m covlib.traces.export results/traces/<notebook>/<run>.jsonl --send http://localhost:6006/v1/traces
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from covlib.core import traces
+from covlib import traces
 
 PHOENIX = "http://localhost:6006/v1/traces"
 SCOPE = "covlib.trace_export"
@@ -319,7 +319,7 @@ def send(source: traces.Trace | str | Path | dict, endpoint: str = PHOENIX, enco
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: export a trace file to OTLP/JSON, and optionally send it to Phoenix."""
-    parser = argparse.ArgumentParser(prog="python -m covlib.runs.trace_export", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m covlib.traces.export", description=__doc__.splitlines()[0])
     parser.add_argument("trace", help="a trace file, results/traces/<notebook>/<run>.jsonl")
     parser.add_argument("--out", help="where to write the OTLP/JSON export (default: <trace>.otlp.json)")
     parser.add_argument("--send", nargs="?", const=PHOENIX, metavar="URL",

@@ -1,9 +1,11 @@
 """Per-example traces: one JSON-lines file per method run, one record per example with every step as the paper names it.
 
-A notebook calls `start(notebook)` once; every method of a paper package then opens its run with
-`open_run(...)` and writes one record per example as it finishes (`TraceWriter.write`, flushed at once),
-so an interrupted run keeps every finished record. Without `start` (a library call, a test) `open_run`
-returns a writer that writes nothing. The file format (schema "covlib.trace", `VERSION`), line by line:
+A notebook's entry point (`covlib.runs.session.start`) makes one `Tracer`; a paper's methods never write traces:
+they return what they did (prompts, decoding settings, outputs), and the paper's `trace.write(tracer, result)`
+turns that into one file per method run, after the run, outside the algorithm (`Tracer.open_run`, then
+`TraceWriter.write` per example). The package is the trace format's one home: this module writes and reads files,
+`schema` checks them, `view` shows them in a notebook, `export` sends them to Phoenix. The file format (schema
+"covlib.trace", `VERSION`), line by line:
 
 | line      | holds                                                                                         |
 |-----------|-----------------------------------------------------------------------------------------------|
@@ -14,7 +16,7 @@ returns a writer that writes nothing. The file format (schema "covlib.trace", `V
 
 A step is `{"name", "inputs", "outputs", "calls"}`; a call is `{"kind", "key", ...}` with the cache key that
 reproduces it (`covlib.core.cache`) and its prompt as text or `{"prefix": id, "text": rest}`. `SCHEMA`
-is the JSON Schema of every line (from `covlib.core.trace_schema`); `validate` checks a file against it. docs/traces.md
+is the JSON Schema of every line (from `covlib.traces.schema`); `validate` checks a file against it. docs/traces.md
 shows how to open one.
 """
 
@@ -31,17 +33,14 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from covlib.core import paths
-from covlib.core.trace_schema import FORMAT, SCHEMA, VERSION, checkers, kind_of, lines_of, parse, validate
+from covlib.traces.schema import FORMAT, SCHEMA, VERSION, checkers, kind_of, lines_of, parse, validate
 
-__all__ = ["FORMAT", "MIN_SHARED_PREFIX", "NullWriter", "OUTCOMES", "SCHEMA", "Trace", "TraceWriter", "VERSION", "active",
-           "call", "correct_of", "count_outcomes", "folder_of", "open_run", "outcome", "pairs", "plain", "read", "read_header",
-           "run_files", "start", "step", "stop", "validate"]
+__all__ = ["FORMAT", "MIN_SHARED_PREFIX", "OUTCOMES", "SCHEMA", "Trace", "TraceWriter", "Tracer", "VERSION", "call",
+           "correct_of", "count_outcomes", "folder_of", "outcome", "pairs", "plain", "read", "read_header", "run_files",
+           "step", "validate"]
 
 MIN_SHARED_PREFIX = 200  # characters a batch's prompts must share before the shared part is stored once
 OUTCOMES = ("fixed", "broken", "both right", "both wrong")
-
-_STATE: dict[str, Any] = {"folder": None, "notebook": None}
-
 
 def plain(value: Any) -> Any:
     """JSON-ready: NumPy scalars and arrays as Python values, tuples as lists, non-finite floats as None."""
@@ -65,31 +64,9 @@ def folder_of(notebook: str) -> Path:
     return paths.results_dir() / "traces" / notebook
 
 
-def start(notebook: str, folder: str | Path | None = None) -> Path:
-    """Trace every method run from now on into `folder` (default results/traces/<notebook>/), emptied first."""
-    default = folder_of(notebook)  # checks the name, also when a folder is given
-    target = Path(folder) if folder is not None else default
-    target.mkdir(parents=True, exist_ok=True)
-    for old in target.glob("*.jsonl"):
-        if _is_trace(old):
-            old.unlink()  # a notebook's traces are those of its last run (other files are left alone)
-    _STATE.update(folder=target, notebook=notebook)
-    return target
-
-
 def _is_trace(path: Path) -> bool:
     with path.open("rb") as fh:
         return f'"format":"{FORMAT}"'.encode() in fh.readline(4096)
-
-
-def stop() -> None:
-    """Stop tracing (method runs write nothing until the next `start`)."""
-    _STATE.update(folder=None, notebook=None)
-
-
-def active() -> Path | None:
-    """The folder traces go to, or None when tracing is off."""
-    return _STATE["folder"]
 
 
 def call(kind: str, key: str | None, **fields: Any) -> dict[str, Any]:
@@ -173,50 +150,33 @@ class TraceWriter:
             self._fh.close()  # no end line: a reader sees an interrupted run
 
 
-class NullWriter:
-    """The writer when tracing is off: falsy, and every method is a no-op."""
+class Tracer:
+    """Where one notebook's traces go (results/traces/<notebook>/, or `folder`): made once by the notebook's entry
+    point, which empties the folder of its last run's traces (other files are left alone), and handed to the papers'
+    trace writers. There is no tracing state anywhere else: code without a `Tracer` writes no trace."""
 
-    path = None
-    records = 0
+    def __init__(self, notebook: str, folder: str | Path | None = None) -> None:
+        default = folder_of(notebook)  # checks the name, also when a folder is given
+        self.notebook = notebook
+        self.folder = Path(folder) if folder is not None else default
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for old in self.folder.glob("*.jsonl"):
+            if _is_trace(old):
+                old.unlink()
 
-    def __bool__(self) -> bool:
-        return False
-
-    def prompts(self, texts: Sequence[str]) -> list[Any]:
-        """The prompts unchanged."""
-        return list(texts)
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Nothing."""
-
-    def close(self) -> None:
-        """Nothing."""
-
-    def __enter__(self) -> "NullWriter":
-        return self
-
-    def __exit__(self, *rest: Any) -> None:
-        return None
-
-
-def open_run(paper: str, method: str, title: str, steps: Sequence[tuple[str, str]], params: dict[str, Any],
-             model: str | None = None, label: str = "", compare: tuple[str, str] | None = None) -> TraceWriter | NullWriter:
-    """A writer for one method run (a `NullWriter` unless `start` was called); `steps` are (name, the paper's words).
-
-    The file is `<method>[-<label>]-<hash of params and model>.jsonl`: the same run repeated replaces its file.
-    """
-    folder = active()
-    if folder is None:
-        return NullWriter()
-    params = plain(params)
-    digest = hashlib.sha256(json.dumps([params, model, title], sort_keys=True).encode()).hexdigest()[:8]
-    name = "-".join(x for x in (_slug(method), _slug(label) if label else "", digest) if x)
-    header = {"type": "run", "format": FORMAT, "version": VERSION, "run": name, "paper": paper, "method": method,
-              "title": title, "notebook": _STATE["notebook"] or "", "model": model, "params": params,
-              "steps": [{"name": n, "paper": p} for n, p in steps],
-              "compare": {"before": compare[0], "after": compare[1]} if compare else None,
-              "started": _now(), "commit": _commit()}
-    return TraceWriter(folder / f"{name}.jsonl", header)
+    def open_run(self, paper: str, method: str, title: str, steps: Sequence[tuple[str, str]], params: dict[str, Any],
+                 model: str | None = None, label: str = "", compare: tuple[str, str] | None = None) -> TraceWriter:
+        """A writer for one method run; `steps` are (name, the paper's words). The file is
+        `<method>[-<label>]-<hash of params and model>.jsonl`: the same run repeated replaces its file."""
+        params = plain(params)
+        digest = hashlib.sha256(json.dumps([params, model, title], sort_keys=True).encode()).hexdigest()[:8]
+        name = "-".join(x for x in (_slug(method), _slug(label) if label else "", digest) if x)
+        header = {"type": "run", "format": FORMAT, "version": VERSION, "run": name, "paper": paper, "method": method,
+                  "title": title, "notebook": self.notebook, "model": model, "params": params,
+                  "steps": [{"name": n, "paper": p} for n, p in steps],
+                  "compare": {"before": compare[0], "after": compare[1]} if compare else None,
+                  "started": _now(), "commit": _commit()}
+        return TraceWriter(self.folder / f"{name}.jsonl", header)
 
 
 # --------------------------------------------------------------------------- reading

