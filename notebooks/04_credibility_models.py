@@ -99,21 +99,19 @@ S = session.start(NOTEBOOKS["04"], profile=profile, model=model, models=models, 
                   n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts,
                   compare_key_facts=compare_key_facts, judge=judge, max_new_tokens=max_new_tokens, n_rating=n_rating,
                   ratings=ratings)  # ratings: checked before any generation, not in the last cell
-examples, generators, facts, other_facts, compare = S.examples, S.generators, S.facts, S.other_facts, S.compare
-max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Questions, key facts and reference sets
 
 # %%
-ref_sets = [C.with_gold(ex, n_refs, seed) for ex in examples]
-print(f"{len(examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
-if other_facts:
-    print(f"compared with: {other_facts[0].author} ({sum(len(f.key_facts) for f in other_facts)} in all)")
-    print("  e.g.", other_facts[0].key_facts)
-print("Q:", examples[0].question, "| gold:", examples[0].answer)
+ref_sets = [C.with_gold(ex, n_refs, seed) for ex in S.examples]
+print(f"{len(S.examples)} questions; key facts: {S.facts[0].author} ({sum(len(f.key_facts) for f in S.facts)} in all)")
+if S.other_facts:
+    print(f"compared with: {S.other_facts[0].author} ({sum(len(f.key_facts) for f in S.other_facts)} in all)")
+    print("  e.g.", S.other_facts[0].key_facts)
+print("Q:", S.examples[0].question, "| gold:", S.examples[0].answer)
 print(references.format_references(ref_sets[0].paragraphs)[:600], "...")
-print("gold positions:", ref_sets[0].gold, "| key facts:", facts[0].key_facts)
+print("gold positions:", ref_sets[0].gold, "| key facts:", S.facts[0].key_facts)
 
 # %% [markdown]
 # The paper's key facts passed a human filter. For LLM-written facts, export the review sheet,
@@ -122,15 +120,15 @@ print("gold positions:", ref_sets[0].gold, "| key facts:", facts[0].key_facts)
 # and re-run with `key_facts="llm+reviewed"`.
 
 # %%
-sheet = C.export_review_sheet(facts, paths.build_dir() / "key_facts" / f"review-{key_facts}.csv")
+sheet = C.export_review_sheet(S.facts, paths.build_dir() / "key_facts" / f"review-{key_facts}.csv")
 print("review sheet:", sheet)
 
 # %% [markdown]
 # ## 2. Answers with citations, one batched call per model
 
 # %%
-runs = C.answer_runs(generators, examples, {"complete": ref_sets}, max_new_tokens=max_new_tokens)
-names = [g.name for g in generators]
+runs = C.answer_runs(S.generators, S.examples, {"complete": ref_sets}, max_new_tokens=S.max_new_tokens)
+names = [g.name for g in S.generators]
 answers = {n: runs[(n, "complete")][0] for n in names}
 for name, ans in answers.items():
     print(f"--- {name}\n{ans[0]}")
@@ -139,7 +137,7 @@ for name, ans in answers.items():
 # ## 3. Metrics: three NLI calls for all models (recall, precision, self-consistency)
 
 # %%
-rows = C.score_runs(runs, examples, facts, S.judge)
+rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
@@ -275,13 +273,13 @@ got = exercises.record(
     empty_answer=key_fact_recall("", ["Paris is in France."], judge),
     only_citations=key_fact_recall("[1][2]", ["Paris is in France."], ToyJudge()),
     toy=key_fact_recall(toy_answer, toy_facts, ToyJudge()),
-    first=key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge),
+    first=key_fact_recall(answers[names[0]][0], S.facts[0].key_facts, judge),
 )
 ref = exercises.reference("ex04-recall", first=per_model[names[0]][0]["recall"])
 ### BEGIN HIDDEN TESTS
 recall_cases = [(name, i) for name, rows_ in per_model.items() for i in range(len(rows_))]
 got = exercises.record(
-    "ex04-recall", notebook=[key_fact_recall(answers[name][i], facts[i].key_facts, judge) for name, i in recall_cases],
+    "ex04-recall", notebook=[key_fact_recall(answers[name][i], S.facts[i].key_facts, judge) for name, i in recall_cases],
     citations=[key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge),
                key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge)])
 ref = exercises.reference("ex04-recall", labels=[f"{name}, answer {i}" for name, i in recall_cases],
@@ -321,7 +319,7 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
     then the paper's rows (no interval: the CI cells stay empty)."""
     ours = [{"source": "ours", "model": n, "key facts": kf_name,
              **C.interval_columns(e, {k: v for k, v in LABELS.items() if k in e}),
-             **(extra or {}).get(n, {}), "n": len(examples)} for n, e in estimates.items()]
+             **(extra or {}).get(n, {}), "n": len(S.examples)} for n, e in estimates.items()]
     paper = [{"source": "paper", "model": m, "key facts": PAPER_FACTS, "P": v[0], "R": v[1], "F1 (of means)": v[2],
               "SC (cited sents)": v[3], "CitP": v[4], "CitR": v[5], "n": 500} for m, v in C.PAPER_TABLE1.items()]
     out = pd.DataFrame(ours + paper, columns=list(pd.DataFrame(ours).columns))
@@ -330,9 +328,9 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
     return out
 
 
-table = table1(facts[0].author, est)
-results.save_table(table, "tab-04-credibility-models", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
-                   key_fact_source=key_facts, n=len(examples), floatfmt=".2f")
+table = table1(S.facts[0].author, est)
+results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
+                   key_fact_source=key_facts, n=len(S.examples), floatfmt=".2f")
 table
 
 # %% [markdown]
@@ -349,22 +347,22 @@ table
 
 # %%
 est_other, other_table, other_summary = {}, None, {}
-if other_facts:
-    rows_other = C.score_runs(runs, examples, other_facts, S.judge)
+if S.other_facts:
+    rows_other = C.score_runs(runs, S.examples, S.other_facts, S.judge)
     C.trace.write(S.tracer, rows_other)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
     est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`hand`) ones
-    differences = {n: {f"{m} ({compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
+    differences = {n: {f"{m} ({S.compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
                        for m in ("P", "R")} for n in names}
-    other_table = table1(other_facts[0].author, est_other,
+    other_table = table1(S.other_facts[0].author, est_other,
                          {n: C.interval_columns(d, {k: k for k in d}) for n, d in differences.items()})
     for n in names:
-        est_other[n].update({f"{m}_minus_{key_facts}": differences[n][f"{m} ({compare} − {key_facts}, paired)"]
+        est_other[n].update({f"{m}_minus_{key_facts}": differences[n][f"{m} ({S.compare} − {key_facts}, paired)"]
                              for m in ("P", "R")})
-    slug = "".join(ch if ch.isalnum() else "-" for ch in compare)
-    results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=params, judge=judge_name, judge_agreement=judge_agreement,
-                       key_facts=other_facts[0].author, key_fact_source=compare, n=len(examples), floatfmt=".2f")
+    slug = "".join(ch if ch.isalnum() else "-" for ch in S.compare)
+    results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=S.params, judge=judge_name, judge_agreement=judge_agreement,
+                       key_facts=S.other_facts[0].author, key_fact_source=S.compare, n=len(S.examples), floatfmt=".2f")
     display(other_table)  # noqa: F821
 else:
     print("no second key-fact source (compare_key_facts is empty or equals key_facts)")
@@ -380,7 +378,7 @@ else:
 
 # %%
 to_rate = [{"question_id": ex.id, "model": n, "question": ex.question, "answer": answers[n][i]}
-           for n in names for i, ex in enumerate(examples[:n_rating])]
+           for n in names for i, ex in enumerate(S.examples[:n_rating])]
 rating_sheet = C.export_rating_sheet(to_rate, paths.build_dir() / "ratings" / "04-rating-sheet.csv")
 print("rating sheet:", rating_sheet, f"({len(to_rate)} answers)")
 correlation, corr_est, human_note = None, None, "no human ratings given (the `ratings` parameter is empty)"
@@ -397,8 +395,8 @@ if ratings:
                               "pearson (ours) 95% CI": stats.format_interval(corr_est[k], 2),
                               "models": corr_est[k]["n"], "pearson (paper)": C.PAPER_PEARSON[k]}
                              for k in ("P", "R", "EM_recall")])
-        results.save_table(corr, "tab-04-human-correlation", params=params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
-                           key_facts=facts[0].author)
+        results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
+                           key_facts=S.facts[0].author)
         display(corr)  # noqa: F821
     else:
         print(human_note)
@@ -420,9 +418,9 @@ if corr_est is None:
 #   at least 4 models it cannot be tested here.
 
 # %%
-scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
+scope = f"hotpotqa, {n_refs} references with both gold, key facts: {S.facts[0].author}"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records = (tuning_claims(generators, per_model, scope, seed=seed, available=available)
+claim_records = (tuning_claims(S.generators, per_model, scope, seed=seed, available=available)
                  + human_correlation_claims(summary, human if ratings else None, scope))
 claim_records
 
@@ -431,19 +429,19 @@ headline = {
     "models": names,
     "judge": judge_name,
     "judge_agreement": judge_agreement,
-    "key_facts": facts[0].author,
+    "key_facts": S.facts[0].author,
     "key_fact_source": key_facts,
-    "n_questions": len(examples),
+    "n_questions": len(S.examples),
     "n_refs": n_refs,
     "summary": summary,
     "intervals": est,  # {model: {metric: {value, low, high, n}}}, % with 95% intervals (Wilson for 0/1, bootstrap over questions otherwise)
-    "compare": {"key_fact_source": compare, "key_facts": other_facts[0].author if other_facts else None,
+    "compare": {"key_fact_source": S.compare, "key_facts": S.other_facts[0].author if S.other_facts else None,
                 "summary": other_summary, "intervals": est_other},
     "human_correlation": correlation,
     "human_correlation_intervals": corr_est,
     "claims": claim_records,
     "paper": {"table1": C.PAPER_TABLE1, "pearson": C.PAPER_PEARSON},
 }
-results.record_metrics("04_credibility_models", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("04_credibility_models", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 {n: {k: stats.format_interval(e[k]) for k in ("P", "R", "F1_mean", "SC_cited", "CitP", "EM_recall")}
  for n, e in est.items()}

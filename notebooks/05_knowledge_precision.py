@@ -84,34 +84,32 @@ max_new_tokens: int = 160  # longest answer
 S = session.start(NOTEBOOKS["05"], profile=profile, model=model, models=models, device=device, questions=questions,
                   n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
                   max_new_tokens=max_new_tokens)
-examples, generators, facts, sizes = S.examples, S.generators, S.facts, S.n_refs
-max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Nested reference sets, 2 gold + k distractors
 
 # %%
-sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in examples] for n in sizes}
-for n in sizes:
+sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in S.examples] for n in S.n_refs}
+for n in S.n_refs:
     print(n, "refs:", [p.title for p in sets[n][0].paragraphs], "gold at", sets[n][0].gold)
 
 # %% [markdown]
 # ## 2. Answers (one batched call per model over every size) and one NLI call per metric
 
 # %%
-runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
-rows = C.score_runs(runs, examples, facts, S.judge)
+runs = C.answer_runs(S.generators, S.examples, sets, max_new_tokens=S.max_new_tokens)
+rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
-names = [g.name for g in generators]
-summary = {name: {n: C.summarize(rows[(name, n)]) for n in sizes} for name in names}
-judge_name = summary[names[0]][sizes[0]]["judge"]
+names = [g.name for g in S.generators]
+summary = {name: {n: C.summarize(rows[(name, n)]) for n in S.n_refs} for name in names}
+judge_name = summary[names[0]][S.n_refs[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-q = len(examples)
+q = len(S.examples)
 rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
 
-est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in sizes} for name in names}
-change = {name: {n: C.paired(rows[(name, n)], rows[(name, sizes[0])], "R", seed=seed) for n in sizes[1:]}
+est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in S.n_refs} for name in names}
+change = {name: {n: C.paired(rows[(name, n)], rows[(name, S.n_refs[0])], "R", seed=seed) for n in S.n_refs[1:]}
           for name in names}  # recall at n refs − at the fewest, paired over questions
 
 # %% [markdown]
@@ -122,23 +120,23 @@ change = {name: {n: C.paired(rows[(name, n)], rows[(name, sizes[0])], "R", seed=
 # %%
 LABELS = {"R": "R", "P": "P", "R_corrected": "R (judge-corrected)", "P_corrected": "P (judge-corrected)", "F1_of_means": "F1", "SC_cited": "SC (cited sents)", "CitP": "CitP",
           "EM_recall": "EM-recall"}
-delta = f"R change vs {sizes[0]} refs (paired)"
+delta = f"R change vs {S.n_refs[0]} refs (paired)"
 table = pd.DataFrame([{"model": name, "n_refs": n, "noise": n - 2, **C.interval_columns(est[name][n], LABELS),
                        **(C.interval_columns({delta: change[name][n]}, {delta: delta}) if n in change[name]
                           else {delta: float("nan"), f"{delta} 95% CI": ""}),
-                       "n": q} for name in names for n in sizes])
-results.save_table(table, "tab-05-knowledge-precision", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+                       "n": q} for name in names for n in S.n_refs])
+results.save_table(table, "tab-05-knowledge-precision", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper gives Fig. 3 as a plot only; its 5 → 10 drops are in tab-05-recall-drop")
 table
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
-plotting.line_with_peak(sizes, {name: [est[name][n]["R"]["value"] for n in sizes] for name in names}, ax=ax,
+plotting.line_with_peak(S.n_refs, {name: [est[name][n]["R"]["value"] for n in S.n_refs] for name in names}, ax=ax,
                         mark_peak=False,
-                        bands={name: ([est[name][n]["R"]["low"] for n in sizes], [est[name][n]["R"]["high"] for n in sizes])
+                        bands={name: ([est[name][n]["R"]["low"] for n in S.n_refs], [est[name][n]["R"]["high"] for n in S.n_refs])
                                for name in names})
-ax.set_xticks(sizes, [str(n) for n in sizes])
+ax.set_xticks(S.n_refs, [str(n) for n in S.n_refs])
 ax.set_xlabel("references (2 gold + noise)")
 ax.set_ylabel("key-fact recall (%)")
 if len(names) == 1:
@@ -146,8 +144,8 @@ if len(names) == 1:
 ax.set_title("Key-fact recall as noise grows, shaded: 95% CI (cf. the paper's Fig. 3)")
 ax.annotate("paper, 5 → 10 refs: ChatGPT −4.3%, ChatGLM −14.3%, LLaMA / Vicuna ≈ −30% (relative or absolute: unstated)",
             (0.01, 0.02), xycoords="axes fraction", fontsize=7, color="0.3")
-plotting.caption(ax, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].source, n=q)
-results.save_figure(fig, "fig-05-knowledge-precision", params=params, judge=judge_name, judge_agreement=judge_agreement)
+plotting.caption(ax, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].source, n=q)
+results.save_figure(fig, "fig-05-knowledge-precision", params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 
 # %% [markdown]
 # ## 4. The drop from 5 to 10 references, beside the paper's
@@ -158,7 +156,7 @@ results.save_figure(fig, "fig-05-knowledge-precision", params=params, judge=judg
 # lack them) ours is measured from the fewest to the most references, and the table says so.
 
 # %%
-few, many = (5, 10) if {5, 10} <= set(sizes) else (sizes[0], sizes[-1])
+few, many = (5, 10) if {5, 10} <= set(S.n_refs) else (S.n_refs[0], S.n_refs[-1])
 drop = {name: C.recall_drop(rows[(name, few)], rows[(name, many)], seed=seed) for name in names}
 PAPER_WORDS = {"ChatGPT": "“a minor decrease in recall rates (4.3% …)”",
                "ChatGLM2-6B": "“(… 14.3% respectively) when references doubled from 5 to 10”",
@@ -171,7 +169,7 @@ drop_table = pd.DataFrame(
     + [{"source": "paper", "model": m, "from → to (refs)": "5 → 10", "paper's words": PAPER_WORDS[m],
         "paper: drop as stated (%)": v, "absolute drop (points) 95% CI": "", "relative drop (% of R) 95% CI": "",
         "n": 500} for m, v in C.PAPER_RECALL_DROP_5_TO_10.items()])
-results.save_table(drop_table, "tab-05-recall-drop", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+results.save_table(drop_table, "tab-05-recall-drop", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper does not say whether its drops are relative or absolute; ours are shown both ways")
 drop_table
@@ -184,9 +182,9 @@ drop_table
 
 # %%
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-pairs = ([(5, 10)] if {5, 10} <= set(sizes) else []) + ([(sizes[0], sizes[-1])] if (sizes[0], sizes[-1]) != (5, 10) else [])
+pairs = ([(5, 10)] if {5, 10} <= set(S.n_refs) else []) + ([(S.n_refs[0], S.n_refs[-1])] if (S.n_refs[0], S.n_refs[-1]) != (5, 10) else [])
 claim_records = [claims.estimate("cred-noise-lowers-recall",
-                                 f"hotpotqa, {few} vs {many} references, 2 gold + noise, key facts: {facts[0].author}",
+                                 f"hotpotqa, {few} vs {many} references, 2 gold + noise, key facts: {S.facts[0].author}",
                                  C.paired(rows[(name, few)], rows[(name, many)], "R", seed=seed),
                                  "key-fact recall points", model=name, available=available)
                  for name in names for few, many in pairs]
@@ -197,9 +195,9 @@ headline = {
     "models": names,
     "judge": judge_name,
     "judge_agreement": judge_agreement,
-    "key_facts": facts[0].author,
+    "key_facts": S.facts[0].author,
     "n_questions": q,
-    "n_refs": sizes,
+    "n_refs": S.n_refs,
     "recall": {name: {n: s["R"] for n, s in by_n.items()} for name, by_n in summary.items()},
     "precision": {name: {n: s["P"] for n, s in by_n.items()} for name, by_n in summary.items()},
     "intervals": est,  # {model: {n_refs: {metric: {value, low, high, n}}}}, %, 95% intervals (Wilson for 0/1, bootstrap otherwise)
@@ -208,5 +206,5 @@ headline = {
     "claims": claim_records,
     "paper": {"drop_5_to_10": C.PAPER_RECALL_DROP_5_TO_10, "words": PAPER_WORDS},
 }
-results.record_metrics("05_knowledge_precision", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("05_knowledge_precision", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 {name: {n: stats.format_interval(e["R"]) for n, e in by_n.items()} for name, by_n in est.items()}

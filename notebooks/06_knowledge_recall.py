@@ -80,17 +80,15 @@ max_new_tokens: int = 160  # longest answer
 S = session.start(NOTEBOOKS["06"], profile=profile, model=model, models=models, device=device, questions=questions,
                   n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
                   max_new_tokens=max_new_tokens)
-examples, generators, facts = S.examples, S.generators, S.facts
-max_new_tokens, params = S.max_new_tokens, S.params
 
 # %% [markdown]
 # ## 1. Three knowledge conditions per question
 
 # %%
 settings = ("closed-book", "partial", "complete")
-sets = {"closed-book": [C.closed_book(ex) for ex in examples],
-        "partial": [C.partial(ex, n_refs, seed) for ex in examples],
-        "complete": [C.with_gold(ex, n_refs, seed) for ex in examples]}
+sets = {"closed-book": [C.closed_book(ex) for ex in S.examples],
+        "partial": [C.partial(ex, n_refs, seed) for ex in S.examples],
+        "complete": [C.with_gold(ex, n_refs, seed) for ex in S.examples]}
 for s in settings:
     print(f"{s:12s}", [p.title for p in sets[s][0].paragraphs], "gold at", sets[s][0].gold)
 
@@ -98,15 +96,15 @@ for s in settings:
 # ## 2. Answers and metrics (one generate call per model, one NLI call per metric)
 
 # %%
-runs = C.answer_runs(generators, examples, sets, max_new_tokens=max_new_tokens)
-rows = C.score_runs(runs, examples, facts, S.judge)
+runs = C.answer_runs(S.generators, S.examples, sets, max_new_tokens=S.max_new_tokens)
+rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
-names = [g.name for g in generators]
+names = [g.name for g in S.generators]
 summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
 judge_name = summary[names[0]]["complete"]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-q = len(examples)
+q = len(S.examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
 rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
@@ -138,7 +136,7 @@ for name, by_s in C.PAPER_TABLE3.items():
 table = pd.DataFrame(records, columns=list(records[0]))
 ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
-results.save_table(table, "tab-06-knowledge-recall", params=params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+results.save_table(table, "tab-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f", note="paper rows: differences of its table means (no per-question data)")
 table
 
@@ -153,7 +151,7 @@ for ax, m in zip(axes, ("P", "R")):
     ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
     ax.set_ylabel("% (ours: 95% CI)")
 plotting.caption(axes[0], model=names[0], judge=judge_name, judge_agreement=judge_agreement, n=q)
-results.save_figure(fig, "fig-06-knowledge-recall", params=params, judge=judge_name, judge_agreement=judge_agreement)
+results.save_figure(fig, "fig-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 
 # %% [markdown]
 # The claims, for the ledger (notebook 12): complete references give higher key-fact recall than
@@ -164,7 +162,7 @@ results.save_figure(fig, "fig-06-knowledge-recall", params=params, judge=judge_n
 ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-book"][m] for m in ("P", "R")}
            for name, by_s in summary.items()}
 print("complete ≥ partial ≥ closed-book (point estimates):", ordered, "(paper: yes for every model)")
-scope = f"hotpotqa, {n_refs} references, key facts: {facts[0].author}"
+scope = f"hotpotqa, {n_refs} references, key facts: {S.facts[0].author}"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
 claim_records = []
 for name in names:
@@ -183,7 +181,7 @@ claim_records
 
 # %%
 closed_run, complete_run = (trace_view.find("06_knowledge_recall", method="cited answer", model=names[0],
-                                             references=s, key_facts=facts[0].source) for s in ("closed-book", "complete"))
+                                             references=s, key_facts=S.facts[0].source) for s in ("closed-book", "complete"))
 trace_view.compare(closed_run, b=complete_run)
 
 # %% [markdown]
@@ -197,7 +195,7 @@ headline = {
     "models": names,
     "judge": judge_name,
     "judge_agreement": judge_agreement,
-    "key_facts": facts[0].author,
+    "key_facts": S.facts[0].author,
     "n_questions": q,
     "settings": {name: {s: {m: by_s[s][m] for m in ("P", "R", "F1_of_means", "CitP", "CitR", "EM_recall")}
                         for s in settings} for name, by_s in summary.items()},
@@ -207,5 +205,5 @@ headline = {
     "claims": claim_records,
     "paper": {"table3": C.PAPER_TABLE3},
 }
-results.record_metrics("06_knowledge_recall", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("06_knowledge_recall", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 {name: {s: stats.format_interval(e["R"]) for s, e in by_s.items()} for name, by_s in est.items()}

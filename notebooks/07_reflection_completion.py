@@ -101,19 +101,17 @@ S = session.start(NOTEBOOKS["07"], profile=profile, model=model, models=models, 
                   n_questions=n_questions, seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial,
                   max_rounds=max_rounds, corpus=corpus, key_facts=key_facts, judge=judge,
                   max_new_tokens=max_new_tokens)
-examples, generators, facts, q = S.examples, S.generators, S.facts, len(S.examples)
-cap, k_initial, max_new_tokens, params = S.cap, S.k_initial, S.max_new_tokens, S.params
-passages, bm25, corpus_name, corpus_meta = S.passages, S.retriever, S.corpus_name, S.corpus_meta
+q = len(S.examples)
 
 # %% [markdown]
 # ## 1. Self-reflection: refuse on partial references, answer on complete ones
 
 # %%
-reflect_sets = C.reflection_sets(examples, n_refs, seed)
+reflect_sets = C.reflection_sets(S.examples, n_refs, seed)
 insufficient = [s.kind == "partial" for s in reflect_sets]
 reflection, reflection_est, reflection_hit, reflection_replies = {}, {}, {}, {}
-for g in generators:
-    replies = C.generate_answers(g, examples, reflect_sets, reflection=True, max_new_tokens=max_new_tokens,
+for g in S.generators:
+    replies = C.generate_answers(g, S.examples, reflect_sets, reflection=True, max_new_tokens=S.max_new_tokens,
                                  desc=f"reflect ({g.name})")
     C.trace.write(S.tracer, replies)  # the self-reflection run: refused or not, question by question
     reflection_replies[g.name] = replies  # for the claims: what each model decided, question by question
@@ -128,12 +126,12 @@ for g in generators:
 # ## 2. BM25 baseline (top 10 for the question) and self-completion
 
 # %%
-baseline_sets = C.bm25_references(bm25, examples, k=cap)
-runs = C.answer_runs(generators, examples, {"baseline": baseline_sets}, max_new_tokens=max_new_tokens)
+baseline_sets = C.bm25_references(S.retriever, S.examples, k=S.cap)
+runs = C.answer_runs(S.generators, S.examples, {"baseline": baseline_sets}, max_new_tokens=S.max_new_tokens)
 completed = {}
-for g in generators:
-    done = C.self_complete(g, examples, bm25, k_initial=k_initial, cap=cap, max_rounds=max_rounds,
-                           max_new_tokens=max_new_tokens)
+for g in S.generators:
+    done = C.self_complete(g, S.examples, S.retriever, k_initial=S.k_initial, cap=S.cap, max_rounds=max_rounds,
+                           max_new_tokens=S.max_new_tokens)
     C.trace.write(S.tracer, done)  # the self-completion run: every round of every question
     completed[g.name] = done
     runs[(g.name, "completion")] = done.run()  # the final answers (with their prompts) and references
@@ -152,23 +150,23 @@ for g in generators:
 # higher than over Wikipedia: read Table 4 with it.
 
 # %%
-gold_titles = [list(ex.supporting_titles) for ex in examples]
+gold_titles = [list(ex.supporting_titles) for ex in S.examples]
 ranked_titles = [[p.title for p in r.paragraphs] for r in baseline_sets]
 retrieval_rows, gold_est = [], {}
-for k in sorted({k_initial, cap}):
+for k in sorted({S.k_initial, S.cap}):
     e = C.gold_recall([t[:k] for t in ranked_titles], gold_titles, seed=seed)
     check = metrics.recall_at_k(ranked_titles, gold_titles, ks=(k,))[k]
     assert abs(e["recall"]["value"] - 100 * check) < 1e-9, "gold recall disagrees with metrics.recall_at_k"
     gold_est[f"bm25@{k}"] = e
     retrieval_rows.append({"references": f"BM25 top {k} for the question", "k": k, **C.interval_columns(
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
-for g in generators:
+for g in S.generators:
     e = C.gold_recall([[p.title for p in d.references.paragraphs] for d in completed[g.name]], gold_titles, seed=seed)
     gold_est[f"completion/{g.name}"] = e
-    retrieval_rows.append({"references": f"self-completion ({g.name})", "k": cap, **C.interval_columns(
+    retrieval_rows.append({"references": f"self-completion ({g.name})", "k": S.cap, **C.interval_columns(
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
 retrieval_table = pd.DataFrame(retrieval_rows)
-results.save_table(retrieval_table, "tab-07-gold-recall", params=params, **corpus_meta, n=q, floatfmt=".1f")
+results.save_table(retrieval_table, "tab-07-gold-recall", params=S.params, **S.corpus_meta, n=q, floatfmt=".1f")
 retrieval_table
 
 # %% [markdown]
@@ -178,8 +176,8 @@ retrieval_table
 # columns are the paper's (F1 of the mean P and R).
 
 # %%
-names = [g.name for g in generators]
-rows = C.score_runs(runs, examples, facts, S.judge)
+names = [g.name for g in S.generators]
+rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
@@ -200,7 +198,7 @@ for n in names:
                     **C.interval_columns({"gain": gain[n]}, {"gain": "ΔF1 self-compl. − BM25 (paired)"}),
                     **C.interval_columns(reflection_est[n], {"accuracy": "reflection Acc", "f1": "reflection F1"}),
                     "rounds used (questions)": ", ".join(f"{r}: {c}" for r, c in sorted(Counter(rounds[n]).items())),
-                    **C.interval_columns({"g": gold_est[f"bm25@{cap}"]["recall"]}, {"g": f"gold recall BM25@{cap}"}),
+                    **C.interval_columns({"g": gold_est[f"bm25@{S.cap}"]["recall"]}, {"g": f"gold recall BM25@{S.cap}"}),
                     **C.interval_columns({"g": gold_est[f"completion/{n}"]["recall"]}, {"g": "gold recall self-compl."}),
                     "n": q})
 for m, v in C.PAPER_TABLE4.items():
@@ -211,8 +209,8 @@ for m, v in C.PAPER_TABLE4.items():
 table = pd.DataFrame(records, columns=list(records[0]))
 ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
-results.save_table(table, "tab-07-reflection-completion", params=params, judge=judge_name, judge_agreement=judge_agreement,
-                   key_facts=facts[0].author, **corpus_meta, max_rounds=max_rounds, n=q, floatfmt=".2f",
+results.save_table(table, "tab-07-reflection-completion", params=S.params, judge=judge_name, judge_agreement=judge_agreement,
+                   key_facts=S.facts[0].author, **S.corpus_meta, max_rounds=max_rounds, n=q, floatfmt=".2f",
                    note="rounds used: completion rounds per question (0: answered at once; the cap: forced to answer); "
                         "paper ΔF1: difference of its table's F1s, over Wikipedia")
 table
@@ -233,10 +231,10 @@ table
 #   with fewer than two distinct known sizes it cannot be tested here.
 
 # %%
-scope = f"hotpotqa, BM25 over {corpus_name} ({len(passages)} passages), top {cap} vs self-completion (≤ {max_rounds} rounds)"
+scope = f"hotpotqa, BM25 over {S.corpus_name} ({len(S.passages)} passages), top {S.cap} vs self-completion (≤ {max_rounds} rounds)"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records = (completion_claims(generators, completed, gain, scope, k_initial, cap, available=available)
-                 + reflection_claims(generators, reflection_replies, insufficient,
+claim_records = (completion_claims(S.generators, completed, gain, scope, S.k_initial, S.cap, available=available)
+                 + reflection_claims(S.generators, reflection_replies, insufficient,
                                      f"hotpotqa, self-reflection on {n_refs} references, complete vs partial (equal groups)",
                                      seed=seed, available=available))
 claim_records
@@ -246,9 +244,9 @@ headline = {
     "models": names,
     "judge": judge_name,
     "judge_agreement": judge_agreement,
-    "key_facts": facts[0].author,
+    "key_facts": S.facts[0].author,
     "n_questions": q,
-    **corpus_meta,
+    **S.corpus_meta,
     "reflection": reflection,
     "reflection_intervals": reflection_est,
     "baseline": {n: summary[(n, "baseline")] for n in names},
@@ -265,5 +263,5 @@ headline = {
     "claims": claim_records,
     "paper": {"table4": C.PAPER_TABLE4},
 }
-results.record_metrics("07_reflection_completion", headline, params=params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("07_reflection_completion", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 {k: headline[k] for k in ("reflection", "f1_gain", "refused", "rounds")}

@@ -215,7 +215,7 @@ table
 # does not depend on its verification).
 
 # %%
-tested = f"{'+'.join(names)} test questions, {with_chain.labels} labels"
+tested = f"{'+'.join(S.names)} test questions, {with_chain.labels} labels"
 claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(S.names))
                  for c in C.finetune_comparisons(records_of, tested, seed=seed)]  # pooled: datasets (n_test each)
 pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),

@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     examples = C.load_questions("", n=args.questions, seed=args.seed)
     facts = {f.question_id: f for f in C.build_key_facts("hand", examples)}
-    generator = generation.load_lm(None)
+    generator = generation.load_lm(generation.EMBEDDED)
     sets = {"complete": [C.with_gold(ex, 5, args.seed) for ex in examples],
             "partial": [C.partial(ex, 5, args.seed) for ex in examples],
             "closed-book": [C.closed_book(ex) for ex in examples]}

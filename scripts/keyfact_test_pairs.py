@@ -44,7 +44,7 @@ def candidates(max_new_tokens: int, seed: int) -> list[tuple]:
     dev = {p.extra.get("question_id") for p in load_keyfact_pairs()}
     examples = [ex for ex in C.load_questions("", n=10 ** 9, seed=seed) if ex.id not in dev]
     facts = {f.question_id: f.key_facts for f in C.build_key_facts("hand", examples)}
-    generator = generation.load_lm(None)
+    generator = generation.load_lm(generation.EMBEDDED)
     out: dict[tuple[str, str], tuple] = {}
     for name, make in SETTINGS.items():
         refs = [make(ex, seed) for ex in examples]

@@ -167,3 +167,18 @@ def test_the_architecture_check_catches_a_relative_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from covlib.core import paths\nfrom . import base\n\ndef f():\n    from .base import Hit\n")
     assert _relative_imports(bad) == [2, 5]
+
+
+CROSS_CUTTING = {"test_architecture.py", "test_notebooks.py", "test_scripts.py", "test_fidelity.py"}
+
+
+def test_the_tests_mirror_the_packages():
+    """A test file sits in the folder of the package it tests (tests/generation/ for covlib.generation,
+    tests/papers/covrag/ for covlib.papers.covrag, tests/teaching/); only checks across packages stay at the top."""
+    tests = ROOT / "tests"
+    packages = {_package(m) for m in MODULES if m not in ("covlib", "covlib.papers")}
+    folders = {"teaching" if p == "teaching" else p.removeprefix("covlib.").replace(".", "/") for p in packages}
+    found = {f.parent.relative_to(tests).as_posix() for f in tests.rglob("test_*.py")} - {"."}
+    assert found <= folders, f"test folders that name no package: {sorted(found - folders)}"
+    top = {f.name for f in tests.glob("test_*.py")}
+    assert top <= CROSS_CUTTING, f"tests at the top of tests/ that belong in a package's folder: {sorted(top - CROSS_CUTTING)}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from covlib.core import paths
-from test_covrag_claims import check_09_claims, check_10_claims, check_11_claims
+from covrag_checks import check_09_claims, check_10_claims, check_11_claims
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(nb for nb in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb") if re.match(r"\d{2}[a-z]?_", nb.name))

@@ -2,7 +2,7 @@
 
 | `load_lm(...)`                          | backend                                             | module                         |
 |-----------------------------------------|-----------------------------------------------------|--------------------------------|
-| nothing, `"embedded"`                   | the embedded SmolLM2-135M-Instruct, in process      | `covlib.generation.decoder`    |
+| nothing (`EMBEDDED`, "")                | the embedded SmolLM2-135M-Instruct, in process      | `covlib.generation.decoder`    |
 | `"owner/name"`, `"/a/model/folder"`     | any transformers causal LM, in process (CPU, CUDA)  | `covlib.generation.decoder`    |
 | `"openai:<model>@<base_url>"`           | an OpenAI-compatible server                         | `covlib.generation.endpoint`   |
 
@@ -26,9 +26,9 @@ from covlib.generation.decoder import LM
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.endpoint import EndpointLM
 from covlib.generation.loading import default_device
-from covlib.generation.spec import ENDPOINT_PREFIX, is_endpoint
+from covlib.generation.spec import EMBEDDED, EMBEDDED_LABEL, ENDPOINT_PREFIX, is_endpoint
 
-__all__ = ["Completion", "Generator", "LM", "EndpointLM", "ENDPOINT_PREFIX", "EMBEDDED_MODEL", "EMBEDDED_NAME",
+__all__ = ["Completion", "Generator", "LM", "EndpointLM", "EMBEDDED", "EMBEDDED_LABEL", "ENDPOINT_PREFIX", "EMBEDDED_MODEL", "EMBEDDED_NAME",
            "check_decoding", "check_pairs", "check_prompts", "default_device", "describe", "embedded_model_dir",
            "first_stop", "from_cache", "is_endpoint", "load_lm", "sample_seed", "call_keys", "score_keys"]
 
@@ -36,14 +36,13 @@ __all__ = ["Completion", "Generator", "LM", "EndpointLM", "ENDPOINT_PREFIX", "EM
 _LOADED: dict[tuple, Any] = {}
 
 
-def load_lm(model: str | None = None, device: str | None = None, dtype: str | None = None,
+def load_lm(model: str = EMBEDDED, device: str | None = None, dtype: str | None = None,
             batch_size: int | None = None, adapter: str | Path | None = None,
             concurrency: int | None = None) -> Generator:
-    """The generator for `model`: None/"embedded" (SmolLM2-135M-Instruct), a hub id or a local folder (in
+    """The generator for `model`: `EMBEDDED` ('', SmolLM2-135M-Instruct), a hub id or a local folder (in
     process, optionally with a LoRA adapter merged in), or `openai:<model>@<base_url>` (a server; `concurrency`
     requests in flight). Reused per process while the files stay the same."""
-    if model in ("", "embedded", "default"):
-        model = None
+    model = model or None  # the in-process LM's own spelling of the embedded model
     adapter, device = adapter or None, device or None  # "" as a notebook parameter means the default
     if is_endpoint(model):
         if adapter:

@@ -5,7 +5,7 @@ Two backends satisfy it, and notebooks and paper modules never know which one th
 
 | `covlib.generation.load_lm(...)`                         | backend                                             | module           |
 |-----------------------------------------|-----------------------------------------------------|------------------|
-| nothing, `"embedded"`                   | the embedded SmolLM2-135M-Instruct, in process      | `covlib.generation.decoder` |
+| nothing (`EMBEDDED`, "")                | the embedded SmolLM2-135M-Instruct, in process      | `covlib.generation.decoder` |
 | `"owner/name"`, `"/a/model/folder"`     | any transformers causal LM, in process (CPU, CUDA)  | `covlib.generation.decoder` |
 | `"openai:<model>@<base_url>"`           | an OpenAI-compatible server (vLLM, llama.cpp, SGLang, `transformers serve`, a hosted API) | `covlib.generation.endpoint` |
 

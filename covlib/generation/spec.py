@@ -9,6 +9,9 @@ from urllib.parse import urlsplit
 
 from covlib.core.paths import is_hub_id
 
+EMBEDDED = ""  # the one spelling of "the embedded model" as a model spec (a notebook's empty `model` parameter)
+EMBEDDED_LABEL = "embedded"  # how run records and tables name it
+
 ENDPOINT_PREFIX = "openai:"  # load_lm("openai:<model>@<base_url>")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # when the spec names no server (and OPENAI_BASE_URL is unset)
 

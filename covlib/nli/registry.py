@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from covlib.core import paths
-from covlib.generation import load_lm
+from covlib.generation import EMBEDDED, load_lm
 from covlib.nli.base import JUDGE_CHOICES, Judge
 from covlib.nli.judges import HFNLIJudge, LLMJudge, TrueT5Judge
 from covlib.nli.onnx_judge import BACKENDS, ONNX_BATCH, ONNXNLIJudge, resolve_backend
@@ -110,8 +110,8 @@ def load_judge(spec: str, device: str | None = None) -> Judge:
     if kind == "overlap":
         return OverlapJudge()
     if kind == "llm":
-        model = spec.split(":", 1)[1] if ":" in spec else None
-        return LLMJudge(load_lm(model or None, device=device))
+        model = spec.split(":", 1)[1] if ":" in spec else EMBEDDED
+        return LLMJudge(load_lm(model, device=device))
     if kind == "true":
         return TrueT5Judge(device=device)
     return HFNLIJudge(str(Path(spec).expanduser()) if kind == "folder" else spec, device=device)

@@ -40,10 +40,11 @@ except ImportError:  # Windows: no flock; the file is then written without a loc
     fcntl = None  # type: ignore[assignment]
 
 from covlib.core import paths
+from covlib.generation import EMBEDDED_LABEL
 from covlib.report import results
 
 FORMAT = 2
-EMBEDDED = "embedded"  # the model label of a run on the default (embedded) model
+EMBEDDED = EMBEDDED_LABEL  # the model label of a run on the default (embedded) model
 FIELDS = ("notebook", "profile", "model", "device", "seconds", "finished_at", "commit")
 
 # Expected seconds per notebook, per profile, with the embedded model on the 2-core CPU reference machine

@@ -13,7 +13,7 @@ from typing import Any
 
 from covlib import data
 from covlib.core import paths
-from covlib.generation import LM
+from covlib.generation import EMBEDDED_LABEL, LM
 from covlib.papers import covrag as C
 from covlib.retrieval import open_corpus
 from covlib.runs import profiles
@@ -21,7 +21,7 @@ from covlib.runs.session import Session
 
 THRESHOLDS = ("reference_correctness_max", "correctness_below", "bias_above", "truthfulness_max")
 CORPUS = ("corpus", "offline HotpotQA paragraphs")
-EMBEDDED = ("model", "embedded")
+EMBEDDED = ("model", EMBEDDED_LABEL)
 CAPS = {
     "covrag": {  # notebooks 08-09
         "cpu": {"n_per_dataset": ("at most", 20), "max_new_tokens": ("at most", 48), "verify_tokens": ("at most", 128)},
@@ -57,7 +57,7 @@ def derive(v: dict[str, Any]) -> dict[str, Any]:
         out["thresholds"] = C.Thresholds(**{t: v[t] for t in THRESHOLDS if t in v}, mode=v["sigma_mode"])
     if "models" in v:  # 09: the models compared ('' the embedded model), recorded by name
         out["model_ids"] = profiles.model_list(v["model"], v["models"], v["profile"], C.PAPER_MODELS.values())
-        out["models"] = [m or "embedded" for m in out["model_ids"]]
+        out["models"] = [m or EMBEDDED_LABEL for m in out["model_ids"]]
     if "qa_adapter" in v:  # 11: the RAG model and the CoV model share `model`, each with its adapter
         out["qa_adapter"] = adapter_or_default(v["qa_adapter"], "qa-only", v["profile"])
         out["covrag_adapter"] = adapter_or_default(v["covrag_adapter"], "qa-verify-chain", v["profile"])

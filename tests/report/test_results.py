@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from covlib.runs import plotting, results  # noqa: E402
+from covlib.report import plotting, results  # noqa: E402
 from covlib.nli import OverlapJudge  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 """The credibility notebooks through the one door (04-07): the model list and `session.start` in the smoke profile
-(what each records in every profile: tests/test_session.py)."""
+(what each records in every profile: tests/runs/test_session.py)."""
 
 from __future__ import annotations
 

@@ -229,3 +229,14 @@ def test_the_keys_a_trace_records_fetch_exactly_the_cached_calls(lm):
     assert [len(k) for k in greedy] == [1, 1] and greedy[0][0] not in keys[0], "greedy and sampled calls differ"
     values = lm.score(prompts, [" Paris", " Shakespeare"], progress=False)
     assert [lm.cache.get(k) for k in score_keys(lm, prompts, [" Paris", " Shakespeare"])] == values
+
+
+def test_the_embedded_model_has_one_spelling():
+    """`EMBEDDED` ('') is the embedded model; the old aliases ('embedded', 'default') are read as what they look
+    like (a hub id), not as the embedded model, and nothing is downloaded until a call needs the weights."""
+    from covlib import generation
+
+    assert generation.EMBEDDED == "" and generation.load_lm(generation.EMBEDDED) is generation.load_lm()
+    assert generation.load_lm().name == generation.EMBEDDED_NAME
+    for alias in ("embedded", "default"):
+        assert generation.load_lm(alias).name == alias != generation.EMBEDDED_NAME

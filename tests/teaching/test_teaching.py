@@ -22,7 +22,7 @@ from covlib.core import paths
 from chromium import screenshots
 from teaching import book, course, grading
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAPERS = {"Verify-and-Edit": ("01", "02", "03"), "credibility": ("04", "05", "06", "07"),
           "CoV-RAG": ("08", "09", "10", "11")}
 SOLUTIONS = course.exercise_notebooks()

@@ -1,5 +1,5 @@
 """The CoV-RAG notebooks through the one door (08-11): the model list, adapters, and `session.start` in the smoke
-profile (what each records in every profile: tests/test_session.py)."""
+profile (what each records in every profile: tests/runs/test_session.py)."""
 
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_build_judge_exports_an_existing_judge_without_training(tiny_model, tmp_
     import json
     import subprocess
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "build_judge.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build_judge.py"
     env = {**os.environ, "COVLIB_MODELS": str(tmp_path), "COVLIB_CACHE": str(tmp_path / "cache")}
 
     def run(*args):

@@ -17,7 +17,7 @@ from nbformat import v4
 from covlib.core import paths
 from teaching import book
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 HOSTILE = ('<script>alert("x1")</script><img src="x" onerror="alert(\'x2\')">'
            '<a href="javascript:alert(\'x3\')">click</a><div onclick="alert(\'x4\')">d</div>'

@@ -19,7 +19,7 @@ import pytest
 from covlib.runs import exercises
 from teaching.exercises import MARKERS, cell_role, read, strip_solutions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_OF = {
     "ex01-consistency": "01_consistency_kde", "ex01-threshold": "01_consistency_kde",
     "ex02-sentences": "02_threshold_ablation", "ex02-predictions": "02_threshold_ablation",

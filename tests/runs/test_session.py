@@ -17,7 +17,7 @@ from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT
 from covlib.runs import session
 from covlib.runs.notebooks import NOTEBOOKS as OWN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py"))
 SPECS = {spec["name"]: spec for table in (OWN, VERIFY_EDIT, CREDIBILITY, COVRAG) for spec in table.values()}
 BEFORE = json.loads((ROOT / "tests" / "fixtures" / "recorded_params.json").read_text())

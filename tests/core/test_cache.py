@@ -262,7 +262,7 @@ def _write_under_file_size_limit(path, limit: int) -> str:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, not a signal
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-B", "-c", _FILE_SIZE_LIMITED_WRITER, str(path)], preexec_fn=limited,
                           capture_output=True, text=True, env=env, timeout=120)

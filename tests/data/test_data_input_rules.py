@@ -356,7 +356,7 @@ try:
 except DataError as err:
     print("DataError:", err)
 """
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
                           timeout=120)

@@ -17,7 +17,7 @@ from covlib import traces
 from chromium import screenshots
 from teaching import book, explorer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 XSS = "<img src=x onerror=alert(1)>"
 VE = "03_verify_and_edit_tables"
 COV = "09_covrag_iterations"

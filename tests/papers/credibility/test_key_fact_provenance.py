@@ -18,7 +18,7 @@ from covlib.core import paths
 from covlib.nli import labelled as L
 from covlib.papers.credibility import key_facts as K
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOKS = ("04_credibility_models", "05_knowledge_precision", "06_knowledge_recall", "07_reflection_completion")
 # Which notebooks quote which file's provenance (the credibility notebooks both; 00b, the judges', the pairs').
 NOTEBOOK_QUOTES = {**{name: ("HAND_KEY_FACTS_PROVENANCE", "KEYFACT_PAIRS_PROVENANCE") for name in NOTEBOOKS},

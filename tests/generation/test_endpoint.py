@@ -288,7 +288,7 @@ def test_notebook_04_runs_unchanged_against_the_server(bos_server, smoke_root): 
 
 
 def test_every_backend_satisfies_the_generator_protocol_and_make_reproduce_takes_a_spec(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "scripts"))
     from reproduce import check_arguments
     from scripted import ScriptedGenerator
 

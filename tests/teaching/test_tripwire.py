@@ -11,7 +11,7 @@ from pathlib import Path
 
 from teaching import tripwire
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 ANSWER = "import pickle\ndef double(x):\n    return pickle.loads(b'cmath\\nfsum\\n.')([x, x])"
 CHECKS = "got = double(2)"

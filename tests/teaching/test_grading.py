@@ -22,7 +22,7 @@ from nbformat import v4
 
 from teaching import course, grading, isolation, own_work, sandbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _need_sandbox() -> None:
