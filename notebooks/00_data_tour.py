@@ -33,7 +33,7 @@ from covlib import data, retrieval
 from covlib.core import metrics
 from covlib.report import plotting, results
 from covlib.runs import session
-from covlib.runs.notebooks import NOTEBOOKS
+from covlib.runs.project import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

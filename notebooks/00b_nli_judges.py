@@ -62,7 +62,7 @@ from covlib.core import stats
 from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P
 from covlib.report import plotting, results
 from covlib.runs import session
-from covlib.runs.notebooks import NOTEBOOKS
+from covlib.runs.project import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)

@@ -99,19 +99,20 @@ S = session.start(NOTEBOOKS["04"], profile=profile, model=model, models=models, 
                   n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts,
                   compare_key_facts=compare_key_facts, judge=judge, max_new_tokens=max_new_tokens, n_rating=n_rating,
                   ratings=ratings)  # ratings: checked before any generation, not in the last cell
+facts = S.facts  # the key facts, by the name exercise 4 reads them
 
 # %% [markdown]
 # ## 1. Questions, key facts and reference sets
 
 # %%
 ref_sets = [C.with_gold(ex, n_refs, seed) for ex in S.examples]
-print(f"{len(S.examples)} questions; key facts: {S.facts[0].author} ({sum(len(f.key_facts) for f in S.facts)} in all)")
+print(f"{len(S.examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
 if S.other_facts:
     print(f"compared with: {S.other_facts[0].author} ({sum(len(f.key_facts) for f in S.other_facts)} in all)")
     print("  e.g.", S.other_facts[0].key_facts)
 print("Q:", S.examples[0].question, "| gold:", S.examples[0].answer)
 print(references.format_references(ref_sets[0].paragraphs)[:600], "...")
-print("gold positions:", ref_sets[0].gold, "| key facts:", S.facts[0].key_facts)
+print("gold positions:", ref_sets[0].gold, "| key facts:", facts[0].key_facts)
 
 # %% [markdown]
 # The paper's key facts passed a human filter. For LLM-written facts, export the review sheet,
@@ -120,7 +121,7 @@ print("gold positions:", ref_sets[0].gold, "| key facts:", S.facts[0].key_facts)
 # and re-run with `key_facts="llm+reviewed"`.
 
 # %%
-sheet = C.export_review_sheet(S.facts, paths.build_dir() / "key_facts" / f"review-{key_facts}.csv")
+sheet = C.export_review_sheet(facts, paths.build_dir() / "key_facts" / f"review-{key_facts}.csv")
 print("review sheet:", sheet)
 
 # %% [markdown]
@@ -137,7 +138,7 @@ for name, ans in answers.items():
 # ## 3. Metrics: three NLI calls for all models (recall, precision, self-consistency)
 
 # %%
-rows = C.score_runs(runs, S.examples, S.facts, S.judge)
+rows = C.score_runs(runs, S.examples, facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
@@ -273,13 +274,13 @@ got = exercises.record(
     empty_answer=key_fact_recall("", ["Paris is in France."], judge),
     only_citations=key_fact_recall("[1][2]", ["Paris is in France."], ToyJudge()),
     toy=key_fact_recall(toy_answer, toy_facts, ToyJudge()),
-    first=key_fact_recall(answers[names[0]][0], S.facts[0].key_facts, judge),
+    first=key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge),
 )
 ref = exercises.reference("ex04-recall", first=per_model[names[0]][0]["recall"])
 ### BEGIN HIDDEN TESTS
 recall_cases = [(name, i) for name, rows_ in per_model.items() for i in range(len(rows_))]
 got = exercises.record(
-    "ex04-recall", notebook=[key_fact_recall(answers[name][i], S.facts[i].key_facts, judge) for name, i in recall_cases],
+    "ex04-recall", notebook=[key_fact_recall(answers[name][i], facts[i].key_facts, judge) for name, i in recall_cases],
     citations=[key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge),
                key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge)])
 ref = exercises.reference("ex04-recall", labels=[f"{name}, answer {i}" for name, i in recall_cases],
@@ -328,8 +329,8 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
     return out
 
 
-table = table1(S.facts[0].author, est)
-results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
+table = table1(facts[0].author, est)
+results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
                    key_fact_source=key_facts, n=len(S.examples), floatfmt=".2f")
 table
 
@@ -396,7 +397,7 @@ if ratings:
                               "models": corr_est[k]["n"], "pearson (paper)": C.PAPER_PEARSON[k]}
                              for k in ("P", "R", "EM_recall")])
         results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
-                           key_facts=S.facts[0].author)
+                           key_facts=facts[0].author)
         display(corr)  # noqa: F821
     else:
         print(human_note)
@@ -418,7 +419,7 @@ if corr_est is None:
 #   at least 4 models it cannot be tested here.
 
 # %%
-scope = f"hotpotqa, {n_refs} references with both gold, key facts: {S.facts[0].author}"
+scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
 claim_records = (tuning_claims(S.generators, per_model, scope, seed=seed, available=available)
                  + human_correlation_claims(summary, human if ratings else None, scope))
@@ -429,7 +430,7 @@ headline = {
     "models": names,
     "judge": judge_name,
     "judge_agreement": judge_agreement,
-    "key_facts": S.facts[0].author,
+    "key_facts": facts[0].author,
     "key_fact_source": key_facts,
     "n_questions": len(S.examples),
     "n_refs": n_refs,

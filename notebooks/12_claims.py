@@ -52,7 +52,7 @@ from covlib.papers.credibility import claims as credibility_claims
 from covlib.papers.verify_edit import claims as verify_edit_claims
 from covlib.report import claims, results
 from covlib.runs import session
-from covlib.runs.notebooks import NOTEBOOKS
+from covlib.runs.project import NOTEBOOKS
 
 # %% tags=["parameters"]
 profile: str = "auto"  # smoke, cpu, full or auto: recorded with the ledger (this notebook runs no model)

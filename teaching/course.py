@@ -128,13 +128,24 @@ def copy_data(out: Path, source: Path | None = None) -> list[Path]:
 
 
 def build_wheel(out: Path) -> Path:
-    """covlib as a wheel in `out` (the library only: no notebooks, so no solutions), for students to install."""
+    """covlib as a wheel in `out` (the library only: no notebooks, so no solutions), for students to install.
+
+    Built from a fresh copy of the library's files: setuptools stages a build in the project's build/lib and never
+    empties it, so a module renamed or deleted since an earlier build would otherwise ship in the wheel too."""
+    import shutil
     import subprocess
+    import tempfile
 
     for old in out.glob("covlib-*.whl"):
         old.unlink()
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
-                           str(paths.code_root())], capture_output=True, text=True)
+    root = paths.code_root()
+    with tempfile.TemporaryDirectory(prefix="covlib-wheel-") as tmp:
+        source = Path(tmp) / "covlib-src"
+        shutil.copytree(root / "covlib", source / "covlib", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(root / name, source / name)
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                               str(out), str(source)], capture_output=True, text=True)
     found = sorted(out.glob("covlib-*.whl"))
     if done.returncode != 0 or not found:
         raise CourseError(f"could not build the covlib wheel: {done.stderr.strip()[-500:]}")

@@ -1,7 +1,7 @@
 """The one door every notebook starts through: `start(spec, **parameters)` checks, caps and records its parameters.
 
 A notebook's spec is plain data declared where its subject lives (`covlib.papers.<paper>.notebook`,
-`covlib.runs.notebooks` for 00, 00b and 12):
+`covlib.runs.project` for 00, 00b and 12):
 
 | key        | what it holds                                                                                    |
 |------------|--------------------------------------------------------------------------------------------------|
@@ -80,6 +80,8 @@ def read_parameters(spec: Spec, given: dict[str, Any]) -> dict[str, Any]:
         if name in values:
             cast = int if allowed == "int" else str
             values[name] = profiles.split_list(name, values[name], None if allowed in (None, "int") else allowed, cast)
+            if name in profiles.PARAMETER_RULES:  # a list of counts (05's n_refs): each one by the count's rule
+                profiles.check_parameters(**{name: min(values[name])})
     for name, allowed in spec.get("choices", {}).items():
         if name in values:
             values[name] = profiles.choice(name, values[name], allowed)

@@ -15,7 +15,7 @@ from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG
 from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY
 from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT
 from covlib.runs import session
-from covlib.runs.notebooks import NOTEBOOKS as OWN
+from covlib.runs.project import NOTEBOOKS as OWN
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py"))

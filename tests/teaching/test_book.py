@@ -167,8 +167,11 @@ def test_ours_is_shown_beside_the_papers_number(tmp_path):
 
 @pytest.mark.parametrize("stem", ["01_consistency_kde"])
 def test_notebook_01_records_the_papers_number_the_book_shows(stem):
+    from covlib.papers import verify_edit
+
     source = (ROOT / "notebooks" / f"{stem}.py").read_text()
-    assert re.search(r'"paper": \{"cot_sc_em": 31\.2', source)
+    assert re.search(r'"paper": \{"cot_sc_em": verify_edit\.PAPER_TABLES\["hotpotqa"\]\[\("CoT-SC", "-"\)\]\[0\]', source)
+    assert verify_edit.PAPER_TABLES["hotpotqa"][("CoT-SC", "-")][0] == 31.2  # Table 1, the number the book shows
 
 
 def test_our_number_and_its_interval_are_shown_with_the_same_decimals(tmp_path):

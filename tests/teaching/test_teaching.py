@@ -128,6 +128,23 @@ def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
     assert not [n for n in names if n.endswith((".ipynb", ".py")) and not n.startswith("covlib/")], names
     assert not [n for n in names if "notebooks" in n or "tests/" in n], names
     assert wheel.name in (assignments / "README.md").read_text()
+    shipped = {n for n in names if n.endswith(".py")}
+    assert shipped == {str(f.relative_to(ROOT)) for f in (ROOT / "covlib").rglob("*.py")}, "exactly today's modules"
+
+
+def test_a_module_left_in_an_old_build_folder_never_ships(tmp_path):
+    """setuptools stages a wheel in build/lib and never empties it: a module renamed since (covlib/runs/trace_view.py
+    before it moved) shipped in the students' wheel until the wheel was built from a fresh copy."""
+    import zipfile
+
+    stale = ROOT / "build" / "lib" / "covlib" / "stale_module_from_an_old_build.py"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text('"""A module that no longer exists in covlib/."""\n')
+    try:
+        wheel = course.build_wheel(tmp_path)
+    finally:
+        stale.unlink()
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if "stale_module" in n]
 
 
 def test_no_student_notebook_holds_solution_text(assignments):

@@ -36,7 +36,6 @@ def models_and_labels(values: dict[str, Any]) -> dict[str, Any]:
                                                          C.PAPER_MODELS.values())}
     if isinstance(values.get("n_refs"), list):
         out["n_refs"] = sorted(values["n_refs"])
-        profiles.check_parameters(n_refs=min(out["n_refs"]))
     if values.get("max_rounds") is not None and values["max_rounds"] < 1:
         raise ValueError(f"max_rounds must be at least 1 (one ask-and-retrieve round), not {values['max_rounds']}")
     if values.get("compare_key_facts") == values.get("key_facts"):

@@ -1,4 +1,4 @@
-"""What notebooks 00, 00b and 12 declare to the one notebook door, as plain data.
+"""What the project's own notebooks (00, 00b, 12) declare to the one notebook door, as plain data.
 
 The data tour, the NLI judges and the claims ledger belong to no paper; the papers' notebooks declare theirs in their
 own packages (`covlib.papers.<paper>.notebook`), read by `covlib.runs.session.start`."""
@@ -6,6 +6,8 @@ own packages (`covlib.papers.<paper>.notebook`), read by `covlib.runs.session.st
 from __future__ import annotations
 
 from typing import Any
+
+from covlib.runs import profiles
 
 
 def judge_specs(values: dict[str, Any]) -> dict[str, Any]:
@@ -17,6 +19,7 @@ def judge_specs(values: dict[str, Any]) -> dict[str, Any]:
 
 def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
     """00: the recall cut-offs in order, every one a valid k."""
+    profiles.check_parameters(k=min(values["ks"]))
     return {"ks": sorted(values["ks"])}
 
 
