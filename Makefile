@@ -55,8 +55,9 @@ test: env sandbox browser ## run the test suite (notebooks in the smoke profile;
 test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
 	$(PY) -m pytest -q -m "not notebook and not server and not training and not slow"
 
-bench: env ## print speed ratios: batching, shared prefill, cache, batched NLI, HTTP backend vs in-process, concurrency
-	$(PY) scripts/bench.py
+bench: env ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]
+	$(PY) scripts/bench.py $(if $(DEVICE),--device "$(DEVICE)")
+	$(PY) scripts/bench_decoder.py $(if $(DEVICE),--device "$(DEVICE)")
 
 bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (or TSV=psgs_w100.tsv), print time, memory, size, queries/s
 	$(PY) scripts/bench_index.py $(if $(TSV),--tsv "$(TSV)")

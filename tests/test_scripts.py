@@ -53,3 +53,25 @@ def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
     assert done.returncode != 0
     assert "01_consistency_kde.ipynb failed in cell" in done.stderr and "Could not load model" in done.stderr
     assert "run the same command again to resume" in done.stderr
+
+
+def test_the_decoder_benchmark_runs_on_a_tiny_shape_and_its_paths_agree(tmp_path, monkeypatch):
+    """`make bench`'s decoder benchmark (scripts/bench_decoder.py), on a random 2-layer model: covlib's decoder with
+    and without the shared prefix gives the same sampled completions, and every figure is there beside the limit."""
+    import importlib.util
+    import json
+
+    monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("bench_decoder", paths.code_root() / "scripts" / "bench_decoder.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.run("tiny", "cpu", prompts=3, n=2, tokens=6)
+    assert r["identical_with_and_without_sharing"] is True
+    assert all(r[k] > 0 for k in ("cot_sc_tok_s_shared", "cot_sc_tok_s_unshared", "hf_generate_tok_s", "greedy_steps_s"))
+    assert r["limits"]["fp32_gemm_flops"] > 1e8 and 0 < r["cot_sc_share_of_gemm_peak"] < 1
+    assert "% of it on CoT-SC" in bench.report(r)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--device", "cpu", "--shapes", "tiny", "--prompts", "2", "--tokens", "4", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())[0]["shape"] == "tiny"
+    with pytest.raises(ValueError, match="unknown shape"):
+        bench.random_model("13b", "cpu", "float32")

@@ -8,10 +8,12 @@ size, and count its forward passes in `lm.forward_calls`.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from typing import Any, Iterator
 
 from covlib.generation.base import Completion
+from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
 from covlib.generation.sampling import advance, eos_ids, next_tokens, sample_generators
 
@@ -45,6 +47,25 @@ def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decod
     lm.forward_calls += shared.forward_calls if shared else 0
 
 
+def attention_backends(device: str) -> list | None:
+    """The SDPA backends decoding uses on `device`: on CUDA every one but cuDNN's, which builds a new plan for each key
+    length, i.e. at every step and layer (on an H200, 64% of a step's CPU time; a step took 36.6 ms without it instead of
+    55-65, with the same logits: issue 36); elsewhere None, torch's own choice."""
+    from torch.nn.attention import SDPBackend
+
+    if not str(device).startswith("cuda"):
+        return None
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def attention_context(device: str) -> Any:
+    """A context that restricts SDPA to `attention_backends(device)` (nothing to restrict on a CPU)."""
+    from torch.nn.attention import sdpa_kernel
+
+    backends = attention_backends(device)
+    return sdpa_kernel(backends) if backends else contextlib.nullcontext()
+
+
 def prefill(lm: Any, seqs: list[list[int]], shared: SharedPrefix | None, keep: int):
     """One forward over `seqs` (after the shared prefix when there is one): (output, attention mask, the input ids
     that ran, the extra arguments of later steps, the position offset of the rows' own tokens)."""
@@ -74,9 +95,9 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
     logps = [[] for _ in range(rows)]
     ends = [[] for _ in range(rows)]  # decoded text length after each token
     done: dict[int, Completion] = {}
-    with torch.inference_mode():
+    with torch.inference_mode(), attention_context(lm.device):
         out, attn, _, extra, offset = prefill(lm, seqs, shared, keep=1)
-        kv = out.past_key_values
+        kv = cache_of(out)
         logits = out.logits[:, -1, :].float()
         if n > 1:
             kv.batch_repeat_interleave(n)
@@ -106,9 +127,9 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
                 active = [active[b] for b in keep]
             attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
             pos = attn.long().sum(-1, keepdim=True) - 1 + offset
-            out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True,
-                        **extra)
+            out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
+                        **cache_kwarg(model, kv), **extra)
             lm.forward_calls += 1
-            kv = out.past_key_values
+            kv = cache_of(out)
             logits = out.logits[:, -1, :].float()
     return [done[r] for r in range(rows)]

@@ -6,11 +6,30 @@ safetensors by `covlib.generation.embedded`); anything else is a hub id or a fol
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import Any
 
 from covlib.generation.embedded import EMBEDDED_MODEL, embedded_model_dir
 from covlib.generation.spec import load_failure
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def cache_kwarg(model: Any, kv: Any) -> dict[str, Any]:
+    """A key/value cache as `model.forward` takes it: `cache=` where the model's transformers has that keyword
+    (`past_key_values=` is deprecated there, and goes in 5.40), else `past_key_values=` (earlier 5.x)."""
+    return {_cache_keyword(type(model)): kv}
+
+
+def cache_of(out: Any) -> Any:
+    """The key/value cache a forward returned, under either name."""
+    kv = getattr(out, "cache", None)
+    return kv if kv is not None else out.past_key_values
 
 
 def default_device() -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
+from covlib.generation.loading import cache_kwarg, cache_of
+
 MIN_SHARED_TOKENS = 16  # below this a shared prefill saves less than the copy costs
 # With cascade attention a row holds only its own tokens (a few dozen, not ~500), so a batch can hold more rows for the
 # same memory; on the 2-core CPU, CoT-SC decodes 1.9x faster with 64 rows than with 16 (docs/benchmarks.md)
@@ -72,7 +74,7 @@ class SharedPrefix:
             ids = torch.tensor([self.ids], device=device)
             pos = torch.arange(len(self.ids), device=device)[None]
             with torch.inference_mode():
-                self._kv = model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1).past_key_values
+                self._kv = cache_of(model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1))
             self.forward_calls += 1
             # cascade attention computes a row's own scores unfused: only for short own parts after a longer prefix
             self.cascade = self.longest_own <= min(len(self.ids), CASCADE_MAX_OWN) and enable_cascade(model)
@@ -101,12 +103,12 @@ class SharedPrefix:
         pos = (n + own.cumsum(-1) - 1).clamp(min=n)
         if self.cascade:
             extra = {"prefix_kv": self.layers}
-            return dict(input_ids=input_ids, attention_mask=own, position_ids=pos, past_key_values=None, **extra), extra, n
+            return dict(input_ids=input_ids, attention_mask=own, position_ids=pos, **cache_kwarg(model, None), **extra), extra, n
         kv = copy.deepcopy(self._kv)
         if len(seqs) > 1:
             kv.batch_repeat_interleave(len(seqs))
         attn = torch.cat([own.new_ones((len(seqs), n)), own], dim=1)
-        return dict(input_ids=input_ids, attention_mask=attn, position_ids=pos, past_key_values=kv), {}, 0
+        return dict(input_ids=input_ids, attention_mask=attn, position_ids=pos, **cache_kwarg(model, kv)), {}, 0
 
 
 def padded_inputs(seqs: Sequence[Sequence[int]], pad: int, device: str):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterator
 
-from covlib.generation.decoding import prefill
+from covlib.generation.decoding import attention_context, prefill
+from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix
 
 
@@ -58,14 +59,14 @@ def score_prompts(lm: Any, prompts: list[list[int]], conts: list[list[list[int]]
 
     owner = [b for b, cs in enumerate(conts) for _ in cs]
     flat = [c for cs in conts for c in cs]
-    with torch.inference_mode():
+    with torch.inference_mode(), attention_context(lm.device):
         out, attn, _, extra, offset = prefill(lm, prompts, shared, keep=1)
         first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
         values = [float(first[b, c[0]]) for b, c in zip(owner, flat)]
         longer = [r for r, c in enumerate(flat) if len(c) > 1]  # the rest are done: their token follows the prompt
         for start in range(0, len(longer), lm.batch_size):
             rows = longer[start : start + lm.batch_size]
-            kv = out.past_key_values if start + lm.batch_size >= len(longer) else copy.deepcopy(out.past_key_values)
+            kv = cache_of(out) if start + lm.batch_size >= len(longer) else copy.deepcopy(cache_of(out))
             rest = _continue(lm, kv, attn, extra, offset, [owner[r] for r in rows], [flat[r] for r in rows])
             for r, lp in zip(rows, rest):
                 values[r] += lp
@@ -84,8 +85,8 @@ def _continue(lm: Any, kv, attn, extra: dict, offset: int, owner: list[int], fla
     pos = attn.sum(-1, keepdim=True) + offset + torch.arange(width, device=lm.device)
     attn = torch.cat([attn, attn.new_ones((len(flat), width))], dim=1)  # right padding: never attended to
     feed = torch.tensor([c[:-1] + [c[-1]] * (width + 1 - len(c)) for c in flat], device=lm.device)
-    logits = lm.model(input_ids=feed, attention_mask=attn, position_ids=pos, past_key_values=kv, use_cache=True,
-                      **extra).logits.float()
+    logits = lm.model(input_ids=feed, attention_mask=attn, position_ids=pos, use_cache=True,
+                      **cache_kwarg(lm.model, kv), **extra).logits.float()
     lm.forward_calls += 1
     nxt = torch.tensor([c[1:] + [0] * (width + 1 - len(c)) for c in flat], device=lm.device)
     logp = torch.log_softmax(logits, dim=-1).gather(2, nxt[..., None])[..., 0]

@@ -240,3 +240,17 @@ def test_the_embedded_model_has_one_spelling():
     assert generation.load_lm().name == generation.EMBEDDED_NAME
     for alias in ("embedded", "default"):
         assert generation.load_lm(alias).name == alias != generation.EMBEDDED_NAME
+
+
+def test_decoding_on_cuda_leaves_out_cudnns_attention_and_a_cpu_keeps_torchs_choice():
+    """cuDNN's SDPA backend plans anew for every key length, i.e. every step and layer (issue 36: 64% of a step's CPU
+    time on an H200); decoding and scoring on CUDA restrict SDPA to the other backends, a CPU is left as it is."""
+    from torch.nn.attention import SDPBackend
+
+    from covlib.generation import decoding
+
+    backends = decoding.attention_backends("cuda:0")
+    assert SDPBackend.CUDNN_ATTENTION not in backends and SDPBackend.MATH in backends
+    assert decoding.attention_backends("cpu") is None
+    with decoding.attention_context("cpu"):
+        pass

@@ -49,7 +49,8 @@ def test_rows_after_a_shared_prefix_see_what_they_would_see_alone(tmp_path, atte
     assert args["position_ids"][:, -1].tolist() == [len(s) - 1 for s in seqs]  # numbered after the prefix
     if attention == "sdpa":  # cascade: the prefix's keys are read once for all rows; a row's cache holds its own tokens
         assert shared.cascade and offset == n and len(extra["prefix_kv"]) == lm.model.config.num_hidden_layers
-        assert args["attention_mask"].shape == (2, width) and args["past_key_values"] is None
+        assert args["attention_mask"].shape == (2, width) and args["cache"] is None  # `cache=`: transformers 5.40 drops the old name
+        assert "past_key_values" not in args
     else:  # an attention cascade was not checked against: each row gets a copy of the prefix's cache
         assert not shared.cascade and offset == 0 and extra == {}
         assert args["attention_mask"].shape == (2, n + width)

@@ -84,3 +84,13 @@ def test_a_session_without_traces_has_no_tracer_and_keeps_no_state(tmp_path, mon
     assert S.tracer is None and S.params == {"profile": "smoke", "results_folder": "results/"}
     with pytest.raises(AttributeError, match="not a parameter"):
         S.n_questions
+
+
+def test_the_judge_is_loaded_once_on_the_notebooks_device(tmp_path, monkeypatch):
+    """Issue 36, item 5: `device` reaches the judge (before the door, a notebook's `device=cpu` left a torch judge on a
+    visible GPU, and each credibility function loaded the judge again from its spec)."""
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    spec = {"name": "04_credibility_models", "judge": True, "recorded": ("judge",)}
+    S = session.start(spec, profile="smoke", device="cpu", judge="llm")
+    assert S.judge.lm.device == "cpu" and S.params == {"judge": "llm"}
+    assert session.start(spec, profile="smoke", device="cpu", judge="llm").judge.lm is S.judge.lm  # loaded once per process

@@ -1,0 +1,258 @@
+"""`make bench` (and `make bench DEVICE=cuda`): the in-process decoder on random-initialised models of real shapes.
+
+No weights are downloaded: the model is built from the embedded model's config (`smollm2`: SmolLM2-135M's shape),
+a LLaMA-2-7B shape with SmolLM2's vocabulary (`7b`: hidden 4096, 32 layers, 32 heads; GPU only, it needs 14 GB in
+bf16), or a tiny 2-layer shape (`tiny`: what the tests run). Random weights never say EOS, so rows run to the end or
+to a stop string. For each shape, in one run:
+
+1. the CoT-SC workload of notebook 01 (6-shot CoT prompts of Adversarial HotpotQA questions, n=5, temperature 0.7,
+   CoT stop strings) through covlib's decoder with the prompts' shared few-shot block prefilled once, and without;
+   the two must give the same completions (checked, and printed);
+2. transformers' own `generate` on the same prompts and sampling settings (its own random stream);
+3. one prompt, greedy: decoding steps per second;
+
+each beside this machine's limit measured in the same run: on a CPU the fp32 GEMM peak (the share of it the decoder's
+FLOPs reach), on a GPU the memory bandwidth (a step streams the weights once: steps/s <= bandwidth / weight bytes)
+and the bf16 GEMM rate. These are figures to read, not tests: compare ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SHAPES = ("tiny", "smollm2", "7b")
+
+
+def sync(device: str) -> None:
+    """Wait for the device's queued work (a GPU), so a clock reads finished work."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def limits(device: str) -> dict[str, float]:
+    """This machine's limits: the fp32 GEMM peak on a CPU; copy bandwidth (read + write) and bf16 GEMM on a GPU."""
+    import torch
+
+    def best(fn, reps: int = 5) -> float:
+        fn()
+        sync(device)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    if not device.startswith("cuda"):
+        a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+        return {"fp32_gemm_flops": 2 * 2048**3 / best(lambda: a @ b)}
+    x = torch.empty(1024**3 // 2, dtype=torch.bfloat16, device=device)
+    y = torch.empty_like(x)
+    copy = best(lambda: y.copy_(x))
+    del x, y
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
+    b = torch.randn_like(a)
+    gemm = best(lambda: a @ b)
+    return {"copy_bytes_per_s": 2 * 1024**3 / copy, "bf16_gemm_flops": 2 * 8192**3 / gemm}
+
+
+def random_model(shape: str, device: str, dtype: str) -> Any:
+    """A causal LM of `shape`, random-initialised (seed 0) from the embedded model's config, in eval mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from covlib.generation import embedded_model_dir
+
+    cfg = AutoConfig.from_pretrained(embedded_model_dir())
+    if shape == "tiny":
+        cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size = 2, 64, 128
+        cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 4, 2, 16
+    elif shape == "7b":
+        cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 4096, 11008, 32
+        cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 32, 32, 128
+        cfg.max_position_embeddings = 4096
+    elif shape != "smollm2":
+        raise ValueError(f"unknown shape {shape!r}; choose one of {SHAPES}")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    return model.eval()
+
+
+def decoder(model: Any, device: str, dtype: str, share: bool, batch_size: int) -> Any:
+    """covlib's in-process `LM` around `model` (the embedded tokenizer), with a call cache of its own."""
+    from transformers import AutoTokenizer
+
+    from covlib.core.cache import Cache
+    from covlib.generation import LM, embedded_model_dir
+
+    lm = LM(str(embedded_model_dir()), device=device, dtype=dtype, batch_size=batch_size,
+            cache=Cache(Path(tempfile.mkdtemp(prefix="covlib-bench-decoder-")) / "calls.sqlite", table="lm"))
+    tok = AutoTokenizer.from_pretrained(embedded_model_dir())
+    tok.padding_side = "left"
+    tok.pad_token = tok.pad_token or tok.eos_token
+    lm._tok, lm._model, lm.share_prefix = tok, model, share
+    return lm
+
+
+def cot_sc_prompts(n: int) -> list[str]:
+    """Notebook 01's 6-shot CoT prompts for `n` Adversarial HotpotQA test questions (synthetic ones without the data)."""
+    from covlib import data
+    from covlib.papers.verify_edit.cot import cot_prompt, fewshot_examples
+
+    try:
+        examples = data.load_adv_hotpotqa(split="test")[:n]
+        shots = fewshot_examples("hotpotqa")
+    except (FileNotFoundError, OSError):
+        shared = "".join(f"Q: question {i} about a film?\nA: First, a fact. The answer is x.\n\n" for i in range(6))
+        return [f"{shared}Q: what is question {i}?\nA:" for i in range(n)]
+    return [cot_prompt(ex.question, "hotpotqa", shots) for ex in examples]
+
+
+def decode_flops(model: Any) -> float:
+    """Forward FLOPs of one decoded token, weights only: 2 x the parameters past the input embedding."""
+    cfg = model.config
+    params = sum(p.numel() for p in model.parameters())
+    return 2 * (params - (0 if cfg.tie_word_embeddings else cfg.vocab_size * cfg.hidden_size))
+
+
+def weight_bytes(model: Any) -> int:
+    """Bytes a decoding step streams from memory: every weight once."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def cot_sc(lm: Any, prompts: list[str], n: int, tokens: int, device: str) -> tuple[list, float]:
+    """The CoT-SC workload through covlib's decoder: (completions, seconds)."""
+    from covlib.papers.verify_edit.cot import COT_STOP
+
+    sync(device)
+    start = time.perf_counter()
+    out = lm.generate(prompts, n=n, temperature=0.7, max_new_tokens=tokens, stop=list(COT_STOP), seed=0, progress=False)
+    sync(device)
+    return out, time.perf_counter() - start
+
+
+def hf_generate(model: Any, tok: Any, prompts: list[str], n: int, tokens: int, device: str, batch: int) -> tuple[int, float]:
+    """transformers' `generate` on the same prompts (sampled at 0.7, `n` per prompt): (new tokens, seconds)."""
+    import torch
+
+    made, seconds = 0, 0.0
+    per = max(1, batch // n)
+    for i in range(0, len(prompts), per):
+        enc = tok(prompts[i:i + per], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        sync(device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(**enc, do_sample=True, temperature=0.7, top_p=1.0, max_new_tokens=tokens,
+                                 num_return_sequences=n, pad_token_id=tok.pad_token_id)
+        sync(device)
+        seconds += time.perf_counter() - start
+        made += (out[:, enc.input_ids.shape[1]:] != tok.pad_token_id).sum().item()
+    return made, seconds
+
+
+def greedy_steps(lm: Any, prompt: str, tokens: int, device: str) -> float:
+    """One prompt, greedy, `tokens` new tokens without stop strings: decoding steps per second."""
+    sync(device)
+    start = time.perf_counter()
+    (comp,) = lm.generate([prompt], max_new_tokens=tokens, progress=False)
+    sync(device)
+    return len(comp[0].tokens) / (time.perf_counter() - start)
+
+
+def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int = 5, tokens: int = 64,
+        batch_size: int | None = None, with_hf: bool = True) -> dict[str, Any]:
+    """Every figure of one shape on one device, as a dict (see the module's docstring)."""
+    import torch
+
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    batch_size = batch_size or (32 if device.startswith("cuda") else 16)
+    texts = cot_sc_prompts(prompts)
+    model = random_model(shape, device, dtype)
+    cudnn = torch.backends.cuda.cudnn_sdp_enabled() if device.startswith("cuda") else None
+    out: dict[str, Any] = {"shape": shape, "device": device, "dtype": dtype, "prompts": len(texts), "n": n,
+                           "max_new_tokens": tokens, "parameters": sum(p.numel() for p in model.parameters()),
+                           "torch": torch.__version__, "limits": limits(device), "cudnn_sdp_outside_decoding": cudnn}
+    shared_lm, plain_lm = (decoder(model, device, dtype, share, batch_size) for share in (True, False))
+    shared, t_shared = cot_sc(shared_lm, texts, n, tokens, device)
+    plain, t_plain = cot_sc(plain_lm, texts, n, tokens, device)
+    made = sum(len(c.tokens) for row in shared for c in row)
+    out["identical_with_and_without_sharing"] = [[c.text for c in r] for r in shared] == [[c.text for c in r] for r in plain]
+    out["cot_sc_tok_s_shared"], out["cot_sc_tok_s_unshared"] = made / t_shared, made / t_plain
+    if with_hf:
+        hf_made, t_hf = hf_generate(model, shared_lm.tokenizer, texts, n, tokens, device, batch_size)
+        out["hf_generate_tok_s"] = hf_made / t_hf
+    out["greedy_steps_s"] = greedy_steps(plain_lm, texts[0], tokens, device)
+    flops, weights = decode_flops(model), weight_bytes(model)
+    if device.startswith("cuda"):
+        out["step_limit_s"] = out["limits"]["copy_bytes_per_s"] / 2 / weights  # read once per step (copy counts 2x)
+        out["greedy_share_of_limit"] = out["greedy_steps_s"] / out["step_limit_s"]
+    else:
+        peak = out["limits"]["fp32_gemm_flops"]
+        out["cot_sc_share_of_gemm_peak"] = out["cot_sc_tok_s_shared"] * flops / peak
+        out["greedy_share_of_gemm_peak"] = out["greedy_steps_s"] * flops / peak
+    return out
+
+
+def report(r: dict[str, Any]) -> str:
+    """The figures of `run` as lines to read."""
+    lines = [f"{r['shape']} shape ({r['parameters'] / 1e6:.0f}M parameters, {r['dtype']}) on {r['device']}: "
+             f"{r['prompts']} CoT-SC prompts x n={r['n']}, {r['max_new_tokens']} new tokens",
+             f"  covlib, shared prefix : {r['cot_sc_tok_s_shared']:9.1f} tok/s",
+             f"  covlib, no sharing    : {r['cot_sc_tok_s_unshared']:9.1f} tok/s "
+             f"(same completions: {r['identical_with_and_without_sharing']})"]
+    if "hf_generate_tok_s" in r:
+        lines.append(f"  transformers generate : {r['hf_generate_tok_s']:9.1f} tok/s (its own random stream)")
+    lines.append(f"  one prompt, greedy    : {r['greedy_steps_s']:9.1f} steps/s")
+    lim = r["limits"]
+    if "fp32_gemm_flops" in lim:
+        lines.append(f"  limit: fp32 GEMM peak {lim['fp32_gemm_flops'] / 1e9:.0f} GFLOP/s; the decoder reaches "
+                     f"{100 * r['cot_sc_share_of_gemm_peak']:.0f} % of it on CoT-SC, "
+                     f"{100 * r['greedy_share_of_gemm_peak']:.0f} % on one greedy prompt")
+    else:
+        lines.append(f"  limits: copy {lim['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 GEMM "
+                     f"{lim['bf16_gemm_flops'] / 1e12:.0f} TFLOP/s; a step streams the weights once: at most "
+                     f"{r['step_limit_s']:.0f} steps/s, greedy reaches {100 * r['greedy_share_of_limit']:.1f} %")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when visible)")
+    ap.add_argument("--shapes", default="", help=f"comma-separated, of {SHAPES} (default: smollm2 on a CPU, "
+                                                 "smollm2,7b on a GPU)")
+    ap.add_argument("--prompts", type=int, default=0, help="CoT-SC prompts (default: 12 on a CPU, 60 on a GPU)")
+    ap.add_argument("--tokens", type=int, default=0, help="new tokens per row (default: 64 on a CPU, 128 on a GPU)")
+    ap.add_argument("--json", default="", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = device.startswith("cuda")
+    shapes = [s for s in (args.shapes or ("smollm2,7b" if gpu else "smollm2")).split(",") if s]
+    results = []
+    for shape in shapes:
+        r = run(shape, device, prompts=args.prompts or (60 if gpu else 12), tokens=args.tokens or (128 if gpu else 64))
+        print(report(r), flush=True)
+        results.append(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("COVLIB_CACHE", tempfile.mkdtemp(prefix="covlib-bench-"))
+    raise SystemExit(main())
