@@ -179,7 +179,7 @@ def bench_decoder_overhead(args, fresh) -> None:
     from covlib import data
 
     questions = [f"Question: {e.question}\nAnswer:" for e in data.load_adv_hotpotqa(split="test")[32:48]]
-    for label, stop in (("no stop string", ()), ("a stop string (decoded every step)", ("\n\n\n\n",))):
+    for label, stop in (("no stop string", ()), ("a stop string (its text decoded a token at a time)", ("\n\n\n\n",))):
         lm = fresh(f"overhead-{len(stop)}", 16)
         model = lm.model
         forward, spent = model.forward, [0.0]

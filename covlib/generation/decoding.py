@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from covlib.generation.base import Completion
 from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
-from covlib.generation.sampling import advance, eos_ids, next_tokens, sample_generators
+from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, sample_generators
 
 
 def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decoding: dict, progress: bool,
@@ -94,6 +94,7 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
     ids = [[] for _ in range(rows)]
     logps = [[] for _ in range(rows)]
     ends = [[] for _ in range(rows)]  # decoded text length after each token
+    texts_so_far = [RowText(tok) for _ in range(rows)]
     done: dict[int, Completion] = {}
     with torch.inference_mode(), attention_context(lm.device):
         out, attn, _, extra, offset = prefill(lm, seqs, shared, keep=1)
@@ -112,7 +113,8 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
             keep = []
             last = step == decoding["max_new_tokens"] - 1
             for b, r in enumerate(active):
-                finished = advance(tok, ids[r], logps[r], ends[r], nxt_list[b], chosen[b], stops, eos, last)
+                finished = advance(tok, ids[r], logps[r], ends[r], nxt_list[b], chosen[b], stops, eos, last,
+                                   texts_so_far[r])
                 if finished is None:
                     keep.append(b)
                 else:

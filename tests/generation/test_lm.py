@@ -14,6 +14,7 @@ import pytest
 from covlib import generation as lm_mod
 from covlib.generation import decoding
 from covlib import nli
+from offline_models import minilm_tokenizer_dir
 from covlib import retrieval as R
 from covlib.core.cache import Cache, make_key
 
@@ -254,3 +255,50 @@ def test_decoding_on_cuda_leaves_out_cudnns_attention_and_a_cpu_keeps_torchs_cho
     assert decoding.attention_backends("cpu") is None
     with decoding.attention_context("cpu"):
         pass
+
+
+def test_a_rows_text_grown_a_token_at_a_time_is_the_whole_decode():
+    """`RowText` decodes only the tokens since the last whole character; for the embedded tokenizer it must give what
+    decoding everything gives, after every token: on real text, on characters split across byte tokens (emoji, CJK,
+    accents) and on random ids (stray bytes, special tokens). A tokenizer of another kind decodes everything."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from covlib.generation import embedded_model_dir
+    from covlib.generation.sampling import RowText
+
+    tok = AutoTokenizer.from_pretrained(embedded_model_dir())
+    texts = ["First, Paris is the capital of France. The answer is Paris.\n\nQ:", "Zürich — 東京 🚀🇫🇷 naïve café",
+             " a  b\t\n\n  c ..", "<|im_end|> plain <|im_start|>"]
+    rng = random.Random(0)
+    rows = [tok(t, add_special_tokens=False).input_ids for t in texts]
+    rows += [[rng.randrange(len(tok)) for _ in range(60)] for _ in range(30)]
+    rows += [[rng.randrange(256) for _ in range(60)] for _ in range(30)]  # the byte tokens: many split characters
+    for row in rows:
+        grown, ids = RowText(tok), []
+        assert grown.incremental
+        for token in row:
+            ids.append(token)
+            assert grown.text(ids) == tok.decode(ids, skip_special_tokens=True), (row, len(ids))
+    minilm = AutoTokenizer.from_pretrained(minilm_tokenizer_dir())
+    assert not RowText(minilm).incremental
+
+
+def test_completions_with_stop_strings_are_the_same_decoded_a_token_at_a_time_or_whole(tmp_path, monkeypatch):
+    """Sampled and greedy completions cut at stop strings: the incremental text (`RowText`) and decoding everything at
+    every step (the code before) give the same texts, tokens, log-probabilities and finish reasons."""
+    from covlib.core.cache import Cache
+    from covlib.generation import sampling
+
+    prompts = ["Q: Who wrote Hamlet?\nA: First,", "Q: What is 2 + 2?\nA:", "List three colours:\n1.", "Bonjour! Écris"]
+    decoding = dict(n=3, temperature=0.9, max_new_tokens=24, stop=["\n\n", ".", "Q:"], seed=0, progress=False)
+
+    def run(name):
+        lm = lm_mod.LM(cache=Cache(tmp_path / f"{name}.sqlite", table="lm"), batch_size=4)
+        return lm.generate(prompts, **decoding) + lm.generate(prompts, max_new_tokens=16, stop=[" the"], progress=False)
+
+    grown = run("grown")
+    monkeypatch.setattr(sampling.RowText, "text", lambda self, ids: self.tok.decode(ids, skip_special_tokens=True))
+    whole = run("whole")
+    assert grown == whole and any(c.finish_reason == "stop" for row in grown for c in row)
