@@ -29,6 +29,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench import decoder_flops, gemm_peak  # noqa: E402  (make bench's own GEMM peak and FLOP count)
 
 SHAPES = ("tiny", "smollm2", "7b")
 
@@ -45,6 +48,9 @@ def limits(device: str) -> dict[str, float]:
     """This machine's limits: the fp32 GEMM peak on a CPU; copy bandwidth (read + write) and bf16 GEMM on a GPU."""
     import torch
 
+    if not device.startswith("cuda"):
+        return {"fp32_gemm_flops": gemm_peak("cpu") * 1e9}
+
     def best(fn, reps: int = 5) -> float:
         fn()
         sync(device)
@@ -56,9 +62,6 @@ def limits(device: str) -> dict[str, float]:
             times.append(time.perf_counter() - start)
         return min(times)
 
-    if not device.startswith("cuda"):
-        a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-        return {"fp32_gemm_flops": 2 * 2048**3 / best(lambda: a @ b)}
     x = torch.empty(1024**3 // 2, dtype=torch.bfloat16, device=device)
     y = torch.empty_like(x)
     copy = best(lambda: y.copy_(x))
@@ -120,13 +123,6 @@ def cot_sc_prompts(n: int) -> list[str]:
         shared = "".join(f"Q: question {i} about a film?\nA: First, a fact. The answer is x.\n\n" for i in range(6))
         return [f"{shared}Q: what is question {i}?\nA:" for i in range(n)]
     return [cot_prompt(ex.question, "hotpotqa", shots) for ex in examples]
-
-
-def decode_flops(model: Any) -> float:
-    """Forward FLOPs of one decoded token, weights only: 2 x the parameters past the input embedding."""
-    cfg = model.config
-    params = sum(p.numel() for p in model.parameters())
-    return 2 * (params - (0 if cfg.tie_word_embeddings else cfg.vocab_size * cfg.hidden_size))
 
 
 def weight_bytes(model: Any) -> int:
@@ -196,7 +192,7 @@ def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int =
         hf_made, t_hf = hf_generate(model, shared_lm.tokenizer, texts, n, tokens, device, batch_size)
         out["hf_generate_tok_s"] = hf_made / t_hf
     out["greedy_steps_s"] = greedy_steps(plain_lm, texts[0], tokens, device)
-    flops, weights = decode_flops(model), weight_bytes(model)
+    flops, weights = decoder_flops(model, context=0), weight_bytes(model)  # weights only, no attention
     if device.startswith("cuda"):
         out["step_limit_s"] = out["limits"]["copy_bytes_per_s"] / 2 / weights  # read once per step (copy counts 2x)
         out["greedy_share_of_limit"] = out["greedy_steps_s"] / out["step_limit_s"]

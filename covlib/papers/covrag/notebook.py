@@ -49,10 +49,9 @@ def adapter_or_default(given: str, slug: str, profile: str) -> str:
 
 def derive(v: dict[str, Any]) -> dict[str, Any]:
     """The test sets' names and sizes, σ's thresholds, the models compared (09) and the adapters (11)."""
-    key = "test_datasets" if "test_datasets" in v else "datasets"
-    names = profiles.split_list(key, v[key], allowed=C.PAPER_COUNTS)
+    names = v["test_datasets"] if "test_datasets" in v else v["datasets"]  # split by the door (`lists`)
     per = v["n_test"] if "n_test" in v else v["n_per_dataset"]
-    out: dict[str, Any] = {key: names, "sizes": {name: min(per, C.PAPER_COUNTS.get(name, per)) for name in names}}
+    out: dict[str, Any] = {"sizes": {name: min(per, C.PAPER_COUNTS.get(name, per)) for name in names}}
     if "sigma_mode" in v:
         out["thresholds"] = C.Thresholds(**{t: v[t] for t in THRESHOLDS if t in v}, mode=v["sigma_mode"])
     if "models" in v:  # 09: the models compared ('' the embedded model), recorded by name
@@ -107,7 +106,7 @@ def load(S: Session) -> None:
 def notebook(name: str, caps: str, recorded: tuple, **extra: Any) -> dict[str, Any]:
     """One CoV-RAG notebook's spec."""
     return {"name": name, "traces": True, "caps": CAPS[caps], "derive": derive, "load": load, "recorded": recorded,
-            **extra}
+            "lists": {"datasets": tuple(C.PAPER_COUNTS), "test_datasets": tuple(C.PAPER_COUNTS)}, **extra}
 
 
 NOTEBOOKS: dict[str, dict[str, Any]] = {
