@@ -9,6 +9,7 @@ PROFILE ?=
 MODEL ?=
 DEVICE ?=
 ONLY ?=
+PLAN ?=
 
 .DEFAULT_GOAL := help
 
@@ -36,8 +37,8 @@ $(VENV)/.installed: pyproject.toml
 judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~25 min CPU)
 	$(PY) scripts/build_judge.py
 
-reproduce: env judge ## run every notebook in order with papermill; writes figures/, tables/, results/
-	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)"
+reproduce: env $(if $(PLAN),,judge) ## run every notebook in order with papermill; writes figures/, tables/, results/ [PLAN=1: the work and predicted time per notebook, run nothing]
+	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)" $(if $(PLAN),--plan)
 
 sandbox: ## install bubblewrap, the sandbox make grade runs each submission in (apt-get: as root, or with sudo)
 	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { dpkg --configure -a >/dev/null 2>&1; apt-get update -qq && apt-get -f install -y -qq >/dev/null 2>&1; apt-get install -y -qq bubblewrap; }; \
@@ -57,7 +58,7 @@ test-fast: env ## the edit-test loop: every unit test, no notebook, no server, n
 
 bench: env ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]
 	$(PY) scripts/bench.py $(if $(DEVICE),--device "$(DEVICE)")
-	$(PY) scripts/bench_decoder.py $(if $(DEVICE),--device "$(DEVICE)")
+	$(PY) scripts/bench_decoder.py --save-rates $(if $(DEVICE),--device "$(DEVICE)")
 
 bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (or TSV=psgs_w100.tsv), print time, memory, size, queries/s
 	$(PY) scripts/bench_index.py $(if $(TSV),--tsv "$(TSV)")

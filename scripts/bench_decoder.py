@@ -10,10 +10,14 @@ to a stop string. For each shape, in one run:
    the two must give the same completions (checked, and printed);
 2. transformers' own `generate` on the same prompts and sampling settings (its own random stream);
 3. one prompt, greedy: decoding steps per second;
+4. the prompts' prefill (prompt tokens per second) and decoding alone (new tokens per second, with and without the
+   shared prefix: a call to a quarter of the new tokens less the same call to one token), the rates `make reproduce PLAN=1` uses;
 
 each beside this machine's limit measured in the same run: on a CPU the fp32 GEMM peak (the share of it the decoder's
 FLOPs reach), on a GPU the memory bandwidth (a step streams the weights once: steps/s <= bandwidth / weight bytes)
-and the bf16 GEMM rate. These are figures to read, not tests: compare ratios from one run.
+and the bf16 GEMM rate. These are figures to read, not tests: compare ratios from one run. With `--save-rates` (as
+`make bench` runs it) each shape's decode and prefill rates and the default NLI judge's pairs per second go to the file
+`make reproduce PLAN=1` reads (`covlib.runs.plan.rates_path()`, under this device's name).
 """
 
 from __future__ import annotations
@@ -160,6 +164,79 @@ def hf_generate(model: Any, tok: Any, prompts: list[str], n: int, tokens: int, d
     return made, seconds
 
 
+def prefill_rate(model: Any, tok: Any, prompts: list[str], device: str, batch: int) -> float:
+    """Prompt tokens per second of one forward over the prompts, `batch` at a time (what scoring and a prefill cost)."""
+    import torch
+
+    made, seconds = 0, 0.0
+    for i in range(0, len(prompts), batch):
+        enc = tok(prompts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        sync(device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            model(**enc, logits_to_keep=1)
+        sync(device)
+        seconds += time.perf_counter() - start
+        made += int(enc.attention_mask.sum())
+    return made / seconds
+
+
+def decode_rate(lm: Any, prompts: list[str], n: int, tokens: int, device: str) -> float:
+    """Generated tokens per second of decoding alone (what `make reproduce PLAN=1` prices new tokens at): the prompts'
+    `n` samples to `tokens` new tokens without stop strings, less the same call to one token (its prefill), per token."""
+    def timed(new: int) -> tuple[int, float]:
+        sync(device)
+        start = time.perf_counter()
+        out = lm.generate(prompts, n=n, temperature=0.7, max_new_tokens=new, seed=new, progress=False)
+        sync(device)
+        return sum(len(c.tokens) for row in out for c in row), time.perf_counter() - start
+
+    made, seconds = timed(tokens)
+    one, prefill = timed(1)
+    return (made - one) / max(seconds - prefill, 1e-9)
+
+
+def judge_rate(device: str, pairs: int = 256) -> float | None:
+    """Pairs per second of the default NLI judge (`make judge`'s) on FEVER-length pairs, or None where it is not built."""
+    from covlib import nli
+
+    if nli.offline_judge() != nli.DEFAULT_JUDGE:
+        return None
+    judge = nli.get_judge(None, device=device)
+    judge.probabilities(["A warm-up premise."], ["A warm-up hypothesis."])  # loads the model: not part of the rate
+    premise = "The film was directed by a French director and released in 1998 to mixed reviews from critics. " * 2
+    tag = time.time_ns()  # pairs no cache has seen
+    prem = [f"{premise} (pair {i} of {tag})" for i in range(pairs)]
+    hyp = [f"The film in pair {i} was released in the 1990s." for i in range(pairs)]
+    start = time.perf_counter()
+    judge.probabilities(prem, hyp)
+    return pairs / (time.perf_counter() - start)
+
+
+def rates(results: list[dict[str, Any]], judge: float | None) -> dict[str, Any]:
+    """What `make reproduce PLAN=1` reads (covlib.runs.plan): per shape its size and decode and prefill rates."""
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    return {"source": f"make bench on this machine, {when}", "device": results[0]["device"].split(":")[0],
+            "shapes": {r["shape"]: {"parameters": r["parameters"], "decode_tok_s": r["decode_tok_s_unshared"],
+                                    "decode_shared_tok_s": r["decode_tok_s_shared"], "prefill_tok_s": r["prefill_tok_s"]}
+                       for r in results},
+            "judge_pairs_s": judge}
+
+
+def save_rates(entry: dict[str, Any], path: Path) -> None:
+    """Add `entry` to the rates file under its device (other devices' entries kept), written whole."""
+    try:
+        kept = json.loads(path.read_text())
+        kept = kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept[entry["device"]] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(kept, indent=1))
+    tmp.replace(path)
+
+
 def greedy_steps(lm: Any, prompt: str, tokens: int, device: str) -> float:
     """One prompt, greedy, `tokens` new tokens without stop strings: decoding steps per second."""
     sync(device)
@@ -192,6 +269,10 @@ def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int =
         hf_made, t_hf = hf_generate(model, shared_lm.tokenizer, texts, n, tokens, device, batch_size)
         out["hf_generate_tok_s"] = hf_made / t_hf
     out["greedy_steps_s"] = greedy_steps(plain_lm, texts[0], tokens, device)
+    out["prefill_tok_s"] = prefill_rate(model, shared_lm.tokenizer, texts, device, batch_size)
+    short = max(8, tokens // 4)  # decoding alone, on a quarter of the run's length: the rate, in less time
+    out["decode_tok_s_shared"] = decode_rate(shared_lm, texts, n, short, device)
+    out["decode_tok_s_unshared"] = decode_rate(plain_lm, texts, n, short, device)
     flops, weights = decoder_flops(model, context=0), weight_bytes(model)  # weights only, no attention
     if device.startswith("cuda"):
         out["step_limit_s"] = out["limits"]["copy_bytes_per_s"] / 2 / weights  # read once per step (copy counts 2x)
@@ -213,6 +294,8 @@ def report(r: dict[str, Any]) -> str:
     if "hf_generate_tok_s" in r:
         lines.append(f"  transformers generate : {r['hf_generate_tok_s']:9.1f} tok/s (its own random stream)")
     lines.append(f"  one prompt, greedy    : {r['greedy_steps_s']:9.1f} steps/s")
+    lines.append(f"  prefill               : {r['prefill_tok_s']:9.1f} prompt tok/s; decoding alone "
+                 f"{r['decode_tok_s_shared']:.1f} tok/s shared, {r['decode_tok_s_unshared']:.1f} unshared")
     lim = r["limits"]
     if "fp32_gemm_flops" in lim:
         lines.append(f"  limit: fp32 GEMM peak {lim['fp32_gemm_flops'] / 1e9:.0f} GFLOP/s; the decoder reaches "
@@ -233,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=0, help="CoT-SC prompts (default: 12 on a CPU, 60 on a GPU)")
     ap.add_argument("--tokens", type=int, default=0, help="new tokens per row (default: 64 on a CPU, 128 on a GPU)")
     ap.add_argument("--json", default="", help="also write the figures to this file")
+    ap.add_argument("--save-rates", action="store_true", help="write the rates make reproduce PLAN=1 reads "
+                                                                "(results/bench_rates.json)")
     args = ap.parse_args(argv)
     import torch
 
@@ -244,8 +329,16 @@ def main(argv: list[str] | None = None) -> int:
         r = run(shape, device, prompts=args.prompts or (60 if gpu else 12), tokens=args.tokens or (128 if gpu else 64))
         print(report(r), flush=True)
         results.append(r)
+    judge = judge_rate(device)
+    if judge:
+        print(f"NLI judge ({device}): {judge:.0f} pairs/s", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.save_rates:
+        from covlib.runs import plan
+
+        save_rates(rates(results, judge), plan.rates_path())
+        print(f"rates for make reproduce PLAN=1: {plan.rates_path()}")
     return 0
 
 

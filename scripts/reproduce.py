@@ -5,8 +5,10 @@ own figures/, tables/ and results/. Each notebook's run time is recorded in resu
 finishes (covlib.runs.run_times: merged, under a lock, into what the file holds by then, so two runs at once keep each
 other's times; a file of another shape is kept aside with a warning, never replaced); before each notebook the script
 prints the time left across the rest, and at the end (or when one fails) a table of the times with the judge's
-training time from its card.json. After each notebook it prints its slowest cells (papermill's per-cell timings):
-where the time went.
+training time from its card.json, and the plan (`covlib.runs.plan`: the model work each notebook's profile does, at the
+rates `make bench` measured) beside the times taken. After each notebook it prints its slowest cells (papermill's
+per-cell timings): where the time went. `--plan` (make reproduce PLAN=1) prints the plan, with the last recorded times
+beside it, and runs nothing.
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ sys.path.insert(0, str(ROOT))
 from covlib.core import paths  # noqa: E402
 from covlib.generation import default_device, spec  # noqa: E402
 from covlib.nli.registry import trained_judge_dir  # noqa: E402
-from covlib.runs import profiles, run_times  # noqa: E402
+from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG  # noqa: E402
+from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY  # noqa: E402
+from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT  # noqa: E402
+from covlib.runs import plan, profiles, run_times  # noqa: E402
+from covlib.runs.project import NOTEBOOKS as PROJECT  # noqa: E402
 
 
+SPECS = {spec["name"]: spec for table in (PROJECT, VERIFY_EDIT, CREDIBILITY, COVRAG) for spec in table.values()}
 NUMBERED = re.compile(r"^\d{2}[a-z]?_\w+\.ipynb$")  # 00_data_tour, 00b_nli_judges, 01_...
 
 
@@ -68,10 +75,18 @@ def check_arguments(model: str, device: str) -> None:
 
 
 def report(finished: list[tuple[str, float]], stopped: tuple[str, float, str] | None, profile: str, model: str,
-           device: str) -> None:
-    """Print the run-time table of the finished notebooks (and the one that stopped), with the judge's training time."""
+           device: str, planned: plan.Plan | None = None) -> None:
+    """Print the run-time table of the finished notebooks (and the one that stopped), with the judge's training time,
+    and the plan beside the times they took."""
     print(f"\nrun times (profile {profile}, model {model}, device {device}; recorded in {run_times.times_path()}):")
     print(run_times.table(finished, stopped, judge=run_times.judge_line(trained_judge_dir())), flush=True)
+    if planned is not None and finished:
+        print(f"\nthe plan against the run:\n{plan.table(planned, dict(finished))}", flush=True)
+
+
+def make_plan(selected: list[Path], profile: str, model: str, device: str) -> plan.Plan:
+    """The plan of running `selected` (`covlib.runs.plan`): work from each notebook's spec, rates from make bench."""
+    return plan.make([SPECS[nb.stem] for nb in selected], profile, model, device)
 
 
 def main() -> None:
@@ -80,6 +95,8 @@ def main() -> None:
     ap.add_argument("--model", default="", help="hub id, local directory or openai:<model>@<base_url> (default: embedded SmolLM2)")
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
+    ap.add_argument("--plan", action="store_true", help="print the model work and predicted time per notebook, "
+                                                        "and the last recorded times beside them; run nothing")
     args = ap.parse_args()
     check_arguments(args.model, args.device)
     try:
@@ -90,10 +107,14 @@ def main() -> None:
     print(f"profile: {profile}; model: {args.model or 'embedded SmolLM2-135M-Instruct'}; device: {args.device or 'auto'}")
     if profile == "cpu":
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
+    model, device = args.model or run_times.EMBEDDED, args.device or default_device()
+    planned = make_plan(selected, profile, args.model, device)
+    times = run_times.load()  # a damaged or wrong-shape file is kept aside, with a warning
+    if args.plan:
+        print(f"{plan.describe(planned)}\n\n{plan.table(planned, plan.actual_seconds(times, planned))}")
+        return
     out_dir = executed_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
-    model, device = args.model or run_times.EMBEDDED, args.device or default_device()
-    times = run_times.load()  # a damaged or wrong-shape file is kept aside, with a warning
     mine: list[dict] = []  # this run's entries, merged again into the file as it is on disk after each notebook
     finished: list[tuple[str, float]] = []
     began = time.time()
@@ -111,20 +132,20 @@ def main() -> None:
                 progress_bar=True,
             )
         except pm.PapermillExecutionError as err:
-            report(finished, (nb.stem, time.time() - start, "FAILED"), profile, model, device)
+            report(finished, (nb.stem, time.time() - start, "FAILED"), profile, model, device, planned)
             reason = " ".join(str(err.evalue).split())[:500]
             raise SystemExit(f"\n{nb.name} failed in cell {err.exec_count} ({err.ename}: {reason}).\n"
                              f"The executed copy, with the traceback, is {out_dir / nb.name}. Finished calls are "
                              "cached: fix the cause and run the same command again to resume.") from None
         except BaseException:  # interrupted, or papermill itself failed: show what finished, then stop
-            report(finished, (nb.stem, time.time() - start, "stopped"), profile, model, device)
+            report(finished, (nb.stem, time.time() - start, "stopped"), profile, model, device, planned)
             raise
         elapsed = time.time() - start
         finished.append((nb.stem, elapsed))
         mine.append(run_times.entry(nb.stem, profile, model, device, elapsed))
         times = run_times.update(mine)  # re-read under the lock: another run's entries are kept
         print(f"{nb.name}: {elapsed:.0f} s\n{run_times.cells_line(run_times.slowest_cells(out_dir / nb.name), elapsed)}")
-    report(finished, None, profile, model, device)
+    report(finished, None, profile, model, device, planned)
     print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")
 
 

@@ -75,3 +75,24 @@ def test_the_decoder_benchmark_runs_on_a_tiny_shape_and_its_paths_agree(tmp_path
     assert json.loads(out.read_text())[0]["shape"] == "tiny"
     with pytest.raises(ValueError, match="unknown shape"):
         bench.random_model("13b", "cpu", "float32")
+
+
+def test_the_decoder_identity_checks_pass_on_a_tiny_shape_and_fail_when_a_path_differs(tmp_path, monkeypatch, capsys):
+    """scripts/decoder_identity.py (what a GPU machine runs, the weights being random there): in fp32 the in-place cache,
+    batching and the shared prefix change no completion; a decoder whose shared-prefix path differs is caught."""
+    import importlib.util
+
+    monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("decoder_identity", paths.code_root() / "scripts" / "decoder_identity.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 0
+    assert "FAILED" not in capsys.readouterr().out
+    from covlib.generation import prefix
+
+    real = prefix.cascade_attention
+    monkeypatch.setattr(prefix, "cascade_attention", lambda *a, **k: (lambda o: (o[0] * 1.5, o[1]))(real(*a, **k))
+                        if k.get("prefix_kv") is not None else real(*a, **k))
+    monkeypatch.setattr(prefix, "CASCADE", "covlib_shared_prefix_broken")  # registered anew with the broken function
+    assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 1
+    assert "FAILED" in capsys.readouterr().out

@@ -8,9 +8,10 @@ hub or a local folder, optionally with a LoRA adapter merged in (`covlib.generat
 (`covlib.generation.decoding`; sampling and stopping in `covlib.generation.sampling`) and score continuations
 (`covlib.generation.scoring`); both prefill the token prefix all prompts of a call share once
 (`covlib.generation.prefix`; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns it off). Every completion is
-stored in the persistent cache keyed by model, dtype, rendered prompt, decoding parameters, seed and sample index, and
-committed batch by batch: a re-run runs no model, an interrupted run resumes. Local folders, a model's and an
-adapter's, enter the cache keys by the content fingerprint of their files (`cache.fingerprint_dir`).
+stored in the persistent cache keyed by model, dtype, rendered prompt, decoding parameters, seed, sample index and,
+when sampled, the sampling scheme, and committed batch by batch: a re-run runs no model, an interrupted run resumes.
+Local folders, a model's and an adapter's, enter the cache keys by the content fingerprint of their files
+(`cache.fingerprint_dir`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from covlib.generation.cached import CachedGenerator
 from covlib.generation.decoding import generate_missing
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME
 from covlib.generation.loading import default_device, load_model
+from covlib.generation.sampling import SAMPLER
 from covlib.generation.scoring import score_missing
 from covlib.generation.spec import model_source
 
@@ -103,7 +105,10 @@ class LM(CachedGenerator):
         return [self.render(p, chat) for p in prompts]
 
     def _generate_keys(self, rendered: list[str], n_distinct: int, decoding: dict, chat: bool) -> list[list[str]]:
-        return [[self._key("generate", prompt=r, sample=i, **decoding) for i in range(n_distinct)] for r in rendered]
+        # sampled calls name the sampling scheme (greedy keys are as they always were)
+        scheme = {"sampler": SAMPLER} if decoding["temperature"] > 0 else {}
+        return [[self._key("generate", prompt=r, sample=i, **decoding, **scheme) for i in range(n_distinct)]
+                for r in rendered]
 
     def _generate_missing(self, todo: dict[str, tuple[str, int]], samples: dict[str, list[str]], decoding: dict,
                           chat: bool, progress: bool, desc: str) -> Iterator[dict[str, Any]]:

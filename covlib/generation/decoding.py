@@ -15,7 +15,8 @@ from typing import Any, Iterator
 from covlib.generation.base import Completion
 from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
-from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, sample_generators
+from covlib.generation.kvcache import reserve
+from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, row_keys
 
 
 def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decoding: dict, progress: bool,
@@ -90,7 +91,8 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
     stops = decoding["stop"]
     temperature, top_p = decoding["temperature"], decoding["top_p"]
     eos = eos_ids(tok, model)
-    gens = None if greedy else sample_generators(texts, n, decoding["seed"], lm.device)
+    steps = decoding["max_new_tokens"]
+    keys = None if greedy else row_keys(texts, n, decoding["seed"], steps, lm.device)
     ids = [[] for _ in range(rows)]
     logps = [[] for _ in range(rows)]
     ends = [[] for _ in range(rows)]  # decoded text length after each token
@@ -104,14 +106,18 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
             kv.batch_repeat_interleave(n)
             logits = logits.repeat_interleave(n, dim=0)
             attn = attn.repeat_interleave(n, dim=0)
+        kv = reserve(kv, steps)  # later steps write their keys and values in place
         active = list(range(rows))  # row index of each live batch position
-        for step in range(decoding["max_new_tokens"]):
+        live = torch.arange(rows, device=lm.device)  # the same, on the device
+        for step in range(steps):
             logp = torch.log_softmax(logits, dim=-1)
-            nxt = next_tokens(logits, greedy, temperature, top_p, gens, active)
-            chosen = logp.gather(1, nxt[:, None])[:, 0].tolist()
-            nxt_list = nxt.tolist()
+            nxt = next_tokens(logits, greedy, temperature, top_p, None if greedy else keys[live, step])
+            chosen = logp.gather(1, nxt[:, None])[:, 0]
+            # the step's one wait for the device: the tokens and their log-probabilities, for the stop checks
+            nxt_list, chosen = torch.stack([nxt.double(), chosen.double()]).tolist()
+            nxt_list = [int(t) for t in nxt_list]
             keep = []
-            last = step == decoding["max_new_tokens"] - 1
+            last = step == steps - 1
             for b, r in enumerate(active):
                 finished = advance(tok, ids[r], logps[r], ends[r], nxt_list[b], chosen[b], stops, eos, last,
                                    texts_so_far[r])
@@ -126,6 +132,7 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
                 kv.batch_select_indices(idx)
                 attn = attn[idx]
                 nxt = nxt[idx]
+                live = live[idx]
                 active = [active[b] for b in keep]
             attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
             pos = attn.long().sum(-1, keepdim=True) - 1 + offset

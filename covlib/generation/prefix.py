@@ -142,19 +142,21 @@ def cascade_attention(module, query, key, value, attention_mask, dropout: float 
     g = h // kvh
     scaling = scaling if scaling is not None else d**-0.5
     grouped = query.reshape(b, kvh, g, q, d)  # query head i reads kv head i // g, as repeat_kv does
+    # scores laid out (kv head, row x group x query, key): the prefix's part is one matrix product per kv head, and its
+    # probabilities multiply the prefix's values as they lie, without a copy
     on_prefix = torch.matmul(grouped.transpose(0, 1).reshape(kvh, b * g * q, d), pk.transpose(1, 2))
-    on_prefix = on_prefix.reshape(kvh, b, g, q, p).transpose(0, 1)
     own = torch.matmul(grouped, key[:, :, None].transpose(-1, -2))  # (b, kvh, g, q, own)
+    s = key.shape[2]
     if attention_mask is None:  # SDPA's mask was skipped: causal over the row's own tokens
-        s = key.shape[2]
         attention_mask = torch.ones(q, s, dtype=torch.bool, device=query.device).tril(s - q)[None, None]
     if attention_mask.dtype == torch.bool:
         own = own.masked_fill(~attention_mask[:, :, None], float("-inf"))
     else:
         own = own + attention_mask[:, :, None]
+    own = own.transpose(0, 1).reshape(kvh, b * g * q, s)
     probs = torch.softmax(torch.cat([on_prefix, own], dim=-1).float() * scaling, dim=-1).to(value.dtype)
-    out = torch.matmul(probs[..., p:], value[:, :, None])  # (b, kvh, g, q, dim)
-    out = out + torch.matmul(probs[..., :p].transpose(0, 1).reshape(kvh, b * g * q, p), pv).reshape(kvh, b, g, q, d).transpose(0, 1)
+    out = torch.matmul(probs[..., p:].reshape(kvh, b, g * q, s).transpose(0, 1), value)  # (b, kvh, g x q, dim)
+    out = out + torch.matmul(probs[..., :p], pv).reshape(kvh, b, g * q, d).transpose(0, 1)
     return out.reshape(b, h, q, d).transpose(1, 2).contiguous(), None
 
 

@@ -1,7 +1,11 @@
 """Sampling and stopping: the next token of each row (greedy or sampled) and where a completion ends.
 
-Sampling is repeatable: sample `i` of a prompt draws from its own torch generator seeded from
-(seed, prompt, i) (`covlib.generation.base.sample_seed`), so it does not depend on batch composition.
+Sampling is repeatable and counter-based, every row in one call: sample `i` of a prompt has its own stream of 32-bit
+step keys (Philox keyed by `covlib.generation.base.sample_seed(seed, prompt, i)`), and its token at step `t` is the
+Gumbel-max draw whose noise for token `v` is a hash of (the row's step-`t` key, `v`) (`gumbel_noise`). So a row's
+samples do not depend on the batch it is decoded in, and a draw moves only where two tokens' perturbed scores tie, not
+wherever a cumulative sum crosses a boundary: logits that differ in the last bits (another batch, the shared prefix)
+give the same samples. `SAMPLER` names the scheme in the sampled calls' cache keys.
 Log-probabilities are those of the model's own distribution (temperature 1), whatever temperature was
 used to sample. A completion ends at an EOS token, at a stop string (cut where it starts, with the tokens
 that make the text before it) or at `max_new_tokens`.
@@ -19,30 +23,55 @@ def eos_ids(tok, model) -> set[int]:
     return set(_as_list(getattr(model.generation_config, "eos_token_id", None)) + _as_list(tok.eos_token_id))
 
 
-def sample_generators(texts: Sequence[str], n: int, seed: int, device: str) -> list:
-    """One torch generator per row, `n` per prompt in prompt order, sample `i` seeded by `sample_seed(seed, text, i)`."""
+# The sampling scheme, in the cache keys of sampled in-process calls: a new scheme draws other samples, so it must not
+# read the old one's. Before it (no key field): torch.multinomial per row with a torch generator per sample.
+SAMPLER = "gumbel-fmix32"
+MASK = 0xFFFFFFFF
+GOLDEN, MIX1, MIX2 = 0x9E3779B1, 0x85EBCA6B, 0xC2B2AE35  # murmur3's finaliser (fmix32) over the token id's golden-ratio spread
+
+
+def row_keys(texts: Sequence[str], n: int, seed: int, steps: int, device: str):
+    """Each row's 32-bit key per step (`n` rows per prompt, in prompt order), a (rows, steps) int64 tensor: row
+    (text, i) reads Philox keyed by `sample_seed(seed, text, i)`, so its keys are the same in every batch."""
+    import numpy as np
     import torch
 
-    gens = []
-    for text in texts:
-        for i in range(n):
-            g = torch.Generator(device=device)
-            g.manual_seed(sample_seed(seed, text, i))
-            gens.append(g)
-    return gens
+    keys = [np.random.Generator(np.random.Philox(key=sample_seed(seed, text, i))).integers(0, 1 << 32, steps)
+            for text in texts for i in range(n)]
+    return torch.from_numpy(np.stack(keys).astype(np.int64)).to(device)
 
 
-def next_tokens(logits, greedy: bool, temperature: float, top_p: float, gens: list | None, active: list[int]):
-    """Each live row's next token: the argmax, or a draw at `temperature` within `top_p` from row `active[b]`'s
-    own generator."""
+def noise_bits(keys, vocab: int):
+    """(rows, vocab) int64 hashes in [0, 2**32): fmix32(spread(v) xor keys[r]) for row r and token v."""
+    import torch
+
+    h = (torch.arange(vocab, device=keys.device, dtype=torch.int64) * GOLDEN).bitwise_and_(MASK)
+    h = h[None, :].bitwise_xor(keys[:, None])
+    for shift, mix in ((16, MIX1), (13, MIX2)):
+        h.bitwise_xor_(h >> shift).mul_(mix).bitwise_and_(MASK)  # values stay below 2**32: the shifts are logical
+    return h.bitwise_xor_(h >> 16)
+
+
+def gumbel_noise(keys, vocab: int):
+    """Gumbel noise, (rows, vocab) float32: -log(-log(u)) with u the top 23 bits of `noise_bits` read as a uniform
+    in (0, 1) that is never 0 or 1."""
+    import torch
+
+    u = ((noise_bits(keys, vocab) >> 9).to(torch.float32) + 0.5) * 2.0**-23
+    return u.log_().neg_().log_().neg_()
+
+
+def next_tokens(logits, greedy: bool, temperature: float, top_p: float, keys=None):
+    """Each row's next token: the argmax, or a Gumbel-max draw at `temperature` within `top_p` from the row's step
+    key (`keys`, one per row), all rows in one call."""
     import torch
 
     if greedy:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
+    scores = logits / temperature
     if top_p < 1.0:
-        probs = top_p_filter(probs, top_p)
-    return torch.stack([torch.multinomial(probs[b], 1, generator=gens[r])[0] for b, r in enumerate(active)])
+        scores = torch.log(top_p_filter(torch.softmax(scores, dim=-1), top_p))  # -inf where filtered out
+    return (scores + gumbel_noise(keys, scores.shape[-1])).argmax(dim=-1)
 
 
 def top_p_filter(probs, top_p: float):

@@ -23,6 +23,25 @@ def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
     return {"ks": sorted(values["ks"])}
 
 
+# Notebook 00b's labelled pairs (FEVER's test pairs are the rest), and the LLM judge's prompt in SmolLM2's tokens: one
+# prefill a pair reads its three one-token options.
+FIXTURE_PAIRS, KEY_FACT_PAIRS, KEY_FACT_TEST_PAIRS, FEVER_PAIRS, LLM_JUDGE_PROMPT = 90, 356, 581, 1000, 125
+
+
+def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """00b: the trained judge on every labelled set; the LLM judge (`lm.score`) on its smaller draws."""
+    fever, slow = min(values["n_fever"], FEVER_PAIRS), values["n_fever_slow"]
+    work = []
+    if any(not j.startswith(("llm", "overlap")) for j in values["judges"]):
+        work.append(dict(step="trained judge, every set", kind="judge", prompt=0,
+                         rows=fever + FIXTURE_PAIRS + KEY_FACT_PAIRS + KEY_FACT_TEST_PAIRS))
+    for judge in (j for j in values["judges"] if j.startswith("llm")):
+        rows = min(slow, fever) + FIXTURE_PAIRS + min(3 * min(slow, KEY_FACT_PAIRS), KEY_FACT_PAIRS)
+        work.append(dict(step=f"{judge} judge (three options, one prefill a pair)", kind="score", prompt=LLM_JUDGE_PROMPT,
+                         rows=rows + min(slow, KEY_FACT_TEST_PAIRS), model=judge.partition(":")[2]))
+    return work
+
+
 NOTEBOOKS: dict[str, dict[str, Any]] = {
     "00": {
         "name": "00_data_tour", "derive": sorted_cutoffs,
@@ -31,7 +50,7 @@ NOTEBOOKS: dict[str, dict[str, Any]] = {
         "recorded": ("profile", "n_questions", "retrievers", "ks"),
     },
     "00b": {
-        "name": "00b_nli_judges", "derive": judge_specs, "lists": {"judges": None},
+        "name": "00b_nli_judges", "derive": judge_specs, "lists": {"judges": None}, "work": judges_work,
         "caps": {"cpu": {"n_fever_slow": ("at most", 300)}, "smoke": {"n_fever": 60, "n_fever_slow": 30}},
         "recorded": ("profile", "model", "device", "judges", "n_fever", "n_fever_slow", "seed"),
     },

@@ -16,6 +16,7 @@ A notebook's spec is plain data declared where its subject lives (`covlib.papers
 | `traces`   | True when its methods' runs are traced (`S.tracer`)                                              |
 | `derive`   | (optional) the paper's function adding values that follow from the others (σ's thresholds, sizes) |
 | `load`     | (optional) the paper's function loading its data into the session (questions, corpus, key facts) |
+| `work`     | (optional) the paper's function giving its model work for a run's plan (`covlib.runs.plan`)        |
 
 `start` checks every parameter by name before any work (`profiles.check_parameters`), resolves the profile and the
 device, caps, derives, records, loads the models and the judge on the device, makes the `Tracer`, prints what the

@@ -1,0 +1,75 @@
+"""A key/value cache written in place: each layer's keys and values in a buffer with room for the tokens to come.
+
+transformers' `DynamicCache` appends a step's keys and values with `torch.cat`, copying every layer's whole cache at
+every step (quadratic in the length). `reserve(kv, extra)` moves a prefilled cache's layers into buffers with room for
+`extra` more tokens; a step then writes its token's keys and values in place and attention reads a view of the filled
+part: the same numbers, without the copies.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+GROW = 64  # tokens of room added when a buffer is full (a call that decodes past what was reserved)
+
+
+def reserve(kv: Any, extra: int) -> Any:
+    """`kv` (a prefilled `DynamicCache`) with each layer moved into a buffer with room for `extra` more tokens."""
+    layer_class = in_place_layer()
+    kv.layers = [layer if isinstance(layer, layer_class) or layer.keys is None else layer_class.of(layer, extra)
+                 for layer in kv.layers]
+    return kv
+
+
+@functools.lru_cache(maxsize=None)
+def in_place_layer() -> type:
+    """The cache layer class (a `DynamicLayer` of transformers, made on first use) that writes into its buffer."""
+    from transformers.cache_utils import DynamicLayer
+
+    class InPlaceLayer(DynamicLayer):
+        """A `DynamicLayer` whose keys and values are views of the filled part of a larger buffer."""
+
+        @classmethod
+        def of(cls, layer: Any, extra: int) -> "InPlaceLayer":
+            """A copy of `layer`'s keys and values with room for `extra` more tokens."""
+            new = cls()
+            new.device, new.is_initialized, new.length = layer.keys.device, True, layer.keys.shape[-2]
+            new.buffers = [_room(t, t.shape[-2] + extra) for t in (layer.keys, layer.values)]
+            new._views()
+            return new
+
+        def _views(self) -> None:
+            self.keys, self.values = (b[:, :, : self.length] for b in self.buffers)
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            """Write the new keys and values after the filled part (growing the buffers when full); the filled part."""
+            end = self.length + key_states.shape[-2]
+            if end > self.buffers[0].shape[-2]:
+                self.buffers = [_room(b[:, :, : self.length], end + GROW) for b in self.buffers]
+            for buf, new in zip(self.buffers, (key_states, value_states)):
+                buf[:, :, self.length : end].copy_(new)
+            self.length = end
+            self._views()
+            return self.keys, self.values
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self.buffers = [b.repeat_interleave(repeats, dim=0) for b in self.buffers]
+            self._views()
+
+        def batch_select_indices(self, indices) -> None:
+            self.buffers = [b[indices] for b in self.buffers]
+            self._views()
+
+        def crop(self, tokens_to_remove: int) -> None:
+            super().crop(tokens_to_remove)
+            self.length = self.keys.shape[-2]
+
+    return InPlaceLayer
+
+
+def _room(t: Any, size: int) -> Any:
+    """A buffer of `size` positions (dimension 2) holding `t` at the start."""
+    buf = t.new_empty((*t.shape[:2], size, *t.shape[3:]))
+    buf[:, :, : t.shape[-2]].copy_(t)
+    return buf

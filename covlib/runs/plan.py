@@ -1,0 +1,278 @@
+"""A run's plan before it starts (`make reproduce PLAN=1`): per notebook, the model work its profile will do and the
+time that takes at the rates `make bench` measured on this machine; after a run, the plan beside the times it took.
+
+Each notebook's spec may declare `work`: a function of its resolved values (as `session.resolve` gives them for the
+profile, model and device, no model loaded) returning its model work as plain dicts:
+
+| key      | what                                                                                              |
+|----------|---------------------------------------------------------------------------------------------------|
+| `step`   | what the work is, in the notebook's words ("CoT-SC samples")                                       |
+| `kind`   | `generate`, `score` (prefill only), `judge` (NLI pairs) or `train` (LoRA: forward and backward)    |
+| `rows`   | completions (prompts x samples), scored pairs, judged pairs, or training sequences x epochs         |
+| `prompt` | tokens each row prefills of its own (after `shared`)                                               |
+| `new`    | (generate) at most this many new tokens per row: stop strings end most rows earlier               |
+| `shared` | (optional) tokens of a prefix every row shares, prefilled once (a few-shot block)                  |
+| `bound`  | (optional) where the data decides the count, the words saying how this bounds it                  |
+| `key`    | (optional) the call's identity: work whose key an earlier notebook of the run had is served by the call cache |
+| `model`  | (optional) the model the rows run on, when not the run's `model` (04-07 compare several)          |
+
+Token counts are estimates (SmolLM2's tokens of the templates and data averages, declared beside each paper's
+`work`); counts that the data decides (σ firing, rounds) are upper bounds, and `new` is `max_new_tokens`, so the plan
+errs long: the table after a run shows by how much. Calls repeated with the same arguments, in a notebook or a later
+one (02 and 03 repeat 01's CoT-SC), are counted once (the call cache serves the repeat); what the call cache already
+holds from earlier runs is not subtracted. Time outside the model (kernel start, data, retrieval, plots) is counted
+as `OVERHEAD_SECONDS` a notebook: what one with every call cached takes on the reference machine.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from covlib.core import paths
+from covlib.generation import EMBEDDED_LABEL, embedded_model_dir
+from covlib.generation import spec as model_spec
+from covlib.generation.prefix import CASCADE_MAX_OWN, MIN_SHARED_TOKENS
+from covlib.runs import session
+
+KINDS = ("generate", "score", "judge", "train")
+TRAIN_FACTOR = 3.0  # a training token costs a forward and a backward: about three forward tokens
+OVERHEAD_SECONDS = 12.0  # a notebook with every call cached, on the reference machine (01, 04-07 re-run: 10-15 s)
+
+# Rates measured by `scripts/bench_decoder.py`, used until `make bench` has measured this machine's (docs/benchmarks.md,
+# "The decoder on real shapes"): the 2-core reference machine (the embedded model's shape in fp32, 2026-11-27, means of
+# two runs), and an
+# H200 (a LLaMA-2-7B shape in bf16, random weights, 2026-11-27; the judge there at the CPU's rate, an upper bound).
+REFERENCE_RATES: dict[str, dict[str, Any]] = {
+    "cpu": {"source": "the 2-core reference machine (docs/benchmarks.md); run `make bench` for this machine's",
+            "device": "cpu", "judge_pairs_s": 180.0,
+            "shapes": {"smollm2": {"parameters": 134_515_008, "decode_tok_s": 145.0, "decode_shared_tok_s": 217.0,
+                                   "prefill_tok_s": 523.0}}},
+    "cuda": {"source": "an NVIDIA H200 (docs/benchmarks.md); run `make bench DEVICE=cuda` for this machine's",
+             "device": "cuda", "judge_pairs_s": 180.0,
+             "shapes": {"7b": {"parameters": 6_677_598_208, "decode_tok_s": 1369.6, "decode_shared_tok_s": 3412.2,
+                               "prefill_tok_s": 12419.8}}},
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """One kind of model work of a notebook, as its spec's `work` declares it (see the module's table)."""
+
+    notebook: str
+    step: str
+    kind: str
+    rows: int
+    prompt: int
+    new: int = 0
+    shared: int = 0
+    bound: str = ""
+    key: str = ""
+    model: str | None = None  # None: the run's model
+
+    def tokens(self) -> tuple[int, int]:
+        """(tokens prefilled, tokens generated at most)."""
+        return self.shared + self.rows * self.prompt, self.rows * self.new
+
+
+@dataclass
+class Rates:
+    """What a second buys on this machine for one model: prefilled tokens, new tokens decoded (rows after a shared
+    prefix decode more at once: `prefix.SHARED_ROW_FACTOR`), judged pairs."""
+
+    source: str
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+    judge_pairs_s: float | None
+    note: str = ""
+    decode_shared_tok_s: float | None = None
+
+    def seconds(self, w: Work) -> float | None:
+        """The time `w` takes at these rates (None: a rate it needs is unknown)."""
+        prefill, new = w.tokens()
+        if w.kind == "judge":
+            return w.rows / self.judge_pairs_s if self.judge_pairs_s else None
+        if not (self.decode_tok_s and self.prefill_tok_s):
+            return None
+        factor = TRAIN_FACTOR if w.kind == "train" else 1.0
+        cascade = w.shared >= MIN_SHARED_TOKENS and w.prompt <= min(w.shared, CASCADE_MAX_OWN)
+        decode = (self.decode_shared_tok_s or self.decode_tok_s) if cascade else self.decode_tok_s
+        return factor * prefill / self.prefill_tok_s + (new / decode if w.kind == "generate" else 0.0)
+
+
+@dataclass
+class Plan:
+    """Every notebook's work and predicted seconds for one profile, model and device, at `measured` rates."""
+
+    profile: str
+    model: str  # the run's model spec ('' the embedded one)
+    device: str
+    measured: Mapping[str, Any]
+    work: dict[str, list[Work]] = field(default_factory=dict)
+    _rates: dict[str, Rates] = field(default_factory=dict, repr=False)
+
+    @property
+    def label(self) -> str:
+        """The run's model as run_times records it."""
+        return self.model or EMBEDDED_LABEL
+
+    def rates(self, model: str | None = None) -> Rates:
+        """The rates of `model` (None: the run's) on the plan's device, worked out once."""
+        model = self.model if model is None else model
+        if model not in self._rates:
+            self._rates[model] = rates_for(model, self.device, self.measured)
+        return self._rates[model]
+
+    def seconds(self, notebook: str) -> float | None:
+        """The notebook's predicted seconds: its model work at the rates, plus `OVERHEAD_SECONDS`."""
+        times = [self.rates(w.model).seconds(w) for w in self.work.get(notebook, [])]
+        return None if any(t is None for t in times) else OVERHEAD_SECONDS + sum(times)
+
+
+def rates_path() -> Path:
+    """Where `make bench` writes this machine's rates: results/bench_rates.json."""
+    return paths.results_dir() / "bench_rates.json"
+
+
+def read_rates(device: str, path: Path | None = None) -> dict[str, Any]:
+    """The rates `make bench` measured on `device` (cpu or cuda), else `REFERENCE_RATES` of its kind (none for mps)."""
+    path = path or rates_path()
+    try:
+        measured = json.loads(path.read_text()).get(device.split(":")[0])
+    except (OSError, ValueError, AttributeError):
+        measured = None
+    if isinstance(measured, dict) and isinstance(measured.get("shapes"), dict):
+        return measured
+    kind = device.split(":")[0]
+    return REFERENCE_RATES.get(kind) or {"source": f"none: run `make bench DEVICE={device}` first", "device": device,
+                                         "shapes": {}, "judge_pairs_s": None}
+
+
+def model_parameters(model: str) -> int | None:
+    """The parameter count of a model ('' the embedded one, a folder, a hub id) from its config, no weights read;
+    None if unknown."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        cfg = AutoConfig.from_pretrained(model_spec.model_source(model) if model else embedded_model_dir())
+        with torch.device("meta"):  # the shapes without memory
+            return sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
+    except Exception:  # noqa: BLE001 - an unreadable or unknown model only loses the time column
+        return None
+
+
+def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
+    """The rates for `model` on `device`: the measured shape nearest in size, scaled by parameters (a step's cost
+    grows with the weights it reads), or none for a served model (its server's speed is not ours to measure)."""
+    source, judge = measured.get("source", "make bench"), measured.get("judge_pairs_s")
+    if model_spec.is_endpoint(model):
+        return Rates(source, None, None, judge, "served model: its server's speed is unknown here")
+    shapes = measured.get("shapes", {})
+    if not shapes:
+        return Rates(source, None, None, judge, f"no decoder rates measured on {device}")
+    size = model_parameters(model)
+    if size is None:
+        return Rates(source, None, None, judge, f"size of {model!r} unknown (no config readable)")
+    name, shape = min(shapes.items(), key=lambda kv: abs(math.log(kv[1]["parameters"] / size)))
+    scale = shape["parameters"] / size
+    note = "" if scale == 1 else f"scaled from the {name} shape ({shape['parameters'] / 1e6:.0f}M) to {size / 1e6:.0f}M"
+    shared = shape.get("decode_shared_tok_s")
+    return Rates(source, shape["decode_tok_s"] * scale, shape["prefill_tok_s"] * scale, judge, note,
+                 shared * scale if shared else None)
+
+
+def notebook_defaults(name: str) -> dict[str, Any]:
+    """The defaults of a notebook's `parameters` cell (notebooks/<name>.py), read without running it."""
+    text = (paths.code_root() / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
+    cell = next(c for c in text.split("\n# %%") if c.startswith(' tags=["parameters"]'))
+    return {n.target.id: ast.literal_eval(n.value) for n in ast.parse(cell.split("\n", 1)[1]).body
+            if isinstance(n, ast.AnnAssign) and n.value is not None}
+
+
+def work_of(spec: Mapping[str, Any], profile: str, model: str, device: str) -> list[Work]:
+    """A notebook's model work in `profile` with `model` on `device`, from its spec's `work` (none declared: none)."""
+    given = notebook_defaults(spec["name"])
+    given.update({k: v for k, v in (("profile", profile), ("model", model), ("device", device)) if k in given})
+    _, _, values = session.resolve(spec, **given)
+    return [Work(spec["name"], **_checked(item, spec["name"])) for item in (spec.get("work") or (lambda v: []))(values)]
+
+
+def _checked(item: Mapping[str, Any], notebook: str) -> dict[str, Any]:
+    counts = ("rows", "prompt", "new", "shared")
+    if item.get("kind") not in KINDS or not all(isinstance(item.get(k, 0), int) and item.get(k, 0) >= 0 for k in counts):
+        raise ValueError(f"{notebook}: work {item!r} needs a kind of {KINDS} and counts >= 0")
+    unknown = set(item) - {"step", "kind", *counts, "bound", "key", "model"}
+    if unknown:
+        raise ValueError(f"{notebook}: work {item!r} has unknown keys {sorted(unknown)}")
+    return dict(item)
+
+
+def make(specs: Sequence[Mapping[str, Any]], profile: str, model: str, device: str,
+         measured: Mapping[str, Any] | None = None) -> Plan:
+    """The plan of running `specs` (in order) in `profile` with `model` on `device`."""
+    plan, seen = Plan(profile, model, device, measured if measured is not None else read_rates(device)), set()
+    for spec in specs:
+        work = work_of(spec, profile, model, device)
+        plan.work[spec["name"]] = [w for w in work if not w.key or w.key not in seen]
+        seen.update(w.key for w in work)
+    return plan
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:.0f}"
+
+
+def _minutes(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def table(plan: Plan, actual: Mapping[str, float] | None = None) -> str:
+    """The plan as a markdown table, one row per notebook (with the actual minutes and their ratio when given)."""
+    head = "| notebook | calls (generate / score / judge / train rows) | tokens prefilled | new tokens (at most) | predicted min |"
+    rule = "|---|---|---|---|---|"
+    if actual is not None:
+        head, rule = head + " actual min | actual / predicted |", rule + "---|---|"
+    lines, total, total_actual = [head, rule], 0.0, 0.0
+    for name, work in plan.work.items():
+        rows = {k: sum(w.rows for w in work if w.kind == k) for k in KINDS}
+        prefill = sum(w.tokens()[0] for w in work if w.kind != "judge")
+        new = sum(w.tokens()[1] for w in work)
+        predicted = plan.seconds(name)
+        total += predicted or 0.0
+        line = (f"| {name} | {' / '.join(_count(rows[k]) for k in KINDS)} | {_count(prefill)} | {_count(new)} | "
+                f"{_minutes(predicted)} |")
+        if actual is not None:
+            took = actual.get(name)
+            total_actual += took or 0.0
+            ratio = f"{took / predicted:.2f}" if took and predicted else ""
+            line += f" {_minutes(took)} | {ratio} |"
+        lines.append(line)
+    last = f"| all | | | | {_minutes(total)} |" + (f" {_minutes(total_actual)} | |" if actual is not None else "")
+    return "\n".join(lines + [last])
+
+
+def describe(plan: Plan) -> str:
+    """The lines above the table: what ran the numbers, and what they leave out."""
+    r = plan.rates()
+    rates = (f"{r.decode_tok_s:.0f} generated and {r.prefill_tok_s:.0f} prefilled tokens/s"
+             if r.decode_tok_s and r.prefill_tok_s else "no decoder rates")
+    judge = f", {r.judge_pairs_s:.0f} judged pairs/s" if r.judge_pairs_s else ""
+    note = f" ({r.note})" if r.note else ""
+    others = sorted({w.model for work in plan.work.values() for w in work if w.model not in (None, plan.model)})
+    more = f"\nother models' rows at their own sizes' rates: {', '.join(m or EMBEDDED_LABEL for m in others)}" if others else ""
+    return (f"plan: profile {plan.profile}, model {plan.label}, device {plan.device}\n"
+            f"rates: {rates}{judge}{note}; from {r.source}{more}\n"
+            f"predicted: model work at these rates (data-decided counts and max_new_tokens as upper bounds) plus "
+            f"{OVERHEAD_SECONDS:.0f} s a notebook outside the model")
+
+
+def actual_seconds(entries: Iterable[Mapping[str, Any]], plan: Plan) -> dict[str, float]:
+    """The recorded seconds (results/run_times.json's entries) of the plan's notebooks, profile, model and device."""
+    return {e["notebook"]: e["seconds"] for e in entries
+            if e.get("notebook") in plan.work and e.get("profile") == plan.profile and e.get("model") == plan.label
+            and e.get("device") in (plan.device, None) and isinstance(e.get("seconds"), (int, float))}
