@@ -109,6 +109,7 @@ def main() -> None:
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
     model, device = args.model or run_times.EMBEDDED, args.device or default_device()
     planned = make_plan(selected, profile, args.model, device)
+    predicted = {name: planned.seconds(name) for name in planned.work}  # reads the model's size once, before the clock
     times = run_times.load()  # a damaged or wrong-shape file is kept aside, with a warning
     if args.plan:
         print(f"{plan.describe(planned)}\n\n{plan.table(planned, plan.actual_seconds(times, planned))}")
@@ -119,7 +120,7 @@ def main() -> None:
     finished: list[tuple[str, float]] = []
     began = time.time()
     for index, nb in enumerate(selected, start=1):
-        ahead = run_times.estimate([n.stem for n in selected[index - 1:]], times, profile, model, device)
+        ahead = run_times.estimate([n.stem for n in selected[index - 1:]], times, profile, model, device, predicted)
         print(f"\n=== {nb.name} ===\n{run_times.progress_line(index, len(selected), nb.stem, time.time() - began, ahead)}",
               flush=True)
         start = time.time()

@@ -135,7 +135,11 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    # at 0 or n successes the bound is exactly 0 or 1 (centre - half cancels to a few ulps above 0, which would put
+    # the interval's low end above the estimate itself)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return float(low), float(high)
 
 
 def clopper_pearson(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -232,27 +232,31 @@ def _minutes(seconds: float | None) -> str:
 
 
 def table(plan: Plan, actual: Mapping[str, float] | None = None) -> str:
-    """The plan as a markdown table, one row per notebook (with the actual minutes and their ratio when given)."""
+    """The plan as a markdown table, one row per notebook and a total; with `actual` (seconds by notebook), the minutes
+    taken and their ratio to the prediction, and a total over the notebooks timed."""
     head = "| notebook | calls (generate / score / judge / train rows) | tokens prefilled | new tokens (at most) | predicted min |"
     rule = "|---|---|---|---|---|"
     if actual is not None:
         head, rule = head + " actual min | actual / predicted |", rule + "---|---|"
-    lines, total, total_actual = [head, rule], 0.0, 0.0
+    lines, predicted_all, timed = [head, rule], 0.0, []
     for name, work in plan.work.items():
         rows = {k: sum(w.rows for w in work if w.kind == k) for k in KINDS}
         prefill = sum(w.tokens()[0] for w in work if w.kind != "judge")
         new = sum(w.tokens()[1] for w in work)
         predicted = plan.seconds(name)
-        total += predicted or 0.0
+        predicted_all += predicted or 0.0
         line = (f"| {name} | {' / '.join(_count(rows[k]) for k in KINDS)} | {_count(prefill)} | {_count(new)} | "
                 f"{_minutes(predicted)} |")
         if actual is not None:
             took = actual.get(name)
-            total_actual += took or 0.0
-            ratio = f"{took / predicted:.2f}" if took and predicted else ""
-            line += f" {_minutes(took)} | {ratio} |"
+            if took and predicted:
+                timed.append((predicted, took))
+            line += f" {_minutes(took)} | {f'{took / predicted:.2f}' if took and predicted else ''} |"
         lines.append(line)
-    last = f"| all | | | | {_minutes(total)} |" + (f" {_minutes(total_actual)} | |" if actual is not None else "")
+    last = f"| all | | | | {_minutes(predicted_all)} |" + (" | |" if actual is not None else "")
+    if timed:
+        p, t = (sum(x) for x in zip(*timed))
+        lines.append(f"| timed ({len(timed)} of {len(plan.work)}) | | | | {_minutes(p)} | {_minutes(t)} | {t / p:.2f} |")
     return "\n".join(lines + [last])
 
 

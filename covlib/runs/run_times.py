@@ -19,7 +19,8 @@ warning on stderr naming both paths, and a new file is started.
 
 Before each notebook the runner prints the time left across the notebooks still to run: for each, the last
 recorded time of the same profile, model and device (an entry of unknown device counts), else `REFERENCE_SECONDS`
-of the profile when the model is the embedded one; a notebook with neither is counted as not yet timed.
+of the profile when the model is the embedded one, else the run's plan (`covlib.runs.plan`: the notebook's model work
+at the rates `make bench` measured); a notebook with none of these is counted as not yet timed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 try:
     import fcntl
@@ -260,23 +261,28 @@ class Estimate:
     seconds: float
     from_runs: int  # notebooks timed by an earlier run of the same profile, model and device
     from_reference: int  # notebooks estimated from REFERENCE_SECONDS
-    unknown: int  # notebooks with neither: not counted in `seconds`
+    unknown: int  # notebooks with none of these: not counted in `seconds`
+    from_plan: int = 0  # notebooks estimated by the run's plan (covlib.runs.plan: their model work at measured rates)
 
 
 def estimate(notebooks: Sequence[str], entries: Sequence[dict[str, Any]], profile: str, model: str,
-             device: str) -> Estimate:
-    """The time the notebooks (stems) should take: earlier runs first, else the profile's reference table."""
+             device: str, planned: Mapping[str, float | None] | None = None) -> Estimate:
+    """The time the notebooks (stems) should take: earlier runs first, else the profile's reference table (the
+    embedded model), else the run's plan (`planned`: predicted seconds by notebook)."""
     reference = REFERENCE_SECONDS.get(profile, {}) if (model or EMBEDDED) == EMBEDDED else {}
-    seconds, runs, table, unknown = 0.0, 0, 0, 0
+    planned = planned or {}
+    seconds, runs, table, unknown, plan = 0.0, 0, 0, 0, 0
     for stem in notebooks:
         earlier = previous_seconds(entries, stem, profile, model, device)
         if earlier is not None:
             seconds, runs = seconds + earlier, runs + 1
         elif reference.get(stem) is not None:
             seconds, table = seconds + float(reference[stem]), table + 1
+        elif planned.get(stem) is not None:
+            seconds, plan = seconds + float(planned[stem]), plan + 1
         else:
             unknown += 1
-    return Estimate(seconds, runs, table, unknown)
+    return Estimate(seconds, runs, table, unknown, plan)
 
 
 def mmss(seconds: float) -> str:
@@ -289,10 +295,11 @@ def progress_line(index: int, total: int, notebook: str, elapsed: float, remaini
     """Before notebook `index` (1-based) of `total`: elapsed time and the estimate for it and the rest."""
     head = f"[{index}/{total}] {notebook}: {mmss(elapsed)} elapsed"
     left = total - index + 1
-    if remaining.from_runs + remaining.from_reference == 0:
+    if remaining.from_runs + remaining.from_reference + remaining.from_plan == 0:
         return f"{head}; remaining: unknown ({left} notebook{'s' if left != 1 else ''} not yet timed)"
     sources = [f"{n} from {what}" for n, what in ((remaining.from_runs, "earlier runs"),
-                                                   (remaining.from_reference, "the reference table")) if n]
+                                                   (remaining.from_reference, "the reference table"),
+                                                   (remaining.from_plan, "the plan")) if n]
     line = f"{head}; remaining ~{mmss(remaining.seconds)} ({', '.join(sources)})"
     if remaining.unknown:
         line += f" + {remaining.unknown} notebook{'s' if remaining.unknown != 1 else ''} not yet timed"

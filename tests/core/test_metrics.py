@@ -137,3 +137,14 @@ def test_mean_interval_is_seeded():
     assert est["high"] - est["low"] == pytest.approx(2 * 1.96 * v.std() / np.sqrt(200), rel=0.25)
     assert S.mean_interval(v, seed=3) == est and S.mean_interval(v, seed=4) != est
     assert S.mean_interval([2.0, 2.0, 2.0])["low"] == 2.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 12, 30, 60, 250, 1000])
+def test_a_proportion_of_none_or_all_has_its_interval_end_exactly_at_the_estimate(n):
+    """0 of n and n of n: the Wilson bound on that side is exactly 0 or 1 (it came out a few ulps inside, so the
+    interval of 0 correct of 12 started at 2.8e-15, above the estimate)."""
+    from covlib.core import stats
+
+    assert stats.wilson_interval(0, n)[0] == 0.0 and stats.wilson_interval(n, n)[1] == 1.0
+    none, every = stats.mean_interval([0.0] * n, scale=100), stats.mean_interval([1.0] * n, scale=100)
+    assert none["low"] <= none["value"] == 0.0 < none["high"] and every["low"] < every["value"] == 100.0 <= every["high"]

@@ -90,6 +90,8 @@ def test_the_table_puts_actual_minutes_beside_the_prediction():
     row = next(line for line in text.splitlines() if line.startswith("| 01_consistency_kde"))
     predicted = p.seconds("01_consistency_kde")
     assert f"| {predicted / 60:.1f} | 2.0 | {120 / predicted:.2f} |" in row
+    assert f"| timed (1 of 2) | | | | {predicted / 60:.1f} | 2.0 | {120 / predicted:.2f} |" in text  # like for like
+    assert "| 11_covrag_judge |" in text and text.splitlines()[-1].startswith("| all |")
     assert "predicted" in plan.describe(p) and "reference machine" in plan.describe(p)
 
 

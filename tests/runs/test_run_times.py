@@ -193,7 +193,8 @@ def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp
         reproduce.main()
     out = capsys.readouterr().out
     assert ran == ["00_data_tour.ipynb", "00b_nli_judges.ipynb"]
-    assert "[1/3] 00_data_tour: 00:00 elapsed; remaining: unknown (3 notebooks not yet timed)" in out
+    assert re.search(r"\[1/3\] 00_data_tour: 00:00 elapsed; remaining ~\d\d:\d\d \(3 from the plan\)", out)
+    assert "the plan against the run:" in out and re.search(r"\| 00_data_tour \|.*\| 0\.\d \|", out)
     assert "slowest cells: cell 3 6 s" in out and "runs = score(everything)" in out
     assert "[2/3] 00b_nli_judges" in out and re.search(r"00_data_tour\s+\d+\.\d\s+00:00\n", out)
     assert re.search(r"00b_nli_judges\s+\d+\.\d\s+00:00\s+FAILED", out) and "total (1 notebook)" in out
@@ -348,3 +349,16 @@ def test_a_missing_or_damaged_executed_notebook_gives_no_cells(tmp_path):
     (tmp_path / "odd.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"papermill": {"duration": "x"}}}, 5]}))
     assert R.slowest_cells(tmp_path / "odd.ipynb") == []
     assert R.cells_line([], 10.0) == "  slowest cells: no cell timings recorded"
+
+
+def test_a_notebook_without_a_recorded_or_reference_time_is_estimated_by_the_plan():
+    """Another model (a 7B on a GPU) has no reference table: the run's plan prices what it has not timed."""
+    entries = [R.entry("01_consistency_kde", "full", "meta-llama/Llama-2-7b-hf", "cuda", 600.0)]
+    planned = {"01_consistency_kde": 100.0, "02_threshold_ablation": 250.0, "03_verify_and_edit_tables": None}
+    est = R.estimate(list(planned), entries, "full", "meta-llama/Llama-2-7b-hf", "cuda", planned)
+    assert est == R.Estimate(seconds=600.0 + 250.0, from_runs=1, from_reference=0, unknown=1, from_plan=1)
+    line = R.progress_line(1, 3, "01_consistency_kde", 0.0, est)
+    assert "1 from earlier runs, 1 from the plan" in line and "+ 1 notebook not yet timed" in line
+    # the embedded model's reference table comes before the plan
+    cpu = R.estimate(["01_consistency_kde"], [], "cpu", "embedded", "cpu", {"01_consistency_kde": 1.0})
+    assert (cpu.from_reference, cpu.from_plan) == (1, 0)
