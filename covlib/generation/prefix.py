@@ -30,6 +30,11 @@ SHARED_ROW_FACTOR = 4
 CASCADE_MAX_OWN = 256
 
 
+def cascade_fits(shared: int, own: int) -> bool:
+    """Whether rows of at most `own` tokens after a `shared`-token prefix are short enough for cascade attention."""
+    return own <= min(shared, CASCADE_MAX_OWN)
+
+
 def common_prefix(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
     """Length of the longest token prefix all `seqs` share, leaving at least `keep` tokens of the shortest."""
     if not seqs:
@@ -77,7 +82,7 @@ class SharedPrefix:
                 self._kv = cache_of(model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1))
             self.forward_calls += 1
             # cascade attention computes a row's own scores unfused: only for short own parts after a longer prefix
-            self.cascade = self.longest_own <= min(len(self.ids), CASCADE_MAX_OWN) and enable_cascade(model)
+            self.cascade = cascade_fits(len(self.ids), self.longest_own) and enable_cascade(model)
             self.layers = [(layer.keys[0], layer.values[0]) for layer in self._kv.layers] if self.cascade else None
         return self
 

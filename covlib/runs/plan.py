@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from covlib.core import paths
 from covlib.generation import EMBEDDED_LABEL, embedded_model_dir
 from covlib.generation import spec as model_spec
-from covlib.generation.prefix import CASCADE_MAX_OWN, MIN_SHARED_TOKENS
+from covlib.generation.prefix import MIN_SHARED_TOKENS, cascade_fits
 from covlib.runs import session
 
 KINDS = ("generate", "score", "judge", "train")
@@ -99,7 +99,7 @@ class Rates:
         if not (self.decode_tok_s and self.prefill_tok_s):
             return None
         factor = TRAIN_FACTOR if w.kind == "train" else 1.0
-        cascade = w.shared >= MIN_SHARED_TOKENS and w.prompt <= min(w.shared, CASCADE_MAX_OWN)
+        cascade = w.shared >= MIN_SHARED_TOKENS and cascade_fits(w.shared, w.prompt)  # as the decoder decides
         decode = (self.decode_shared_tok_s or self.decode_tok_s) if cascade else self.decode_tok_s
         return factor * prefill / self.prefill_tok_s + (new / decode if w.kind == "generate" else 0.0)
 
