@@ -10,6 +10,9 @@ to a stop string. For each shape, in one run:
    the two must give the same completions (checked, and printed);
 2. transformers' own `generate` on the same prompts and sampling settings (its own random stream);
 3. one prompt, greedy: decoding steps per second;
+   on a GPU, 1 (shared prefix) and 3 both with the decoding step at fixed shapes, replayed as a CUDA graph (the
+   default there: `covlib.generation.graphs`), and on the dynamic path (the step launched kernel by kernel), with the
+   share of equal texts;
 4. the prompts' prefill (prompt tokens per second) and decoding alone (new tokens per second, with and without the
    shared prefix: a call to a quarter of the new tokens less the same call to one token), the rates `make reproduce PLAN=1` uses;
 
@@ -99,8 +102,9 @@ def random_model(shape: str, device: str, dtype: str) -> Any:
     return model.eval()
 
 
-def decoder(model: Any, device: str, dtype: str, share: bool, batch_size: int) -> Any:
-    """covlib's in-process `LM` around `model` (the embedded tokenizer), with a call cache of its own."""
+def decoder(model: Any, device: str, dtype: str, share: bool, batch_size: int, graphs: bool | None = None) -> Any:
+    """covlib's in-process `LM` around `model` (the embedded tokenizer), with a call cache of its own; `graphs`: its
+    `cuda_graphs` setting (None: the default, CUDA graphs on CUDA)."""
     from transformers import AutoTokenizer
 
     from covlib.core.cache import Cache
@@ -111,7 +115,7 @@ def decoder(model: Any, device: str, dtype: str, share: bool, batch_size: int) -
     tok = AutoTokenizer.from_pretrained(embedded_model_dir())
     tok.padding_side = "left"
     tok.pad_token = tok.pad_token or tok.eos_token
-    lm._tok, lm._model, lm.share_prefix = tok, model, share
+    lm._tok, lm._model, lm.share_prefix, lm.cuda_graphs = tok, model, share, graphs
     return lm
 
 
@@ -247,7 +251,7 @@ def greedy_steps(lm: Any, prompt: str, tokens: int, device: str) -> float:
 
 
 def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int = 5, tokens: int = 64,
-        batch_size: int | None = None, with_hf: bool = True) -> dict[str, Any]:
+        batch_size: int | None = None, with_hf: bool = True, compare_graphs: bool | None = None) -> dict[str, Any]:
     """Every figure of one shape on one device, as a dict (see the module's docstring)."""
     import torch
 
@@ -269,6 +273,8 @@ def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int =
         hf_made, t_hf = hf_generate(model, shared_lm.tokenizer, texts, n, tokens, device, batch_size)
         out["hf_generate_tok_s"] = hf_made / t_hf
     out["greedy_steps_s"] = greedy_steps(plain_lm, texts[0], tokens, device)
+    if device.startswith("cuda") if compare_graphs is None else compare_graphs:
+        out.update(fixed_and_dynamic(model, texts, n, tokens, device, dtype, batch_size))
     out["prefill_tok_s"] = prefill_rate(model, shared_lm.tokenizer, texts, device, batch_size)
     short = max(8, tokens // 4)  # decoding alone, on a quarter of the run's length: the rate, in less time
     out["decode_tok_s_shared"] = decode_rate(shared_lm, texts, n, short, device)
@@ -284,6 +290,21 @@ def run(shape: str = "smollm2", device: str = "cpu", prompts: int = 12, n: int =
     return out
 
 
+def fixed_and_dynamic(model: Any, texts: list[str], n: int, tokens: int, device: str, dtype: str,
+                      batch_size: int) -> dict[str, Any]:
+    """CoT-SC (shared prefix) tok/s and one-prompt greedy steps/s at fixed shapes (CUDA graphs on CUDA, eager on a
+    CPU) and on the dynamic path, and the share of their CoT-SC texts that are equal."""
+    out, texts_of = {}, {}
+    for name, graphs in (("fixed", True), ("dynamic", False)):
+        comps, seconds = cot_sc(decoder(model, device, dtype, True, batch_size, graphs), texts, n, tokens, device)
+        out[f"cot_sc_tok_s_shared_{name}"] = sum(len(c.tokens) for row in comps for c in row) / seconds
+        out[f"greedy_steps_s_{name}"] = greedy_steps(decoder(model, device, dtype, False, batch_size, graphs),
+                                                     texts[0], tokens, device)
+        texts_of[name] = [c.text for row in comps for c in row]
+    out["same_texts_fixed_and_dynamic"] = sum(a == b for a, b in zip(*texts_of.values())) / len(texts_of["fixed"])
+    return out
+
+
 def report(r: dict[str, Any]) -> str:
     """The figures of `run` as lines to read."""
     lines = [f"{r['shape']} shape ({r['parameters'] / 1e6:.0f}M parameters, {r['dtype']}) on {r['device']}: "
@@ -294,6 +315,13 @@ def report(r: dict[str, Any]) -> str:
     if "hf_generate_tok_s" in r:
         lines.append(f"  transformers generate : {r['hf_generate_tok_s']:9.1f} tok/s (its own random stream)")
     lines.append(f"  one prompt, greedy    : {r['greedy_steps_s']:9.1f} steps/s")
+    if "greedy_steps_s_fixed" in r:
+        lines.append(f"  fixed shapes{' (CUDA graphs)' if r['device'].startswith('cuda') else ''} against the "
+                     f"dynamic path: {r['cot_sc_tok_s_shared_fixed']:.1f} / {r['cot_sc_tok_s_shared_dynamic']:.1f} "
+                     f"tok/s shared ({r['cot_sc_tok_s_shared_fixed'] / r['cot_sc_tok_s_shared_dynamic']:.2f}x), "
+                     f"{r['greedy_steps_s_fixed']:.1f} / {r['greedy_steps_s_dynamic']:.1f} greedy steps/s "
+                     f"({r['greedy_steps_s_fixed'] / r['greedy_steps_s_dynamic']:.2f}x); the same texts: "
+                     f"{100 * r['same_texts_fixed_and_dynamic']:.0f} %")
     lines.append(f"  prefill               : {r['prefill_tok_s']:9.1f} prompt tok/s; decoding alone "
                  f"{r['decode_tok_s_shared']:.1f} tok/s shared, {r['decode_tok_s_unshared']:.1f} unshared")
     lim = r["limits"]

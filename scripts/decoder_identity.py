@@ -6,7 +6,9 @@ without network), this script checks the same properties on the shapes `bench_de
 1. greedy completions with the key/value cache written in place (`covlib.generation.kvcache`) and with transformers'
    own `DynamicCache` (tokens and log-probabilities);
 2. sampled completions per seed: a prompt's samples alone and inside a batch of other prompts;
-3. with and without the shared prefix (cascade attention): sampled completions and scores.
+3. with and without the shared prefix (cascade attention): sampled completions and scores;
+4. decoding at fixed shapes (`covlib.generation.graphs`: CUDA graphs on a GPU, eager elsewhere) and the dynamic path:
+   greedy and sampled (with the shared prefix) texts and tokens.
 
 In fp32 each must be equal (scores, summed in another order, within `SCORE_TOLERANCE`); in bf16 the figures are printed
 (batched bf16 arithmetic may differ in the last bits).
@@ -26,7 +28,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_decoder as bd  # noqa: E402  (the shapes, prompts and decoder the benchmark uses)
 
-SCORE_TOLERANCE = 1e-4  # nats: fp32 log-probabilities of the same tokens summed with and without the shared prefix
+SCORE_TOLERANCE = 1e-4  # nats: fp32 log-probabilities of the same tokens summed with and without the shared prefix,
+# or computed at fixed shapes (attention over the whole cache buffer) and on the dynamic path
 
 
 def same(a: list, b: list, logprobs: bool = True) -> float:
@@ -35,6 +38,12 @@ def same(a: list, b: list, logprobs: bool = True) -> float:
     ok = [x.text == y.text and x.tokens == y.tokens and (not logprobs or x.token_logprobs == y.token_logprobs)
           for x, y in pairs]
     return sum(ok) / len(ok)
+
+
+def gap(a: list, b: list) -> float:
+    """The largest difference between the log-probabilities of the same tokens (completions with equal tokens)."""
+    return max((abs(p - q) for ra, rb in zip(a, b) for x, y in zip(ra, rb) if x.tokens == y.tokens
+                for p, q in zip(x.token_logprobs, y.token_logprobs)), default=0.0)
 
 
 def checks(shape: str, device: str, dtype: str, prompts: int, tokens: int) -> dict[str, float]:
@@ -46,7 +55,12 @@ def checks(shape: str, device: str, dtype: str, prompts: int, tokens: int) -> di
 
     texts = bd.cot_sc_prompts(prompts)
     model = bd.random_model(shape, device, dtype)
-    lm = lambda share=False: bd.decoder(model, device, dtype, share, 16)  # noqa: E731  (a fresh call cache each)
+    def lm(share: bool = False, graphs: bool = False):
+        """A decoder with a fresh call cache, on the dynamic path or at fixed shapes (CUDA graphs on CUDA)."""
+        new = bd.decoder(model, device, dtype, share, 16)
+        new.cuda_graphs = graphs
+        return new
+
     out: dict[str, float] = {}
     greedy = dict(max_new_tokens=tokens, progress=False)
     in_place = lm().generate(texts, **greedy)
@@ -58,6 +72,11 @@ def checks(shape: str, device: str, dtype: str, prompts: int, tokens: int) -> di
     out["sampled: alone = in a batch"] = same(alone, batched, logprobs=False)
     out["sampled: shared prefix = none"] = same(lm(True).generate(texts, **sampled), lm().generate(texts, **sampled),
                                                 logprobs=False)
+    fixed = lm(graphs=True).generate(texts, **greedy)
+    out["greedy: fixed shapes = dynamic"] = same(fixed, in_place, logprobs=False)
+    out["greedy: largest log-probability difference, fixed shapes - dynamic"] = gap(fixed, in_place)
+    out["sampled, shared prefix: fixed shapes = dynamic"] = same(lm(True, graphs=True).generate(texts, **sampled),
+                                                                 lm(True).generate(texts, **sampled), logprobs=False)
     answers = [" the answer is yes.", " no."] * (len(texts) // 2) + [" maybe."] * (len(texts) % 2)
     a, b = lm(True).score(texts, answers, progress=False), lm().score(texts, answers, progress=False)
     out["scores: largest difference, shared prefix - none"] = max(abs(x - y) for x, y in zip(a, b))

@@ -57,7 +57,8 @@ def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
 
 def test_the_decoder_benchmark_runs_on_a_tiny_shape_and_its_paths_agree(tmp_path, monkeypatch):
     """`make bench`'s decoder benchmark (scripts/bench_decoder.py), on a random 2-layer model: covlib's decoder with
-    and without the shared prefix gives the same sampled completions, and every figure is there beside the limit."""
+    and without the shared prefix, and at fixed shapes or not, gives the same sampled completions, and every figure is
+    there beside the limit."""
     import importlib.util
     import json
 
@@ -65,8 +66,10 @@ def test_the_decoder_benchmark_runs_on_a_tiny_shape_and_its_paths_agree(tmp_path
     spec = importlib.util.spec_from_file_location("bench_decoder", paths.code_root() / "scripts" / "bench_decoder.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    r = bench.run("tiny", "cpu", prompts=3, n=2, tokens=6)
+    r = bench.run("tiny", "cpu", prompts=3, n=2, tokens=6, compare_graphs=True)
     assert r["identical_with_and_without_sharing"] is True
+    assert r["same_texts_fixed_and_dynamic"] == 1.0 and r["greedy_steps_s_fixed"] > 0  # fixed shapes, eager on a CPU
+    assert "against the dynamic path" in bench.report(r)
     assert all(r[k] > 0 for k in ("cot_sc_tok_s_shared", "cot_sc_tok_s_unshared", "hf_generate_tok_s", "greedy_steps_s"))
     assert r["limits"]["fp32_gemm_flops"] > 1e8 and 0 < r["cot_sc_share_of_gemm_peak"] < 1
     assert "% of it on CoT-SC" in bench.report(r)
@@ -96,3 +99,26 @@ def test_the_decoder_identity_checks_pass_on_a_tiny_shape_and_fail_when_a_path_d
     monkeypatch.setattr(prefix, "CASCADE", "covlib_shared_prefix_broken")  # registered anew with the broken function
     assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 1
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_the_decoder_identity_checks_catch_fixed_shape_decoding_that_differs(tmp_path, monkeypatch, capsys):
+    """The fixed-shape path (CUDA graphs on a GPU) is checked against the dynamic one: a mask that lets each row attend
+    to the whole cache buffer, the columns not written yet included, is caught."""
+    import importlib.util
+
+    from covlib.generation import graphs
+
+    monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("decoder_identity", paths.code_root() / "scripts" / "decoder_identity.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    real = graphs.start
+
+    def shifted(*args, **kwargs):
+        state = real(*args, **kwargs)
+        state.state["mask"].fill_(True)
+        return state
+
+    monkeypatch.setattr(graphs, "start", shifted)
+    assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 1
+    assert "fixed shapes - dynamic" in capsys.readouterr().out.split("FAILED")[0]

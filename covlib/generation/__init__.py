@@ -8,7 +8,9 @@
 
 Both backends get `generate` and `score` through the cache from `covlib.generation.cached`. The in-process one is
 split by job: `decoder` (the `LM` class), `loading` (weights, adapter, device), `decoding` (the batched loop),
-`sampling` (next token, stopping) and `scoring` (continuation log-probabilities).
+`sampling` (next token, stopping), `kvcache` (the key/value cache written in place), `graphs` (decoding steps at fixed
+shapes, replayed as CUDA graphs on a GPU), `prefix` (the prompts' shared prefix) and `scoring` (continuation
+log-probabilities).
 
 `python -m covlib.generation` converts the embedded model once (what `make env` runs).
 """

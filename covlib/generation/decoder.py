@@ -7,7 +7,9 @@ hub or a local folder, optionally with a LoRA adapter merged in (`covlib.generat
 `generate` and `score` (`covlib.generation.cached`) decode the prompts not yet cached in batches
 (`covlib.generation.decoding`; sampling and stopping in `covlib.generation.sampling`) and score continuations
 (`covlib.generation.scoring`); both prefill the token prefix all prompts of a call share once
-(`covlib.generation.prefix`; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns it off). Every completion is
+(`covlib.generation.prefix`; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns it off); on CUDA each decoding
+step is replayed as a CUDA graph (`covlib.generation.graphs`; `lm.cuda_graphs = False` or COVLIB_CUDA_GRAPHS=0 turns it
+off). Every completion is
 stored in the persistent cache keyed by model, dtype, rendered prompt, decoding parameters, seed, sample index and,
 when sampled, the sampling scheme, and committed batch by batch: a re-run runs no model, an interrupted run resumes.
 Local folders, a model's and an adapter's, enter the cache keys by the content fingerprint of their files
@@ -70,6 +72,9 @@ class LM(CachedGenerator):
         # one prefill of the prompts' common token prefix per call (covlib.generation.prefix); COVLIB_SHARE_PREFIX=0
         # turns it off for a whole run (to compare: the completions are the same either way)
         self.share_prefix = os.environ.get("COVLIB_SHARE_PREFIX", "1").strip() != "0"
+        # decoding steps at fixed shapes, replayed as CUDA graphs (covlib.generation.graphs): None is on CUDA unless
+        # COVLIB_CUDA_GRAPHS=0; True on a CPU runs the same fixed-shape steps eagerly (what the tests check)
+        self.cuda_graphs: bool | None = None
 
     # ----------------------------------------------------------------- loading
     def _load(self) -> None:

@@ -9,9 +9,11 @@ size, and count its forward passes in `lm.forward_calls`.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import asdict
 from typing import Any, Iterator
 
+from covlib.generation import graphs
 from covlib.generation.base import Completion
 from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
@@ -81,23 +83,62 @@ def prefill(lm: Any, seqs: list[list[int]], shared: SharedPrefix | None, keep: i
     return out, args["attention_mask"], args["input_ids"], extra, offset
 
 
+class Rows:
+    """The rows of a decoding call: each row's tokens so far, and the completions of the rows that ended."""
+
+    def __init__(self, tok: Any, rows: int, stops: list[str], eos: set[int], steps: int):
+        self.tok, self.stops, self.eos, self.steps = tok, stops, eos, steps
+        self.ids: list[list[int]] = [[] for _ in range(rows)]
+        self.logps: list[list[float]] = [[] for _ in range(rows)]
+        self.ends: list[list[int]] = [[] for _ in range(rows)]  # decoded text length after each token
+        self.texts = [RowText(tok) for _ in range(rows)]
+        self.done: dict[int, Completion] = {}
+
+    def advance(self, rows: list[int | None], nxt: Any, chosen: Any, step: int) -> list[int]:
+        """Add step `step`'s token to the row at each batch position (`rows`; None: a finished row still in the
+        batch, skipped) from `nxt`, `chosen` (device tensors, an entry per position); the positions still going."""
+        import torch
+
+        # the step's one wait for the device: the tokens and their log-probabilities, for the stop checks
+        tokens, logps = torch.stack([nxt.double(), chosen.double()]).tolist()
+        keep = []
+        for b, r in enumerate(rows):
+            if r is None:
+                continue
+            finished = advance(self.tok, self.ids[r], self.logps[r], self.ends[r], int(tokens[b]), logps[b], self.stops,
+                               self.eos, step == self.steps - 1, self.texts[r])
+            if finished is None:
+                keep.append(b)
+            else:
+                self.done[r] = finished
+        return keep
+
+    def completions(self) -> list[Completion]:
+        """Every row's completion, in row order."""
+        return [self.done[r] for r in range(len(self.ids))]
+
+
+def fixed_steps(lm: Any) -> bool:
+    """Whether `lm` decodes at fixed shapes (`covlib.generation.graphs`): its `cuda_graphs` setting, where None means
+    on a CUDA device unless COVLIB_CUDA_GRAPHS=0."""
+    setting = getattr(lm, "cuda_graphs", None)
+    if setting is None:
+        return str(lm.device).startswith("cuda") and os.environ.get("COVLIB_CUDA_GRAPHS", "1").strip() != "0"
+    return bool(setting)
+
+
 def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: bool, decoding: dict,
            shared: SharedPrefix | None = None) -> list[Completion]:
-    """Prefill once per prompt (after the shared prefix), expand the KV cache to n rows per prompt, decode."""
+    """Prefill once per prompt (after the shared prefix), expand the KV cache to n rows per prompt, decode: at fixed
+    shapes (CUDA graphs) where `fixed_steps(lm)`, else a step of the rows still going at a time."""
     import torch
 
     tok, model = lm.tokenizer, lm.model
     rows = len(texts) * n
-    stops = decoding["stop"]
-    temperature, top_p = decoding["temperature"], decoding["top_p"]
-    eos = eos_ids(tok, model)
     steps = decoding["max_new_tokens"]
+    sampling = (greedy, decoding["temperature"], decoding["top_p"])
     keys = None if greedy else row_keys(texts, n, decoding["seed"], steps, lm.device)
-    ids = [[] for _ in range(rows)]
-    logps = [[] for _ in range(rows)]
-    ends = [[] for _ in range(rows)]  # decoded text length after each token
-    texts_so_far = [RowText(tok) for _ in range(rows)]
-    done: dict[int, Completion] = {}
+    book = Rows(tok, rows, decoding["stop"], eos_ids(tok, model), steps)
     with torch.inference_mode(), attention_context(lm.device):
         out, attn, _, extra, offset = prefill(lm, seqs, shared, keep=1)
         kv = cache_of(out)
@@ -107,38 +148,62 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
             logits = logits.repeat_interleave(n, dim=0)
             attn = attn.repeat_interleave(n, dim=0)
         kv = reserve(kv, steps)  # later steps write their keys and values in place
-        active = list(range(rows))  # row index of each live batch position
-        live = torch.arange(rows, device=lm.device)  # the same, on the device
-        for step in range(steps):
-            logp = torch.log_softmax(logits, dim=-1)
-            nxt = next_tokens(logits, greedy, temperature, top_p, None if greedy else keys[live, step])
-            chosen = logp.gather(1, nxt[:, None])[:, 0]
-            # the step's one wait for the device: the tokens and their log-probabilities, for the stop checks
-            nxt_list, chosen = torch.stack([nxt.double(), chosen.double()]).tolist()
-            nxt_list = [int(t) for t in nxt_list]
-            keep = []
-            last = step == steps - 1
-            for b, r in enumerate(active):
-                finished = advance(tok, ids[r], logps[r], ends[r], nxt_list[b], chosen[b], stops, eos, last,
-                                   texts_so_far[r])
-                if finished is None:
-                    keep.append(b)
-                else:
-                    done[r] = finished
-            if not keep:
-                break
-            if len(keep) < len(active):
-                idx = torch.tensor(keep, device=lm.device)
-                kv.batch_select_indices(idx)
-                attn = attn[idx]
-                nxt = nxt[idx]
-                live = live[idx]
-                active = [active[b] for b in keep]
-            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
-            pos = attn.long().sum(-1, keepdim=True) - 1 + offset
-            out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
-                        **cache_kwarg(model, kv), **extra)
-            lm.forward_calls += 1
-            kv = cache_of(out)
-            logits = out.logits[:, -1, :].float()
-    return [done[r] for r in range(rows)]
+        nxt = next_tokens(logits, greedy, *sampling[1:], None if greedy else keys[:, 0])
+        chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
+        going = book.advance(list(range(rows)), nxt, chosen, 0)
+        if going and steps > 1:
+            later = _fixed if fixed_steps(lm) else _dynamic
+            later(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
+    return book.completions()
+
+
+def _dynamic(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple,
+             going: list[int]) -> None:
+    """Steps 1.. of `decode`, each over the rows still going (finished rows leave the batch at once)."""
+    import torch
+
+    active = list(range(len(book.ids)))  # row index of each batch position
+    live = torch.arange(len(active), device=lm.device)  # the same, on the device
+    for step in range(1, book.steps):
+        if len(going) < len(active):
+            idx = torch.tensor(going, device=lm.device)
+            kv.batch_select_indices(idx)
+            attn, nxt, live = attn[idx], nxt[idx], live[idx]
+            active = [active[b] for b in going]
+        attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
+        pos = attn.long().sum(-1, keepdim=True) - 1 + offset
+        out = lm.model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
+                       **cache_kwarg(lm.model, kv), **extra)
+        lm.forward_calls += 1
+        kv = cache_of(out)
+        logits = out.logits[:, -1, :].float()
+        nxt = next_tokens(logits, *sampling, None if sampling[0] else keys[live, step])
+        chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
+        going = book.advance(active, nxt, chosen, step)
+        if not going:
+            return
+
+
+def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple,
+           going: list[int]) -> None:
+    """Steps 1.. of `decode` at fixed shapes (`covlib.generation.graphs`), replayed as a CUDA graph on CUDA: finished
+    rows stay in the batch until half have finished, then the rows still going move to a state (and graph) of their own."""
+    import torch
+
+    state = graphs.start(lm.model, kv, nxt, attn, offset, keys, extra, sampling)
+    capture = str(lm.device).startswith("cuda")
+    kept = set(going)
+    slots: list[int | None] = [r if r in kept else None for r in range(len(book.ids))]  # the row at each position
+    for step in range(1, book.steps):
+        live = [b for b, r in enumerate(slots) if r is not None]
+        if len(live) <= len(slots) // 2:
+            state = state.select(torch.tensor(live, device=lm.device))
+            slots = [slots[b] for b in live]
+        if capture and state.graph is None:
+            state.capture()
+        nxt, chosen = state.run()
+        lm.forward_calls += 1
+        kept = set(book.advance(slots, nxt, chosen, step))
+        if not kept:
+            return
+        slots = [r if b in kept else None for b, r in enumerate(slots)]

@@ -54,8 +54,8 @@ REFERENCE_RATES: dict[str, dict[str, Any]] = {
                                    "prefill_tok_s": 523.0}}},
     "cuda": {"source": "an NVIDIA H200 (docs/benchmarks.md); run `make bench DEVICE=cuda` for this machine's",
              "device": "cuda", "judge_pairs_s": 180.0,
-             "shapes": {"7b": {"parameters": 6_677_598_208, "decode_tok_s": 1369.6, "decode_shared_tok_s": 3412.2,
-                               "prefill_tok_s": 12419.8}}},
+             "shapes": {"7b": {"parameters": 6_677_598_208, "decode_tok_s": 1948.1, "decode_shared_tok_s": 6072.9,
+                               "prefill_tok_s": 9052.4}}},
 }
 
 
