@@ -94,13 +94,11 @@ class Rows:
         self.texts = [RowText(tok) for _ in range(rows)]
         self.done: dict[int, Completion] = {}
 
-    def advance(self, rows: list[int | None], nxt: Any, chosen: Any, step: int) -> list[int]:
+    def advance(self, rows: list[int | None], values: Any, step: int) -> list[int]:
         """Add step `step`'s token to the row at each batch position (`rows`; None: a finished row still in the
-        batch, skipped) from `nxt`, `chosen` (device tensors, an entry per position); the positions still going."""
-        import torch
-
-        # the step's one wait for the device: the tokens and their log-probabilities, for the stop checks
-        tokens, logps = torch.stack([nxt.double(), chosen.double()]).tolist()
+        batch, skipped) from `values` (a (2, positions) tensor: the tokens, their log-probabilities); the positions
+        still going."""
+        tokens, logps = values.tolist()  # on the device: the step's one wait for it
         keep = []
         for b, r in enumerate(rows):
             if r is None:
@@ -149,11 +147,11 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
             attn = attn.repeat_interleave(n, dim=0)
         kv = reserve(kv, steps)  # later steps write their keys and values in place
         nxt = next_tokens(logits, greedy, *sampling[1:], None if greedy else keys[:, 0])
-        chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
-        going = book.advance(list(range(rows)), nxt, chosen, 0)
-        if going and steps > 1:
-            later = _fixed if fixed_steps(lm) else _dynamic
-            later(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
+        going = book.advance(list(range(rows)), _values(nxt, logits), 0)
+        if going and steps > 1 and fixed_steps(lm):
+            _fixed(lm, book, kv, nxt, attn, offset, keys, extra, sampling)
+        elif going and steps > 1:
+            _dynamic(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
     return book.completions()
 
 
@@ -178,32 +176,44 @@ def _dynamic(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, key
         kv = cache_of(out)
         logits = out.logits[:, -1, :].float()
         nxt = next_tokens(logits, *sampling, None if sampling[0] else keys[live, step])
-        chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
-        going = book.advance(active, nxt, chosen, step)
+        going = book.advance(active, _values(nxt, logits), step)
         if not going:
             return
 
 
-def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple,
-           going: list[int]) -> None:
-    """Steps 1.. of `decode` at fixed shapes (`covlib.generation.graphs`), replayed as a CUDA graph on CUDA: finished
-    rows stay in the batch until half have finished, then the rows still going move to a state (and graph) of their own."""
+def _values(nxt: Any, logits: Any) -> Any:
+    """The rows' tokens `nxt` and their log-probabilities under `logits`, as one (2, rows) float64 tensor."""
+    import torch
+
+    chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
+    return torch.stack([nxt.double(), chosen.double()])
+
+
+def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict,
+           sampling: tuple) -> None:
+    """Steps 1.. of `decode` at fixed shapes (`covlib.generation.graphs`), replayed as a CUDA graph on CUDA. Each step
+    is launched before the previous one's stop checks run (their results come back without a wait); finished rows stay
+    in the batch until half have finished, then the rows still going move to a state (and graph) of their own."""
     import torch
 
     state = graphs.start(lm.model, kv, nxt, attn, offset, keys, extra, sampling)
     capture = str(lm.device).startswith("cuda")
-    kept = set(going)
-    slots: list[int | None] = [r if r in kept else None for r in range(len(book.ids))]  # the row at each position
-    for step in range(1, book.steps):
-        live = [b for b, r in enumerate(slots) if r is not None]
+    slots = list(range(len(book.ids)))  # the row at each position of the state (finished ones: in book.done)
+
+    def launch() -> tuple[list[int], Any]:
+        nonlocal state, slots
+        live = [b for b, r in enumerate(slots) if r not in book.done]
         if len(live) <= len(slots) // 2:
             state = state.select(torch.tensor(live, device=lm.device))
             slots = [slots[b] for b in live]
         if capture and state.graph is None:
             state.capture()
-        nxt, chosen = state.run()
         lm.forward_calls += 1
-        kept = set(book.advance(slots, nxt, chosen, step))
-        if not kept:
+        return list(slots), state.launch()
+
+    pending = launch()
+    for step in range(1, book.steps):
+        rows, landing = pending
+        pending = launch() if step + 1 < book.steps else None  # runs while this step's stops are checked
+        if not book.advance([None if r in book.done else r for r in rows], landing.values(), step):
             return
-        slots = [r if b in kept else None for b, r in enumerate(slots)]

@@ -6,7 +6,8 @@ only a step whose shapes and addresses never change: `StepGraph` holds a batch's
 fixed shape (the key/value cache at full length, `kvcache.fix`; the attention mask over all of it, a column switched on
 per step; the rows' last tokens, positions, the step number and each row's sampling keys). One step, a forward, the
 log-softmax and each row's next token (`sampling.next_tokens`), then advances that state on the device, so a replay
-needs nothing from the CPU but the launch; the tokens and their log-probabilities come back for the stop checks.
+needs nothing from the CPU but the launch; the tokens and their log-probabilities come back for the stop checks
+(`launch`: copied to the host without waiting, so the next step can be launched before this one's stops are checked).
 
 Rows that finish stay in the batch (what they decode is not read); `select` moves the rows still going into a state of
 their own, to be captured anew (`decoding` does so when half have finished). On a CPU the same step runs eagerly (what the
@@ -34,6 +35,8 @@ class StepGraph:
         self.model, self.kv, self.state, self.extra, self.sampling = model, fix(kv, state["at"]), state, extra, sampling
         self.graph = None
         self.out: tuple[Any, Any] | None = None
+        self.flip = 0  # which of the two host buffers the next `launch` copies into
+        self.host = [_host_buffer(state["tokens"]) for _ in range(2)]
 
     def _step(self) -> tuple[Any, Any]:
         """One decoding step on the state, advancing it: (each row's next token, its log-probability)."""
@@ -83,12 +86,47 @@ class StepGraph:
         self.graph.replay()
         return self.out
 
+    def launch(self) -> "Landing":
+        """Run one step and start copying its tokens and log-probabilities (a (2, rows) float64 tensor) to the host
+        without waiting: the caller can launch the next step before it reads this one's (the state is on the device)."""
+        import torch
+
+        nxt, chosen = self.run()
+        host, self.flip = self.host[self.flip], 1 - self.flip
+        host.copy_(torch.stack([nxt.double(), chosen.double()]), non_blocking=True)
+        event = None
+        if host.is_pinned():
+            event = torch.cuda.Event()
+            event.record()
+        return Landing(host, event)
+
     def select(self, idx: Any) -> "StepGraph":
         """The state of the rows `idx` only (a device index tensor), as a step of its own (not captured yet)."""
         self.kv.batch_select_indices(idx)
         state = {k: (v if k in ("at", "step") else None if v is None else v[idx]) for k, v in self.state.items()}
         self.graph = self.out = None  # the old graph's memory goes with it
         return StepGraph(self.model, self.kv, state, self.extra, self.sampling)
+
+
+class Landing:
+    """A step's tokens and log-probabilities on their way to the host (a buffer that the step after next overwrites)."""
+
+    def __init__(self, host: Any, event: Any):
+        self.host, self.event = host, event
+
+    def values(self) -> Any:
+        """The (2, rows) host tensor, once the copy is done."""
+        if self.event is not None:
+            self.event.synchronize()
+        return self.host
+
+
+def _host_buffer(tokens: Any) -> Any:
+    """A (2, rows) float64 host buffer for a step's tokens and log-probabilities: pinned for a CUDA state, so the copy
+    runs while the CPU goes on."""
+    import torch
+
+    return torch.empty((2, tokens.shape[0]), dtype=torch.float64, pin_memory=tokens.is_cuda)
 
 
 def start(model: Any, kv: Any, first: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple) -> StepGraph:
