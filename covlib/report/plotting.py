@@ -91,6 +91,9 @@ def _bar_errors(ax: Any, bars: Any, df: Any, x: str, y: str, ci: tuple[str, str]
         ax.errorbar(xs, ys, yerr=err, fmt="none", ecolor="0.2", elinewidth=1, capsize=3, zorder=3)
 
 
+MIN_DENSITY_POINTS = 5  # below this many values (or with no spread) a group is drawn as its points, not a density
+
+
 def kde_by_group(
     values: Sequence[float],
     groups: Sequence[Any],
@@ -101,9 +104,10 @@ def kde_by_group(
 ) -> Any:
     """Density of `values` per group (e.g. consistency for correct vs incorrect), each normalised on its own.
 
-    A group with one value, or with identical values, has no density: it is drawn as a dotted
-    vertical line at its value, labelled "<group> (n=1, no density)", so every legend entry has
-    something drawn.
+    A group with fewer than `MIN_DENSITY_POINTS` values, or with identical values, gets no density (two points would
+    draw a smooth curve across the whole range): its values are drawn as ticks along the bottom (a rug, each value
+    its own tick), labelled "<group> (n=2, points)", so every legend entry has something drawn and nothing is smoothed
+    that the data do not support.
     """
     import math
 
@@ -122,23 +126,30 @@ def kde_by_group(
     levels = list(data["group"].unique())  # seaborn's own hue order: order of appearance
     colours = dict(zip(levels, sns.color_palette(n_colors=len(levels))))
     by_group = {g: data.loc[data["group"] == g, "value"] for g in levels}
-    singular = {g for g, v in by_group.items() if len(v) < 2 or math.isclose(np.nan_to_num(v.var()), 0)}
-    labels = {g: f"{g} (n={len(v)}{', no density' if g in singular else ''})" for g, v in by_group.items()}
-    dense = data[~data["group"].isin(singular)].assign(group=lambda d: d["group"].map(labels))
+    few = {g for g, v in by_group.items() if len(v) < MIN_DENSITY_POINTS or math.isclose(np.nan_to_num(v.var()), 0)}
+    labels = {g: f"{g} (n={len(v)}{', points' if g in few else ''})" for g, v in by_group.items()}
+    dense = data[~data["group"].isin(few)].assign(group=lambda d: d["group"].map(labels))
     if not dense.empty:
-        sns.kdeplot(data=dense, x="value", hue="group", hue_order=[labels[g] for g in levels if g not in singular],
-                    palette={labels[g]: colours[g] for g in levels if g not in singular}, common_norm=False, clip=clip,
+        sns.kdeplot(data=dense, x="value", hue="group", hue_order=[labels[g] for g in levels if g not in few],
+                    palette={labels[g]: colours[g] for g in levels if g not in few}, common_norm=False, clip=clip,
                     bw_adjust=bw_adjust, fill=fill, ax=ax, warn_singular=False, legend=False)
     handles = []
-    for g in levels:
-        if g in singular:
-            handles.append(ax.axvline(float(by_group[g].iloc[0]), color=colours[g], lw=2, ls=":", label=labels[g]))
+    for i, g in enumerate(levels):
+        if g in few:  # a rug: one tick per value, each group in its own band along the bottom
+            xs = by_group[g].to_numpy()
+            band = 0.04 + 0.06 * sum(1 for h in levels[:i] if h in few)
+            handles.append(ax.plot(xs, np.full(len(xs), band), ls="none", marker="|", ms=14, mew=2, color=colours[g],
+                                   transform=ax.get_xaxis_transform(), label=labels[g])[0])
         elif fill:
             handles.append(Patch(facecolor=colours[g], edgecolor=colours[g], alpha=0.5, label=labels[g]))
         else:
             handles.append(Line2D([], [], color=colours[g], label=labels[g]))
+    if dense.empty:  # points only: the x range is theirs, and there is no density to put on y
+        ax.set_yticks([])
+        pad = max(0.5, 0.05 * float(data["value"].max() - data["value"].min()))
+        ax.set_xlim(float(data["value"].min()) - pad, float(data["value"].max()) + pad)
     ax.legend(handles=handles, loc="best", fontsize=8)
-    ax.set_ylabel("density")
+    ax.set_ylabel("density" if not dense.empty else "")
     return ax
 
 

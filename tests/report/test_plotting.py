@@ -21,27 +21,31 @@ def _legend(ax) -> list[str]:
     return [t.get_text() for t in ax.get_legend().get_texts()]
 
 
-def test_kde_of_a_one_point_group_draws_a_labelled_line_at_its_value():
-    ax = plotting.kde_by_group([1.0, 2.0, 3.0, 2.5, 1.5, 4.0], ["incorrect"] * 5 + ["correct"])
-    assert _legend(ax) == ["incorrect (n=5)", "correct (n=1, no density)"]
-    (line,) = [ln for ln in ax.lines if ln.get_label() == "correct (n=1, no density)"]
-    assert list(line.get_xdata()) == [4.0, 4.0] and line.get_visible()
-    assert len(ax.collections) == 1  # the other group's density, filled
+def test_kde_of_a_group_below_a_handful_of_points_draws_its_points_not_a_density():
+    values = [1.0, 2.0, 3.0, 2.5, 1.5, 4.0, 0.5]
+    ax = plotting.kde_by_group(values, ["incorrect"] * 5 + ["correct"] * 2)
+    assert _legend(ax) == ["incorrect (n=5)", "correct (n=2, points)"]
+    (rug,) = [ln for ln in ax.lines if ln.get_label() == "correct (n=2, points)"]
+    assert list(rug.get_xdata()) == [4.0, 0.5] and rug.get_marker() == "|" and rug.get_visible()
+    assert len(ax.collections) == 1  # the other group's density, filled; none for the two points
+    assert ax.get_ylabel() == "density"
     plt.close("all")
 
 
-def test_kde_of_identical_values_has_no_density_but_a_line_each_in_its_own_colour():
-    ax = plotting.kde_by_group([3.0, 3.0, 3.0, 5.0], ["a", "a", "a", "b"], fill=False)
-    assert _legend(ax) == ["a (n=3, no density)", "b (n=1, no density)"]
+def test_kde_of_identical_values_or_only_few_points_draws_points_each_in_its_own_colour():
+    ax = plotting.kde_by_group([3.0, 3.0, 3.0, 3.0, 3.0, 5.0], ["a"] * 5 + ["b"], fill=False)
+    assert _legend(ax) == ["a (n=5, points)", "b (n=1, points)"]
     lines = {ln.get_label(): ln for ln in ax.lines}
-    assert lines["a (n=3, no density)"].get_xdata()[0] == 3.0 and lines["b (n=1, no density)"].get_xdata()[0] == 5.0
-    assert lines["a (n=3, no density)"].get_color() != lines["b (n=1, no density)"].get_color()
+    assert list(lines["a (n=5, points)"].get_xdata()) == [3.0] * 5 and list(lines["b (n=1, points)"].get_xdata()) == [5.0]
+    assert lines["a (n=5, points)"].get_color() != lines["b (n=1, points)"].get_color()
+    assert lines["a (n=5, points)"].get_ydata()[0] != lines["b (n=1, points)"].get_ydata()[0]  # bands apart
+    assert not ax.collections and ax.get_ylabel() == "" and not list(ax.get_yticks())  # no density axis to read
     plt.close("all")
 
 
 def test_kde_legend_colours_match_the_curves():
-    ax = plotting.kde_by_group([0.1, 0.2, 0.3, 0.7, 0.8, 0.9], ["x"] * 3 + ["y"] * 3, fill=False)
-    assert _legend(ax) == ["x (n=3)", "y (n=3)"]
+    ax = plotting.kde_by_group([0.1, 0.2, 0.3, 0.25, 0.15, 0.7, 0.8, 0.9, 0.85, 0.75], ["x"] * 5 + ["y"] * 5, fill=False)
+    assert _legend(ax) == ["x (n=5)", "y (n=5)"]
     curves = sorted(ax.lines, key=lambda ln: ln.get_xdata().mean())
     handles = ax.get_legend().legend_handles
     rgb = matplotlib.colors.to_rgb
