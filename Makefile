@@ -50,13 +50,16 @@ browser: ## install Chromium for the book's headless checks (apt-get: as root, o
 	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq chromium; \
 	  else echo "note: Chromium is not installed and this needs root: sudo apt-get install chromium (the book's browser checks skip without it, and fail when CI is set)"; fi; } || true
 
-test: env sandbox browser ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
+llama-server: env ## build llama.cpp's llama-server once (the tests' second real server, which batches; make bench 7b) into ~/.cache/covlib/llama.cpp/, once per machine (~3 min on 2 cores)
+	$(PY) scripts/build_llama_server.py
+
+test: env sandbox browser llama-server ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
 test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
 	$(PY) -m pytest -q -m "not notebook and not server and not training and not slow"
 
-bench: env ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]
+bench: env llama-server ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]
 	$(PY) scripts/bench.py $(if $(DEVICE),--device "$(DEVICE)")
 	$(PY) scripts/bench_decoder.py --save-rates $(if $(DEVICE),--device "$(DEVICE)")
 
@@ -66,8 +69,9 @@ bench-index: env ## Wikipedia-scale BM25: index a synthetic 1M-passage corpus (o
 index: env ## build the streamed, memory-mapped BM25 index of a big corpus once: make index TSV=psgs_w100.tsv [NAME=wiki]
 	$(PY) -m covlib.retrieval.disk_index "$(TSV)" --name "$(or $(NAME),wiki)"
 
-serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1
-	$(PY) -m covlib.generation.server --port "$(or $(PORT),8080)"
+serve: env ## serve the embedded model over an OpenAI-compatible API (llama.cpp) on PORT=8080; MODEL=openai:smollm2-bos@http://127.0.0.1:8080/v1 [SERVER=llama-server: batched, generate only, MODEL=openai:smollm2@...]
+	$(if $(filter llama-server,$(SERVER)),$(PY) scripts/build_llama_server.py)
+	$(PY) -m covlib.generation.server --port "$(or $(PORT),8080)" $(if $(filter llama-server,$(SERVER)),--llama-server)
 
 assignments: env ## write the student notebooks (solutions and hidden checks removed) to build/assignments/
 	$(PY) -m teaching.course assignments --out "$(or $(ASSIGNMENTS),build/assignments)"
@@ -95,4 +99,4 @@ clean: ## delete generated figures, tables, results and executed notebooks
 clean-cache: ## delete the LLM/NLI call cache, indexes and NLI pairs (keeps converted models and the judge)
 	rm -rf .cache/calls.sqlite* .cache/indexes .cache/nli_pairs
 
-.PHONY: help env sandbox browser judge reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache
+.PHONY: help env sandbox browser judge llama-server reproduce test test-fast docs bench bench-index index serve assignments grade book lab sync clean clean-cache

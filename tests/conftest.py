@@ -38,7 +38,7 @@ def scratch_root(tmp_path, monkeypatch, isolated_cache):
 
 # Test tiers (`make test-fast` leaves these out; `make test`, what CI runs, has them all). A test is marked by the
 # fixtures it uses, so a new test that starts a server or trains a model lands in the right tier by itself.
-_TIER_FIXTURES = {"server": ("server", "bos_server"), "training": ("adapter", "tiny_judge_dir")}
+_TIER_FIXTURES = {"server": ("server", "bos_server", "llama_server"), "training": ("adapter", "tiny_judge_dir")}
 
 
 def pytest_collection_modifyitems(config, items):

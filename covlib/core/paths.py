@@ -9,6 +9,7 @@ papermill parameters) are honoured; nothing touches the disk at import time.
 | COVLIB_DATA       | <root>/../shared/data       | the real evaluation data              |
 | COVLIB_CACHE      | <root>/.cache               | LLM/NLI call cache, indexes           |
 | COVLIB_MODELS     | <root>/.cache/models        | converted model weights               |
+| COVLIB_MACHINE_CACHE | $XDG_CACHE_HOME/covlib or ~/.cache/covlib | builds kept once per machine (llama-server) |
 
 Where a variable is not set, a `covlib.toml` in the current folder or one of its parents may set
 it: `root`, `data`, `cache`, `models`, each a path relative to that file (`make assignments` writes
@@ -129,6 +130,15 @@ def models_dir() -> Path:
     """Converted model weights (kept apart from the call cache): COVLIB_MODELS, else a covlib.toml's `models`, else
     <root>/.cache/models."""
     return _setting("models") or root() / ".cache" / "models"
+
+
+def machine_cache_dir() -> Path:
+    """Builds kept once per machine and shared by every clone, as pip's wheel cache is (llama-server):
+    COVLIB_MACHINE_CACHE, else $XDG_CACHE_HOME/covlib, else ~/.cache/covlib."""
+    env = os.environ.get("COVLIB_MACHINE_CACHE") or ""
+    if env.strip():
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "covlib"
 
 
 def index_dir() -> Path:

@@ -210,7 +210,7 @@ class EndpointLM(CachedGenerator):
             choice = only_choice(reply)
             text = choice["message"]["content"] if chat else choice["text"]
             logprobs = choice.get("logprobs") or {}
-            if chat:
+            if chat or "content" in logprobs:  # llama-server answers /completions in the chat format too
                 entries = logprobs.get("content") or []
                 tokens, values = [e["token"] for e in entries], [e["logprob"] for e in entries]
             else:

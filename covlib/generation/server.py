@@ -1,17 +1,41 @@
 """llama-cpp-python's OpenAI-compatible server on the embedded model, started and stopped by covlib.
 
-`python -m covlib.generation.server --port 8080` is what `make serve` runs; tests and benchmarks use
-`with LocalServer() as srv: load_lm(srv.spec)`.
+Two llama.cpp servers on the embedded SmolLM2 GGUF, on 127.0.0.1, each a context manager whose `spec` is what
+`load_lm` takes (`with LocalServer() as srv: load_lm(srv.spec)`):
+
+* `LocalServer`: llama-cpp-python's server (`python -m llama_cpp.server`, the `serve` extra; what `make serve` runs).
+  It decodes one request at a time, and echoes prompt log-probabilities, so the HTTP backend's `score` works.
+* `LlamaServer`: llama.cpp's own `llama-server`, built once per machine into `llama_server_dir()` (under
+  `paths.machine_cache_dir()`, shared by every clone, as pip's wheel cache is) by
+  `make llama-server` (`scripts/build_llama_server.py`: the llama.cpp vendored in the same llama-cpp-python sdist,
+  linked against the libllama and libggml the installed wheel ships; 150-160 s on 2 cores). Its `parallel` slots
+  decode concurrent requests in one batch (continuous batching). On 2 cores that gains little: CoT-SC at
+  concurrency 8 ran 1.2-1.4x as fast as at concurrency 1, as llama.cpp's decode step itself is only 1.6-1.7x as
+  fast per token at batch 8 there (docs/benchmarks.md, "The served path against llama-server").
+  It generates (raw text and chat, seeded sampling, stop strings) but cannot `score`: it ignores `echo`, so no
+  prompt log-probabilities come back and the HTTP backend's `score` raises `EndpointError`. On /v1/completions it
+  returns the generated tokens' log-probabilities in the chat format (`logprobs.content`), which the HTTP backend
+  reads wherever it finds it.
+
+`python -m covlib.generation.server --port 8080 [--llama-server --parallel 8]` is what
+`make serve [SERVER=llama-server]` runs.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from covlib.core import paths
 from covlib.generation.embedded import embedded_gguf
 from covlib.generation.spec import ENDPOINT_PREFIX
+
+LLAMA_SERVER_BINARY = "llama-server"
 
 
 class LocalServer:
@@ -24,8 +48,6 @@ class LocalServer:
 
     def __init__(self, gguf: str | None = None, alias: str | None = None, port: int = 0, n_ctx: int = 2048,
                  threads: int | None = None, log: str | None = None, bos: bool = True):
-        from pathlib import Path
-
         self.gguf, self.n_ctx = gguf or embedded_gguf(bos=bos), n_ctx
         # the served name enters cache keys: the embedded file with or without BOS, or a GGUF file's own name
         self.alias = alias or (("smollm2-bos" if bos else "smollm2") if gguf is None else Path(gguf).stem)
@@ -33,6 +55,7 @@ class LocalServer:
         self.threads = threads or max(1, (os.cpu_count() or 2))
         self.log = log
         self.process = None
+        self.label = "the llama.cpp server (llama-cpp-python)"
 
     @property
     def base_url(self) -> str:
@@ -44,28 +67,28 @@ class LocalServer:
         """openai:<alias>@<base_url>"""
         return f"{ENDPOINT_PREFIX}{self.alias}@{self.base_url}"
 
-    def start(self, wait_s: float = 120.0) -> "LocalServer":
-        """Start the server and wait until /v1/models answers."""
-        import subprocess
-        import sys
-
-        import httpx
-
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
         try:
             import llama_cpp.server  # noqa: F401
         except ImportError as err:
             raise RuntimeError("llama-cpp-python's server is not installed: `pip install 'llama-cpp-python[server]'` "
                                "(part of `make env`)") from err
+        return [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", self.alias,
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+
+    def start(self, wait_s: float = 120.0) -> "LocalServer":
+        """Start the server and wait until /v1/models answers."""
+        import httpx
+
+        command = self.command()
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", self.alias,
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-             "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)],
-            stdout=out, stderr=out)
+        self.process = subprocess.Popen(command, stdout=out, stderr=out)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited with code {self.process.returncode} at start"
+                raise RuntimeError(f"{self.label} exited with code {self.process.returncode} at start"
                                    + (f"; see {self.log}" if self.log else ""))
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
@@ -74,7 +97,7 @@ class LocalServer:
                 pass
             time.sleep(0.3)
         self.stop()
-        raise RuntimeError(f"the llama.cpp server did not answer at {self.base_url} within {wait_s:g} s")
+        raise RuntimeError(f"{self.label} did not answer at {self.base_url} within {wait_s:g} s")
 
     def stop(self) -> None:
         """Stop the server."""
@@ -93,7 +116,62 @@ class LocalServer:
         self.stop()
 
 
+class LlamaServer(LocalServer):
+    """llama.cpp's own `llama-server` on 127.0.0.1 with `parallel` slots and continuous batching: concurrent requests
+    decode in one batch. Built by `make llama-server`; `binary` overrides the built one. Use as a context manager.
+
+    It serves the embedded GGUF as shipped (no BOS token; alias `smollm2`) with `ctx_per_slot` tokens of context per
+    slot. `generate` works against it; `score` does not (no echoed prompt log-probabilities: the HTTP backend raises
+    `EndpointError`; see the module's docstring)."""
+
+    def __init__(self, gguf: str | None = None, alias: str | None = None, port: int = 0, parallel: int = 8,
+                 ctx_per_slot: int = 2048, threads: int | None = None, log: str | None = None,
+                 binary: str | Path | None = None):
+        if parallel < 1 or ctx_per_slot < 64:
+            raise ValueError(f"need parallel >= 1 and ctx_per_slot >= 64, got {parallel}, {ctx_per_slot}")
+        super().__init__(gguf, alias=alias, port=port, n_ctx=parallel * ctx_per_slot, threads=threads, log=log,
+                         bos=False)
+        self.parallel, self.ctx_per_slot = parallel, ctx_per_slot
+        self.binary = Path(binary) if binary is not None else None
+        self.label = f"llama-server (--parallel {parallel})"
+
+    def command(self) -> list[str]:
+        """The command line that starts llama-server: `parallel` slots of `ctx_per_slot` tokens, continuous batching,
+        sampling from the whole distribution (no top-k 40 or min-p 0.05 of its own: as the in-process LM, vLLM)."""
+        binary = self.binary or llama_server_binary()
+        return [str(binary), "--model", self.gguf, "--alias", self.alias, "--host", "127.0.0.1",
+                "--port", str(self.port), "--ctx-size", str(self.n_ctx), "--parallel", str(self.parallel),
+                "--no-kv-unified", "--cont-batching", "--threads", str(self.threads),
+                "--threads-batch", str(self.threads), "--no-webui", "--top-k", "0", "--min-p", "0"]
+
+
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python's version: llama-server is built from the llama.cpp it vendors."""
+    try:
+        return importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError as err:
+        raise RuntimeError("llama-cpp-python is not installed (the `serve` extra; `make env`), and llama-server is "
+                           "built from, and links, what it ships") from err
+
+
+def llama_server_dir(version: str | None = None) -> Path:
+    """Where `make llama-server` puts llama-server for llama-cpp-python `version` (default: the installed one), once
+    per machine: <machine cache>/llama.cpp/llama-server-<version>/."""
+    return paths.machine_cache_dir() / "llama.cpp" / f"llama-server-{version or llama_cpp_version()}"
+
+
+def llama_server_binary() -> Path:
+    """The built llama-server; a RuntimeError naming `make llama-server` when it is not built."""
+    binary = llama_server_dir() / LLAMA_SERVER_BINARY
+    if not binary.is_file():
+        raise RuntimeError(f"llama-server is not built ({binary} is missing): run `make llama-server` (or `python "
+                           "scripts/build_llama_server.py`), which builds it once from llama-cpp-python's vendored "
+                           "llama.cpp in a few minutes")
+    return binary
+
+
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     import socket
 
     with socket.socket() as s:
@@ -105,15 +183,23 @@ def _cli() -> None:  # `python -m covlib.generation.server --port 8080` (what `m
     import argparse
 
     ap = argparse.ArgumentParser(description="Serve a GGUF model (default: the embedded SmolLM2) over an "
-                                 "OpenAI-compatible API with llama-cpp-python, until Ctrl-C.")
+                                 "OpenAI-compatible API with llama-cpp-python, or llama.cpp's llama-server with "
+                                 "--llama-server, until Ctrl-C.")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the embedded SmolLM2-135M-Instruct)")
     ap.add_argument("--alias", default=None, help="the model name clients ask for (default: smollm2-bos, "
-                    "smollm2 with --no-bos, or the GGUF file's name)")
-    ap.add_argument("--n-ctx", type=int, default=2048)
+                    "smollm2 with --no-bos or --llama-server, or the GGUF file's name)")
+    ap.add_argument("--n-ctx", type=int, default=2048, help="context tokens (per slot with --llama-server)")
     ap.add_argument("--no-bos", action="store_true", help="serve the embedded GGUF as shipped (score() is refused)")
+    ap.add_argument("--llama-server", action="store_true", help="serve with llama.cpp's llama-server (`make "
+                    "llama-server` builds it): concurrent requests batched; generate only, no score()")
+    ap.add_argument("--parallel", type=int, default=8, help="llama-server's slots (requests decoded together)")
     args = ap.parse_args()
-    with LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx, bos=not args.no_bos) as srv:
+    if args.llama_server:
+        srv = LlamaServer(args.gguf, alias=args.alias, port=args.port, parallel=args.parallel, ctx_per_slot=args.n_ctx)
+    else:
+        srv = LocalServer(args.gguf, alias=args.alias, port=args.port, n_ctx=args.n_ctx, bos=not args.no_bos)
+    with srv:
         print(f"serving {srv.gguf} at {srv.base_url}\nuse it: make reproduce MODEL={srv.spec}", flush=True)
         try:
             srv.process.wait()
