@@ -20,17 +20,8 @@ from covlib.core import paths
 from covlib.core.cache import Cache
 from covlib.generation.endpoint import EndpointError, EndpointLM
 from covlib.generation.server import LLAMA_SERVER_BINARY, LlamaServer, llama_server_dir
+from server_prompts import PROMPTS
 
-PROMPTS = [
-    "The capital of France is",
-    "Question: Who wrote Hamlet?\nAnswer:",
-    "1, 2, 3, 4,",
-    "Once upon a time",
-    "The largest planet in the solar system is",
-    "Water boils at",
-    "Q: What colour is the sky?\nA:",
-    "The Eiffel Tower is located in",
-]
 PARALLEL = 4
 
 
