@@ -106,19 +106,19 @@ def test_the_decoder_identity_checks_catch_fixed_shape_decoding_that_differs(tmp
     to the whole cache buffer, the columns not written yet included, is caught."""
     import importlib.util
 
-    from covlib.generation import graphs
+    from covlib.generation import decoding
 
     monkeypatch.setenv("COVLIB_CACHE", str(tmp_path / "cache"))
     spec = importlib.util.spec_from_file_location("decoder_identity", paths.code_root() / "scripts" / "decoder_identity.py")
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
-    real = graphs.start
+    real = decoding.fixed_state
 
     def shifted(*args, **kwargs):
         state = real(*args, **kwargs)
         state.state["mask"].fill_(True)
         return state
 
-    monkeypatch.setattr(graphs, "start", shifted)
+    monkeypatch.setattr(decoding, "fixed_state", shifted)
     assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 1
     assert "fixed shapes - dynamic" in capsys.readouterr().out.split("FAILED")[0]

@@ -13,12 +13,12 @@ import os
 from dataclasses import asdict
 from typing import Any, Iterator
 
-from covlib.generation import graphs
 from covlib.generation.base import Completion
+from covlib.generation.graphs import fixed_state
 from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
 from covlib.generation.kvcache import reserve
-from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, row_keys
+from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, row_keys, token_values
 
 
 def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decoding: dict, progress: bool,
@@ -147,11 +147,12 @@ def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: boo
             attn = attn.repeat_interleave(n, dim=0)
         kv = reserve(kv, steps)  # later steps write their keys and values in place
         nxt = next_tokens(logits, greedy, *sampling[1:], None if greedy else keys[:, 0])
-        going = book.advance(list(range(rows)), _values(nxt, logits), 0)
-        if going and steps > 1 and fixed_steps(lm):
-            _fixed(lm, book, kv, nxt, attn, offset, keys, extra, sampling)
-        elif going and steps > 1:
-            _dynamic(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
+        going = book.advance(list(range(rows)), token_values(nxt, logits), 0)
+        if going and steps > 1:
+            if fixed_steps(lm):
+                _fixed(lm, book, kv, nxt, attn, offset, keys, extra, sampling)
+            else:
+                _dynamic(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
     return book.completions()
 
 
@@ -176,17 +177,9 @@ def _dynamic(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, key
         kv = cache_of(out)
         logits = out.logits[:, -1, :].float()
         nxt = next_tokens(logits, *sampling, None if sampling[0] else keys[live, step])
-        going = book.advance(active, _values(nxt, logits), step)
+        going = book.advance(active, token_values(nxt, logits), step)
         if not going:
             return
-
-
-def _values(nxt: Any, logits: Any) -> Any:
-    """The rows' tokens `nxt` and their log-probabilities under `logits`, as one (2, rows) float64 tensor."""
-    import torch
-
-    chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
-    return torch.stack([nxt.double(), chosen.double()])
 
 
 def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict,
@@ -196,7 +189,7 @@ def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys:
     in the batch until half have finished, then the rows still going move to a state (and graph) of their own."""
     import torch
 
-    state = graphs.start(lm.model, kv, nxt, attn, offset, keys, extra, sampling)
+    state = fixed_state(lm.model, kv, nxt, attn, offset, keys, extra, sampling)
     capture = str(lm.device).startswith("cuda")
     slots = list(range(len(book.ids)))  # the row at each position of the state (finished ones: in book.done)
 

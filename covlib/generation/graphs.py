@@ -20,7 +20,7 @@ from typing import Any
 
 from covlib.generation.kvcache import fix
 from covlib.generation.loading import cache_kwarg
-from covlib.generation.sampling import next_tokens
+from covlib.generation.sampling import next_tokens, token_values
 
 WARMUP = 1  # eager runs of a step (on a side stream) before it is captured: lazy initialisations happen outside it
 
@@ -34,14 +34,12 @@ class StepGraph:
         # keys (rows, steps) the rows' sampling keys or None (greedy)
         self.model, self.kv, self.state, self.extra, self.sampling = model, fix(kv, state["at"]), state, extra, sampling
         self.graph = None
-        self.out: tuple[Any, Any] | None = None
+        self.out = None  # the captured step's output: its tokens and their log-probabilities, (2, rows)
         self.flip = 0  # which of the two host buffers the next `launch` copies into
         self.host = [_host_buffer(state["tokens"]) for _ in range(2)]
 
-    def _step(self) -> tuple[Any, Any]:
-        """One decoding step on the state, advancing it: (each row's next token, its log-probability)."""
-        import torch
-
+    def _step(self) -> Any:
+        """One decoding step on the state, advancing it: each row's next token and its log-probability, (2, rows)."""
         s = self.state
         s["mask"].index_fill_(3, s["at"], True)
         out = self.model(input_ids=s["tokens"], attention_mask=s["mask"], position_ids=s["pos"], use_cache=True,
@@ -50,11 +48,10 @@ class StepGraph:
         greedy, temperature, top_p = self.sampling
         keys = None if greedy else s["keys"].index_select(1, s["step"])[:, 0]
         nxt = next_tokens(logits, greedy, temperature, top_p, keys)
-        chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
         s["tokens"].copy_(nxt[:, None])
         for name in ("pos", "at", "step"):
             s[name].add_(1)
-        return nxt, chosen
+        return token_values(nxt, logits)
 
     def capture(self) -> None:
         """Record the step as a CUDA graph after `WARMUP` eager runs whose effect on the state is undone (the cache
@@ -78,9 +75,9 @@ class StepGraph:
         for k, v in saved.items():
             self.state[k].copy_(v)
 
-    def run(self) -> tuple[Any, Any]:
-        """One step: (each row's next token, its log-probability), tensors on the device (a graph's own outputs,
-        overwritten by the next step)."""
+    def run(self) -> Any:
+        """One step: each row's next token and its log-probability, a (2, rows) tensor on the device (a graph's own
+        output, overwritten by the next step)."""
         if self.graph is None:
             return self._step()
         self.graph.replay()
@@ -91,9 +88,8 @@ class StepGraph:
         without waiting: the caller can launch the next step before it reads this one's (the state is on the device)."""
         import torch
 
-        nxt, chosen = self.run()
         host, self.flip = self.host[self.flip], 1 - self.flip
-        host.copy_(torch.stack([nxt.double(), chosen.double()]), non_blocking=True)
+        host.copy_(self.run(), non_blocking=True)
         event = None
         if host.is_pinned():
             event = torch.cuda.Event()
@@ -129,7 +125,7 @@ def _host_buffer(tokens: Any) -> Any:
     return torch.empty((2, tokens.shape[0]), dtype=torch.float64, pin_memory=tokens.is_cuda)
 
 
-def start(model: Any, kv: Any, first: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple) -> StepGraph:
+def fixed_state(model: Any, kv: Any, first: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple) -> StepGraph:
     """The fixed-shape state after a batch's prefill (`kv` reserved for the steps to come) and its first token `first`
     (rows,): the prefill's mask `attn` (rows, prefilled columns) widened to the whole cache, positions after it."""
     import torch

@@ -74,6 +74,15 @@ def next_tokens(logits, greedy: bool, temperature: float, top_p: float, keys=Non
     return (scores + gumbel_noise(keys, scores.shape[-1])).argmax(dim=-1)
 
 
+def token_values(nxt, logits):
+    """Each row's token `nxt` and its log-probability under `logits` (temperature 1), as one (2, rows) float64 tensor:
+    what a decoding step hands back for the stop checks, in one transfer."""
+    import torch
+
+    chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0]
+    return torch.stack([nxt.double(), chosen.double()])
+
+
 def top_p_filter(probs, top_p: float):
     """Nucleus filtering: keep the most probable tokens whose probabilities sum to `top_p`, renormalised."""
     import torch
