@@ -31,7 +31,7 @@ import pandas as pd
 
 from covlib import data, retrieval
 from covlib.core import metrics
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 from covlib.runs.project import NOTEBOOKS
 
@@ -76,8 +76,7 @@ counts = pd.DataFrame(
         for name, exs in datasets.items()
     ]
 )
-results.save_table(counts, "tab-00-datasets", params=S.params)
-counts
+results.save_table(counts, "tab-00-datasets", params=S.params, floatfmt=".2f")
 
 # %% [markdown]
 # One example of each, as the loaders see it:
@@ -168,7 +167,8 @@ table = pd.DataFrame(
     [{"retriever": name, "k": k, "recall@k": r[k], "all gold in top k": both[name][k]} for name, r in recalls.items() for k in S.ks]
 )
 results.save_table(table, "tab-00-retrieval-recall", params=S.params, corpus_size=len(corpus), n=len(questions))
-table.pivot(index="retriever", columns="k", values="recall@k")
+tables.present(table.pivot(index="retriever", columns="k", values="recall@k").reset_index(),
+               caption=f"recall@k by k, {len(questions)} questions, {len(corpus)} passages")
 
 # %%
 ax = plotting.recall_curve(recalls)

@@ -60,7 +60,7 @@ import pandas as pd
 from covlib import nli
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 from covlib.runs.project import NOTEBOOKS
 
@@ -100,7 +100,8 @@ def stratified(pairs: list, n: int) -> list:
 
 sets = {"FEVER test": stratified(fever_test, S.n_fever), "credibility fixture": P.load_credibility_fixture(),
         "key-fact pairs": P.load_keyfact_pairs()}
-pd.DataFrame({name: P.label_counts(pairs) for name, pairs in sets.items()}).T.assign(total=lambda d: d.sum(axis=1))
+tables.present(pd.DataFrame({name: P.label_counts(pairs) for name, pairs in sets.items()}).T
+               .assign(total=lambda d: d.sum(axis=1)).rename_axis("set").reset_index(), caption="pairs per gold label")
 
 # %%
 for label in P.LABELS:
@@ -141,7 +142,6 @@ def judge_row(r: dict) -> dict:
 
 table = pd.DataFrame([judge_row(r) for r in rows])
 results.save_table(table, "tab-00b-nli-judges", params=S.params, judges=S.judges)
-table.round(3)
 
 # %% [markdown]
 # The fixture split by setting: whole answers (key-fact recall) and single answer sentences
@@ -156,7 +156,8 @@ for spec in S.judges:
         idx = [i for i, p in enumerate(fixture) if p.kind == setting]
         by_setting.append({"judge": spec, "setting": setting,
                            **nli_eval.nli_scores([gold[i] for i in idx], probs[idx], judge_of[spec])})
-pd.DataFrame([judge_row({**r, "set": f"fixture · {r['setting']}"}) for r in by_setting]).round(3)
+tables.present(pd.DataFrame([judge_row({**r, "set": f"fixture · {r['setting']}"}) for r in by_setting]),
+               caption="the credibility fixture, whole answers and single sentences apart")
 
 # %% [markdown]
 # ## 3. Where each judge goes wrong
@@ -206,8 +207,8 @@ for spec in S.judges:
                       "n decided entailed": d["entail_precision"]["n"], "n entailed (gold)": d["entail_recall"]["n"],
                       "n": d["accuracy"]["n"], "intervals": {k: d[k] for k in ("accuracy", "entail_precision",
                                                                                "entail_recall", "entail_f1")}})
-decision_table = pd.DataFrame(decisions).drop(columns="intervals")
-results.save_table(decision_table, "tab-00b-keyfact-decisions", params=S.params, judges=S.judges,
+decision_table = pd.DataFrame(decisions).drop(columns=["intervals", "entail F1"])  # F1: "entail_f1 [95% CI]"
+decision_shown = results.save_table(decision_table, "tab-00b-keyfact-decisions", params=S.params, judges=S.judges,
                    pairs="covlib/resources/keyfact_nli_pairs-v1.jsonl")
 best = max(decisions, key=lambda d: d["entail F1"] if d["entail F1"] == d["entail F1"] else -1)
 offline = [d for d in decisions if not d["spec"].lower().startswith(("llm", "true"))]
@@ -218,7 +219,7 @@ print(f"offline default judge (nli.DEFAULT_JUDGE): {nli.DEFAULT_JUDGE}"
       + ("" if measured_default else f" (not built here: judge=None gets {nli.FALLBACK_JUDGE}; `make judge` builds it)")
       + ("" if not measured_default or best_offline["spec"] == nli.DEFAULT_JUDGE
          else f"  -- NOTE: {best_offline['spec']} decides better here; see the README"))
-decision_table.round(1)
+decision_shown
 
 # %% [markdown]
 # ## 5. The frozen test set: the final numbers
@@ -253,8 +254,8 @@ for spec in S.judges:
                "n entailed (gold)": d["entail_recall"]["n"], "n decided entailed": d["entail_precision"]["n"],
                "F1 of entailed [95% CI, by question]": stats.format_interval(d["entail_f1"])}
         for k, label in (("entail_precision", "precision"), ("entail_recall", "recall"), ("accuracy", "accuracy")):
-            row[f"{label} % [Wilson]"] = stats.format_interval(d[k])
-            row[f"{label} exact CI"] = "[{:.1f}, {:.1f}]".format(*d[k]["exact"])
+            exact = {"value": d[k]["value"], "low": d[k]["exact"][0], "high": d[k]["exact"][1]}
+            row[f"{label} % [95% CI, exact]"] = stats.format_interval(exact)  # Clopper-Pearson
         if set_name.startswith("test"):
             said, _ = nli_eval.decisions(judge, pairs)
             pooled = nli.rates_from_decisions(d["judge"], said, pairs)
@@ -278,7 +279,6 @@ for spec in S.judges:
 test_table = pd.DataFrame(side_by_side).drop(columns="intervals").fillna("")  # weighted rates: the test set only
 results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S.judges,
                    test_set=L.KEYFACT_TEST_PAIRS, test_sha256=L.KEYFACT_TEST_SHA256)
-test_table
 
 # %% [markdown]
 # Caveats worth keeping in mind when reading the table:

@@ -303,7 +303,6 @@ for kind in ("wang", "majority"):
     rows.append({**row, "p": p_pb, "n correct": len(right), "n incorrect": len(wrong), "n": len(frame)})
 table = pd.DataFrame(rows)
 results.save_table(table, "tab-01-consistency", params=S.params, model=generator.name, n=len(cot_sc))
-table
 
 # %% [markdown]
 # Paper, for reference (GPT-3 text-davinci-003, Table 1): CoT-SC EM 31.2% on this split; Fig. 2

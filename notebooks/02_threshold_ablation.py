@@ -36,7 +36,7 @@ from covlib.papers import verify_edit
 from covlib.papers.verify_edit import claims, cot
 from covlib.papers.verify_edit.knowledge import make_knowledge
 from covlib.papers.verify_edit.notebook import NOTEBOOKS
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 
 # %% tags=["parameters"]
@@ -196,8 +196,7 @@ sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consist
           .assign(consistency=kind) for kind in ("wang", "majority")}
 sweep = pd.concat(sweeps.values(), ignore_index=True)
 results.save_table(sweep, "tab-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label,
-                   n=len(cot_sc))
-sweep
+                   n=len(cot_sc), floatfmt=".1f")
 
 # %%
 main = sweeps[S.consistency]
@@ -325,9 +324,7 @@ claim_records = [
     claims.estimate("ve-half-beats-edit-all", scope, differences["ve-half-beats-edit-all"], "EM points", **meta),
     claims.estimate("ve-auc-follows-em", scope, auc_difference, "AUC points (x100)", **meta),
 ]
-pd.DataFrame([{"claim": r["claim"], "difference [95% CI]": stats.format_interval(r), "n": r["n"],
-               "better / worse": f"{r['better']} / {r['worse']}" if "better" in r else "—", "p": r["p"],
-               "test": r["test"]} for r in claim_records])
+tables.estimates(claim_records)
 
 # %%
 peak = main.loc[main["accuracy"].idxmax()]

@@ -71,7 +71,7 @@ from covlib.papers import verify_edit
 from covlib.papers.verify_edit import claims, cot
 from covlib.papers.verify_edit.knowledge import make_knowledge
 from covlib.papers.verify_edit.notebook import NOTEBOOKS
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 from covlib.traces import view as trace_view
 
@@ -153,6 +153,7 @@ def unit_of(name: str) -> str:
 
 generator = S.lm
 rows, details, correctness, claim_records = [], {}, {}, []
+said: set[str] = set()  # the reasons a knowledge source is unavailable, printed once each
 for name in S.datasets:
     examples = load_examples(name, S.sizes[name])
     runs = {
@@ -181,8 +182,9 @@ for name in S.datasets:
             continue
         try:
             source = make_knowledge(kind, corpus=passages, corpus_name=index_name)
-        except RuntimeError as err:  # web search without an endpoint
-            print(f"{name}: {kind} unavailable: {err}")
+        except RuntimeError as err:  # web search without an endpoint: why, once
+            print(f"{name}: {kind} unavailable" + (f": {err}" if str(err) not in said else " (as above)"))
+            said.add(str(err))
             rows.append({"dataset": name, "method": "CoT-SC + VE", "knowledge": f"{kind} (unavailable offline)",
                          "paper knowledge": paper_kind, "n": 0})
             claim_records.append(claims.untestable("ve-beats-cot-sc", f"knowledge source {kind!r} unavailable offline",
@@ -240,12 +242,11 @@ first_alias = ["EM/acc (first alias)", "EM/acc (first alias) 95% CI"]  # 2Wiki: 
 for name in S.datasets:
     cols = columns[:5] + first_alias + columns[5:] if name == "2wikimultihop" else columns
     part = table[table.dataset == name][cols]
-    results.save_table(part, f"tab-03-{name}", params=S.params, model=generator.name, floatfmt=".2f",
-                       paper=f"Verify-and-Edit {TABLE_REF[name]} (text-davinci-003)", n=S.sizes[name])
-    print(f"\n{TABLE_REF[name]} — {name} ({S.sizes[name]} examples, {generator.name})")
-    display(part)
-results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]], "tab-03-verify-and-edit", params=S.params,
-                   model=generator.name, floatfmt=".2f")
+    display(results.save_table(part, f"tab-03-{name}", params=S.params, model=generator.name, floatfmt=".2f",
+                               caption=f"{TABLE_REF[name]}, {name}",
+                               paper=f"Verify-and-Edit {TABLE_REF[name]} (text-davinci-003)", n=S.sizes[name]))
+_ = results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]], "tab-03-verify-and-edit",
+                       params=S.params, model=generator.name, floatfmt=".2f")  # the three above in one file
 
 # %% [markdown]
 # On 2Wiki, "EM/acc (first alias)" scores the same predictions against the first gold alias only
@@ -302,10 +303,7 @@ if ve_run:
 # independent support.
 
 # %%
-pd.DataFrame([{"claim": r["claim"], "scope": r["scope"],
-               "difference (points)": r.get("untestable") or stats.format_interval(r), "n": r.get("n"),
-               "better / worse": f"{r['better']} / {r['worse']}" if "better" in r else "", "p": r.get("p"),
-               "near-oracle": "yes" if r.get("near_oracle") else ""} for r in claim_records])
+tables.estimates(claim_records)
 
 # %%
 keep = ["dataset", "method", "knowledge", "EM/acc", "ΔEM/acc", "AUC", "edited", "parse failures", "n",
@@ -320,4 +318,4 @@ headline = {
     "claims": claim_records,
 }
 results.record_metrics("03_verify_and_edit_tables", headline, params=S.params, model=generator.name)
-ours
+print(f"recorded: {len(headline['rows'])} rows, {len(claim_records)} claim estimates")

@@ -75,7 +75,7 @@ from covlib.papers import credibility as C
 from covlib.papers.credibility.intervals import tuning_claims
 from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility.ratings import human_correlation_claims
-from covlib.report import results
+from covlib.report import results, tables
 from covlib.runs import session
 
 # %% tags=["parameters"]
@@ -316,9 +316,9 @@ PAPER_FACTS = "GPT-4, filtered by people (paper)"
 
 
 def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataFrame:
-    """Table 1 under one key-fact source: our models with intervals (and `extra` {model: {column: value}}),
-    then the paper's rows (no interval: the CI cells stay empty)."""
-    ours = [{"source": "ours", "model": n, "key facts": kf_name,
+    """Table 1 under one key-fact source (its name; who made them goes in the caption): our models with intervals
+    (and `extra` {model: {column: value}}), then the paper's rows (no interval: the CI cells stay empty)."""
+    ours = [{"source": "ours", "model": n, "key facts": f"{kf_name} (the caption says who made them)",
              **C.interval_columns(e, {k: v for k, v in LABELS.items() if k in e}),
              **(extra or {}).get(n, {}), "n": len(S.examples)} for n, e in estimates.items()]
     paper = [{"source": "paper", "model": m, "key facts": PAPER_FACTS, "P": v[0], "R": v[1], "F1 (of means)": v[2],
@@ -329,10 +329,9 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
     return out
 
 
-table = table1(facts[0].author, est)
+table = table1(key_facts, est)
 results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
                    key_fact_source=key_facts, n=len(S.examples), floatfmt=".2f")
-table
 
 # %% [markdown]
 # The paper's F1 column matches neither the mean of per-question F1 nor the F1 of mean P and R
@@ -356,15 +355,15 @@ if S.other_facts:
     est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`hand`) ones
     differences = {n: {f"{m} ({S.compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
                        for m in ("P", "R")} for n in names}
-    other_table = table1(S.other_facts[0].author, est_other,
+    other_table = table1(S.compare, est_other,
                          {n: C.interval_columns(d, {k: k for k in d}) for n, d in differences.items()})
     for n in names:
         est_other[n].update({f"{m}_minus_{key_facts}": differences[n][f"{m} ({S.compare} − {key_facts}, paired)"]
                              for m in ("P", "R")})
     slug = "".join(ch if ch.isalnum() else "-" for ch in S.compare)
-    results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=S.params, judge=judge_name, judge_agreement=judge_agreement,
-                       key_facts=S.other_facts[0].author, key_fact_source=S.compare, n=len(S.examples), floatfmt=".2f")
-    display(other_table)  # noqa: F821
+    display(results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=S.params, judge=judge_name,  # noqa: F821
+                               judge_agreement=judge_agreement, key_facts=S.other_facts[0].author,
+                               key_fact_source=S.compare, n=len(S.examples), floatfmt=".2f"))
 else:
     print("no second key-fact source (compare_key_facts is empty or equals key_facts)")
 
@@ -392,18 +391,19 @@ if ratings:
     except ValueError:
         human_note = f"fewer than 3 rated models ({sorted(set(auto) & set(human))})"
     if corr_est:
-        corr = pd.DataFrame([{"metric": k, "pearson (ours)": corr_est[k]["value"],
-                              "pearson (ours) 95% CI": stats.format_interval(corr_est[k], 2),
-                              "models": corr_est[k]["n"], "pearson (paper)": C.PAPER_PEARSON[k]}
+        corr = pd.DataFrame([{"metric": k, "pearson": corr_est[k]["value"],
+                              "pearson 95% CI": stats.format_interval(corr_est[k], 2),
+                              "paper pearson": C.PAPER_PEARSON[k], "models": corr_est[k]["n"]}
                              for k in ("P", "R", "EM_recall")])
-        results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name, judge_agreement=judge_agreement, ratings=ratings,
-                           key_facts=facts[0].author)
-        display(corr)  # noqa: F821
+        display(results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name,  # noqa: F821
+                                   judge_agreement=judge_agreement, ratings=ratings, key_facts=facts[0].author,
+                                   floatfmt=".2f"))
     else:
         print(human_note)
 if corr_est is None:
     print("No correlation computed; the paper's Table 2:")
-    display(pd.DataFrame(C.PAPER_TABLE2, index=["P", "R", "EM-recall", "HPrec", "HRec"]).T)  # noqa: F821
+    display(tables.present(pd.DataFrame(C.PAPER_TABLE2, index=["P", "R", "EM-recall", "HPrec", "HRec"]).T  # noqa: F821
+                           .rename_axis("model").reset_index(), floatfmt=".2f", caption="the paper's Table 2"))
     print("Pearson across models (paper):", C.PAPER_PEARSON)
 
 # %% [markdown]

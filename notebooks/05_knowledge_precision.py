@@ -128,7 +128,6 @@ table = pd.DataFrame([{"model": name, "n_refs": n, "noise": n - 2, **C.interval_
 results.save_table(table, "tab-05-knowledge-precision", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper gives Fig. 3 as a plot only; its 5 → 10 drops are in tab-05-recall-drop")
-table
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -172,7 +171,6 @@ drop_table = pd.DataFrame(
 results.save_table(drop_table, "tab-05-recall-drop", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper does not say whether its drops are relative or absolute; ours are shown both ways")
-drop_table
 
 # %% [markdown]
 # The claim, for the ledger (notebook 12): more noise lowers key-fact recall, i.e. recall with

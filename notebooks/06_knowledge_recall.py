@@ -138,7 +138,6 @@ ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
 results.save_table(table, "tab-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f", note="paper rows: differences of its table means (no per-question data)")
-table
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)

@@ -167,7 +167,6 @@ for g in S.generators:
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
 retrieval_table = pd.DataFrame(retrieval_rows)
 results.save_table(retrieval_table, "tab-07-gold-recall", params=S.params, **S.corpus_meta, n=q, floatfmt=".1f")
-retrieval_table
 
 # %% [markdown]
 # ## 4. Table 4 with 95% intervals
@@ -213,7 +212,6 @@ results.save_table(table, "tab-07-reflection-completion", params=S.params, judge
                    key_facts=S.facts[0].author, **S.corpus_meta, max_rounds=max_rounds, n=q, floatfmt=".2f",
                    note="rounds used: completion rounds per question (0: answered at once; the cap: forced to answer); "
                         "paper ΔF1: difference of its table's F1s, over Wikipedia")
-table
 
 # %% [markdown]
 # The claims, for the ledger (notebook 12), each about a kind of model declared by its card

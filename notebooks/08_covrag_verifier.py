@@ -43,7 +43,6 @@
 
 # %%
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from covlib.core import stats
 from covlib.papers import covrag as C
@@ -216,7 +215,7 @@ ok_ids = {i for d in reachable.values() for i, ok in d.items() if ok}
 ran = f"verifier: {C.run_label(S.checker.name)}"
 if S.checker is not S.base:
     ran += f"; answers: {C.run_label(S.base.name)}"
-paper_label = "paper CoV-RAG w/ CoL (fine-tuned)"
+paper_label = "CoV-RAG w/ CoL (fine-tuned)"
 rows, intervals = [], {}
 for n, recs in {**by_set, "all": records}.items():
     s = C.summarize(recs)
@@ -236,17 +235,16 @@ for n, recs in {**by_set, "all": records}.items():
         row[f"{name} 95% CI"] = stats.format_interval(e)
     row["n judged (true/false)"] = est["Jdg (true/false only)"]["n"]
     row.update({"σ fired": s["fired"], "unverified": s["unverified"],
-                f"{paper_label} Jdg": C.PAPER_TABLE4["w/ CoL"]["Jdg"],
-                f"{paper_label} Fmt": C.PAPER_TABLE4["w/ CoL"]["Fmt"]})
+                "paper Jdg": C.PAPER_TABLE4["w/ CoL"]["Jdg"], "paper Fmt": C.PAPER_TABLE4["w/ CoL"]["Fmt"]})
     rows.append(row)
 table = C.table_frame(rows)
-results.save_table(table, "tab-08-verifier", params=S.params, model=S.checker.name, corpus=S.corpus_name,
+shown = results.save_table(table, "tab-08-verifier", params=S.params, model=S.checker.name, corpus=S.corpus_name,
                    note="answerable = a gold answer occurs somewhere in the corpus; ours: 95% bootstrap intervals over "
-                        "questions; the paper's Jdg / Fmt are its fine-tuned CoV-RAG (Table 4, w/ CoL), "
+                        f"questions; paper Jdg / Fmt: {paper_label}, Table 4, "
                         f"ours ran {ran}", floatfmt=".1f")
 report = C.parse_report(verifs)
 print("repairs needed:", report["repairs"])
-table
+shown
 
 # %% [markdown]
 # ## 5. How often σ fires, condition by condition and in both modes
@@ -268,7 +266,6 @@ for name, flags in sigma_flags.items():
 sigma_table = C.table_frame([{k: v for k, v in r.items() if k != "_interval"} for r in sigma_rows])
 results.save_table(sigma_table, "tab-08-sigma", params=S.params, model=S.checker.name, floatfmt=".1f",
                    note=f"shares of the parsed verifications, 95% bootstrap intervals; {ran}")
-sigma_table
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex08-sigma-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 8 · The σ indicator

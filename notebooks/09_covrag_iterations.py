@@ -55,7 +55,7 @@ from covlib.core import stats
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import NOTEBOOKS
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 from covlib.traces import view as trace_view
 
@@ -148,7 +148,7 @@ for name, records in runs.items():
         if setting != "closed-book":
             key = "single" if setting == "single iteration" else "multi"
             est = stats.mean_interval(C.question_flags(answerable)[key] if answerable else [], scale=100, seed=seed)
-            row["answerable (pooled)"], row["answerable 95% CI"] = est["value"], stats.format_interval(est)
+            row["answerable (pooled)"], row["answerable (pooled) 95% CI"] = est["value"], stats.format_interval(est)
             row["n answerable"] = est["n"]
         rows.append(row)
 for (method, paper_model), vals in C.PAPER_TABLE2.items():
@@ -164,7 +164,6 @@ results.save_table(table, "tab-09-accuracy", params=S.params, corpus=S.corpus_na
                         "alike; paper Avg (4 datasets): the paper's printed Avg over NQ, WebQ, Mintaka, TriviaQA "
                         "(400/400/100/100); ours: 95% bootstrap intervals over questions; our rows name the model "
                         "and adapter that ran (the paper's CoV-RAG is fine-tuned)", floatfmt=".1f")
-table
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex09-avg-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 9 · Table 2's weighted Avg
@@ -300,7 +299,6 @@ retrieval_table = C.table_frame([{k: v for k, v in r.items() if k != "_intervals
 results.save_table(retrieval_table, "tab-09-retrieval", params=S.params, corpus=S.corpus_name, floatfmt=".1f",
                    note=f"{C.RETRIEVAL_ACCURACY_OURS}. {C.RETRIEVAL_ACCURACY_PAPER}. Δ = multi − single, paired "
                         "over the same questions (ours: 95% bootstrap interval)")
-retrieval_table
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3))
@@ -323,7 +321,7 @@ results.save_figure(fig, "fig-09-rounds", params=S.params)
 
 # %%
 cov_trace = trace_view.find("09_covrag_iterations", method="cov_rag", model=S.generators[0].name)
-display(pd.DataFrame(C.sigma_counts(cov_trace)).fillna(""))
+display(tables.present(pd.DataFrame(C.sigma_counts(cov_trace)), caption="σ's conditions in this run"))
 trace_view.compare(cov_trace)
 
 # %%
@@ -356,8 +354,7 @@ for name, records in runs.items():
                  "no query was revised, the references after revision are the ones before")):
             claim_records.append(claims.record(C.revision_comparison(
                 claim_id, scope, in_set, q[after][n], q[before][n], unit, consequence, seed=seed), model=C.run_label(name)))
-pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "model": r["model"], "n": r.get("n"),
-               "ours [95% CI]": r.get("untestable") or stats.format_interval(r)} for r in claim_records])
+tables.estimates(claim_records)
 
 # %%
 headline = {
@@ -382,5 +379,7 @@ headline = {
     "claims": claim_records,
 }
 results.record_metrics("09_covrag_iterations", headline, params=S.params)
-pd.DataFrame({name: {s: stats.format_interval(v["Avg (same datasets)"]) for s, v in acc.items()}
-              for name, acc in headline["accuracy"].items()})
+tables.present(pd.DataFrame([{"model": C.run_label(name), "setting": s,
+                               "Avg (same datasets) 95% CI": stats.format_interval(v["Avg (same datasets)"])}
+                              for name, acc in headline["accuracy"].items() for s, v in acc.items()]),
+               caption="recorded: accuracy (%) averaged over the datasets that ran")

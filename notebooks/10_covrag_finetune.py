@@ -67,7 +67,6 @@
 
 # %%
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from covlib import retrieval
 from covlib.core import paths, stats
@@ -75,7 +74,7 @@ from covlib.generation import training
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import NOTEBOOKS
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 
 # %% tags=["parameters"]
@@ -204,7 +203,6 @@ results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name,
                         "the top-k (the paper: 'the difference in the accuracy of reference retrieved between SI and "
                         "MI'); ours: 95% intervals over test questions (Wilson for rates), Dlt paired",
                    floatfmt=".1f")
-table
 
 # %% [markdown]
 # ## 4. The claims, paired over the test questions (exact McNemar)
@@ -218,10 +216,7 @@ table
 tested = f"{'+'.join(S.names)} test questions, {with_chain.labels} labels"
 claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(S.names))
                  for c in C.finetune_comparisons(records_of, tested, seed=seed)]  # pooled: datasets (n_test each)
-pd.DataFrame([{"claim": r["claim"], "scope": r["scope"], "n": r.get("n"),
-               "ours [95% CI]": r.get("untestable") or stats.format_interval(r),
-               "better / worse": f"{r['better']} / {r['worse']}" if "better" in r else "", "p": r.get("p")}
-              for r in claim_records])
+tables.estimates(claim_records)
 
 # %%
 headline = {

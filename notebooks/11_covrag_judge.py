@@ -48,7 +48,7 @@ from covlib.core import stats
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import NOTEBOOKS
-from covlib.report import plotting, results
+from covlib.report import plotting, results, tables
 from covlib.runs import session
 
 # %% tags=["parameters"]
@@ -127,7 +127,6 @@ results.save_table(table, "tab-11-judge", params=S.params, judge=judge_label, n=
                         "over the questions ranked completely (ranked); citation ranks of RAG and the single-iteration "
                         "answers only (ours: the paper gives CoV-RAG no citation rank without saying why)",
                    floatfmt=".2f")
-table
 
 # %%
 PAPER_NAMES = {"CoV, single iteration": "CoV-RAG-S", "CoV, multi-iteration": "CoV-RAG"}  # the paper's rows they stand for
@@ -168,8 +167,7 @@ comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.it
                                    stand_in=not ranker, n=len(S.examples), seed=seed)
 claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"], pooled=len(S.names))
                  for c in comparisons]  # pooled: the datasets (n_per_dataset each)
-pd.DataFrame([{"scope": r["scope"], "n": r.get("n"), "ours [95% CI]": r.get("untestable") or stats.format_interval(r, 2),
-               "p": r.get("p")} for r in claim_records])
+tables.estimates(claim_records, digits=2)
 
 # %%
 headline = {

@@ -43,14 +43,13 @@
 # Outputs: `tables/tab-12-claims.*`, `figures/fig-12-claims.*`, `results/12_claims.json`.
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.core import stats
 from covlib.papers.covrag import claims as covrag_claims
 from covlib.papers.credibility import claims as credibility_claims
 from covlib.papers.verify_edit import claims as verify_edit_claims
-from covlib.report import claims, results
+from covlib.report import claims, results, tables
 from covlib.runs import session
 from covlib.runs.project import NOTEBOOKS
 
@@ -90,14 +89,15 @@ ledger["p"] = [f"{r['p']:.3g}" if isinstance(r.get("p"), float) else "" for r in
 ledger["p (Holm)"] = [f"{r['p_holm']:.3g}" if isinstance(r.get("p_holm"), float) else "" for r in rows]
 ledger["n"] = ledger["n"].astype("Int64")
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
-                "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id"]]
-results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
-pd.set_option("display.max_colwidth", 80)
-table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict",
-                                "reason"]]
+                "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id",
+                "notebook"]]
+ledger_table = results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
+tables.present(table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n",
+                                               "better / worse", "p", "verdict", "reason"]],
+               caption="the primary rows: one verdict per claim and model", profile=S.profile)
 
 # %%
-table
+ledger_table
 
 # %% [markdown]
 # The primary estimates as a picture: each claim's primary row with its interval; the vertical

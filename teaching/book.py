@@ -15,9 +15,7 @@ explorer page, linked from its page and the index: every example of every run, s
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,7 +23,8 @@ from typing import Any, Sequence
 from covlib.core import paths
 from teaching import explorer
 from teaching.exercises import strip_solutions
-from teaching.safe_html import check_images, is_png, neutral_paths, offline, sanitize
+from teaching.results_html import ledger_section, markdown_html, summary_section
+from teaching.safe_html import check_images, neutral_paths, offline, sanitize
 
 # (paper, where it appeared, [(notebook, what it reproduces)])
 PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
@@ -54,7 +53,7 @@ PAPERS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         ("12_claims", "every claim: the paper's evidence, ours with its 95% interval, a verdict"),
     )),
 )
-LEDGER_COLUMNS = ("paper", "claim", "scope", "ours [95% CI]", "n", "better / worse", "p", "verdict", "reason")
+TEMPLATE = "teaching/templates/book.html.j2"  # nbconvert's lab template, each code cell's source folded
 
 _STYLE = """
 body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -63,7 +62,16 @@ body.covlib-book { font: 16px/1.5 system-ui, sans-serif; max-width: 60rem; margi
 .covlib-book code { background: #f4f4f4; padding: 0 .2rem; }
 .covlib-book pre, section.covlib-outputs pre { overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 100%; }
 .covlib-book pre { background: #f4f4f4; padding: .5rem; } .covlib-book table { border-collapse: collapse; }
-.covlib-book table.ledger td, .covlib-book table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; }
+table.ledger { table-layout: fixed; width: min(calc(100vw - 2rem), 84rem); position: relative; left: 50%;
+  transform: translateX(-50%); border-collapse: collapse; }
+section.covlib-outputs table.ledger { width: 100%; left: 0; transform: none; }
+table.ledger td, table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; vertical-align: top;
+  overflow-wrap: anywhere; }
+table.ledger th:nth-child(1) { width: 20%; } table.ledger th:nth-child(2) { width: 11%; }
+table.ledger th:nth-child(3) { width: 10%; } table.ledger th:nth-child(4) { width: 19%; }
+table.ledger th:nth-child(5), table.ledger th:nth-child(6), table.ledger th:nth-child(7) { width: 4.5%; }
+table.ledger th:nth-child(8) { width: 8%; } table.ledger th:nth-child(9) { width: 18.5%; }
+td.covlib-num { white-space: nowrap; text-align: right; }
 .covlib-book td, .covlib-book th { border: 1px solid #ccc; padding: .2rem .5rem; }
 nav.covlib-nav { position: sticky; top: 0; z-index: 10; background: #f7f7f7; border-bottom: 1px solid #ddd;
   padding: .5rem 1rem; font: 14px system-ui, sans-serif; }
@@ -73,6 +81,10 @@ section.covlib-outputs img { max-width: 100%; border: 1px solid #eee; }
 section.covlib-outputs table { border-collapse: collapse; font-size: 13px; }
 section.covlib-outputs td, section.covlib-outputs th { border: 1px solid #ccc; padding: .15rem .4rem; }
 .covlib-outputs .missing, .covlib-unreadable { color: #a33; }
+section.covlib-summary { border-bottom: 2px solid #ddd; padding-bottom: 1rem; }
+details.covlib-code > summary { cursor: pointer; color: #666; font: 12px monospace; padding: .1rem 1rem; }
+nav.covlib-contents li { margin: .15rem 0; } .covlib-verdicts span { margin-right: 1rem; display: inline-block; }
+td.verdict-supported { color: #1b7e5f; } td.verdict-contradicted { color: #b34700; }
 div.covlib-teacher { background: #fff3cd; border-bottom: 2px solid #e0a800; color: #5c4400; padding: .4rem 1rem;
   font: bold 14px system-ui, sans-serif; text-align: center; }
 """
@@ -86,87 +98,6 @@ _DOC_LINK = re.compile(r'href="(?:docs/)?([\w-]+)\.md(#[\w-]*)?"')  # a link bet
 def catalogue() -> list[str]:
     """Every notebook the book lists, in reading order."""
     return [nb for _, _, notebooks in PAPERS for nb, _ in notebooks]
-
-
-def _markdown(text: str) -> str:
-    """Markdown as HTML, sanitised (a table's cells or a docs page can carry raw HTML)."""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
-    return sanitize(markdown2html_mistune(text))
-
-
-def _outputs(stem: str, figures: Path, tables: Path, results: Path | None = None) -> str:
-    """Ours beside the paper (from the results JSON), the figures (inline PNG) and tables (Markdown) a notebook wrote,
-    as an HTML section. A figure that is not a PNG image is skipped with a note."""
-    number = stem.split("_", 1)[0]
-    parts = [paper_section(stem, results)] if results is not None else []
-    for png in sorted(figures.glob(f"fig-{number}-*.png")):
-        raw = png.read_bytes()
-        if not is_png(raw):
-            parts.append(f"<h3>{html.escape(png.stem)}</h3><p class=\"missing\">Skipped: <code>{html.escape(png.name)}</code> "
-                         f"is not a PNG image (damaged or half-written); <code>make reproduce ONLY={html.escape(number)}</code> "
-                         "writes it again.</p>")
-            continue
-        data = base64.b64encode(raw).decode()
-        parts.append(f"<h3>{html.escape(png.stem)}</h3><img alt=\"{html.escape(png.stem)}\" src=\"data:image/png;base64,{data}\">")
-    for md in sorted(tables.glob(f"tab-{number}-*.md")):
-        parts.append(f"<h3>{html.escape(md.stem)}</h3>" + _markdown(md.read_text(encoding="utf-8", errors="replace")))
-    parts = [p for p in parts if p]
-    if not parts:
-        return ""
-    return "<section class=\"covlib-outputs\"><h2>Figures and tables this notebook wrote</h2>" + "".join(parts) + "</section>"
-
-
-def _flat(tree: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    if isinstance(tree, dict):
-        out: dict[tuple[str, ...], Any] = {}
-        for key, value in tree.items():
-            out.update(_flat(value, (*prefix, str(key))))
-        return out
-    return {prefix: tree}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-
-
-def _fmt(value: float, *alike: float) -> str:
-    """A number as the page shows it: one decimal, three where it and the numbers shown with it are all below 1."""
-    if isinstance(value, int) and not alike:
-        return str(value)
-    return f"{value:.3f}" if all(abs(v) < 1 for v in (value, *alike)) else f"{value:.1f}"
-
-
-def paper_section(stem: str, results: Path) -> str:
-    """Ours beside the paper: each number the notebook's results JSON records under metrics["paper"] whose key the
-    run's own metrics also have (with our 95% interval where recorded), and the paper's source. "" when there is
-    none (the notebooks whose tables carry the paper's columns themselves)."""
-    path = results / f"{stem}.json"
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8")).get("metrics", {})
-    except (OSError, ValueError, AttributeError):
-        return ""
-    paper = metrics.get("paper") if isinstance(metrics, dict) else None
-    if not isinstance(paper, dict):
-        return ""
-    ours = _flat({k: v for k, v in metrics.items() if k != "paper"})
-    rows = []
-    for key, theirs in _flat(paper).items():
-        mine = ours.get(key)
-        if not (_number(theirs) and _number(mine)):
-            continue
-        low, high = (ours.get((*key[:-1], f"{key[-1]}_interval", end)) for end in ("low", "high"))
-        band = (low, high) if _number(low) and _number(high) else ()
-        shown = _fmt(mine, *band) + (f" [{_fmt(low, mine, high)}, {_fmt(high, mine, low)}]" if band else "")
-        rows.append(f"<tr><td><code>{html.escape('.'.join(key))}</code></td><td>{html.escape(shown)}</td>"
-                    f"<td>{html.escape(_fmt(theirs))}</td></tr>")
-    if not rows:
-        return ""
-    source = paper.get("source")
-    caption = f"<p>Paper: {html.escape(str(source))}. Ours: this run (<code>results/{html.escape(stem)}.json</code>).</p>" \
-        if isinstance(source, str) else ""
-    return ("<h3>Ours beside the paper</h3>" + caption + "<table class=\"covlib-vs-paper\"><thead><tr><th>metric</th>"
-            "<th>ours [95% CI]</th><th>paper</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def _banner(hide_solutions: bool) -> str:
@@ -219,13 +150,28 @@ def render_notebook(path: str | Path, figures: Path, tables: Path, nav: str = ""
     # nbconvert's own sanitising (what nbviewer sets): text/html and text/markdown outputs and Markdown cells go
     # through its clean_html filter, application/javascript is not emitted. Its filter keeps too little (no th,
     # img or heading), so it is given ours.
-    exporter = HTMLExporter(template_name="lab", sanitize_html=True, filters={"clean_html": sanitize})
+    exporter = HTMLExporter(template_name="lab", template_file=str(paths.code_root() / TEMPLATE), sanitize_html=True,
+                            filters={"clean_html": sanitize})
     body, _ = exporter.from_notebook_node(nb)
+    stem = Path(path).stem
+    summary = summary_section(stem, figures, tables, results)
+    opening = (f"<section class=\"covlib-outputs\"><h1>{html.escape(_notebook_title(nb, stem))}</h1></section>{summary}"
+               "<section class=\"covlib-outputs\"><h2 id=\"notebook\">The notebook, step by step</h2><p>Each code "
+               "cell is folded under <em>code</em>; its outputs follow it.</p></section>")
     body = _REMOTE_SCRIPT.sub("", body)
     body = _SCRIPT.sub(lambda m: "" if re.search(r"(import|src)\W+https?://", m.group(0)) else m.group(0), body)
     body = body.replace("</head>", f"<style>{_STYLE}</style></head>", 1)
-    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _banner(hide_solutions) + nav, body, count=1)
-    return body.replace("</body>", _outputs(Path(path).stem, figures, tables, results) + "</body>", 1)
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _banner(hide_solutions) + nav + opening, body, count=1)
+
+
+def _notebook_title(nb: Any, stem: str) -> str:
+    """The notebook's own title (its first Markdown heading), else its file name."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            heading = next((line[2:].strip() for line in cell.source.splitlines() if line.startswith("# ")), "")
+            if heading:
+                return heading
+    return stem
 
 
 def unreadable_page(stem: str, reason: str, nav: str = "", hide_solutions: bool = False) -> str:
@@ -242,27 +188,19 @@ def _page(title: str, content: str) -> str:
             f"<style>{_STYLE}</style></head><body class=\"covlib-book\">{content}</body></html>")
 
 
-def ledger_section(tables: Path) -> str:
-    """The claims ledger (tables/tab-12-claims.csv) as an HTML table, every cell escaped (a note before notebook 12 ran)."""
-    import csv
-
-    path = tables / "tab-12-claims.csv"
-    if not path.is_file():
-        return ("<h2>Claims ledger</h2><p class=\"missing\">Not built yet: <code>make reproduce</code> "
-                "(or <code>make reproduce ONLY=12</code> after 01-11), then <code>make book</code>.</p>")
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    primary = [r for r in rows if r.get("role", "primary") == "primary"]
-    tests = sum(r.get("counted") == "True" for r in rows)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in LEDGER_COLUMNS) + "</tr>"
-                   for r in primary)
-    return ("<h2>Claims ledger</h2><p>Each directional claim of the three papers against our run: one verdict per "
-            f"claim and model, from its pre-declared primary setting. The ledger ran {tests} tests "
-            f"({len(primary)} primary rows; {len(rows) - len(primary)} secondary rows, Holm-adjusted, in "
-            "<code>tables/tab-12-claims.csv</code>). <a href=\"12_claims.html\">Notebook 12</a> says how verdicts "
-            "are read.</p>"
-            f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+def contents(built: Sequence[str], explored: Sequence[str] = (), docs: Sequence[Path] = ()) -> str:
+    """The index's short table of contents: one line per paper with its notebooks, then the ledger and the docs."""
+    items = []
+    for paper, _, notebooks in PAPERS:
+        links = [f"<a href=\"{stem}.html\" title=\"{html.escape(what)}\">{stem.split('_', 1)[0]}</a>" if stem in built
+                 else f"<span class=\"missing\" title=\"not executed yet\">{stem.split('_', 1)[0]}</span>"
+                 for stem, what in notebooks]
+        items.append(f"<li>{html.escape(paper.split(':')[0])}: {' · '.join(links)}</li>")
+    extra = ['<a href="#ledger">claims ledger</a>', '<a href="#notebooks">what each notebook reproduces</a>',
+             '<a href="course-guide.html">course guide</a>'] + (['<a href="#docs">documentation</a>'] if docs else [])
+    explore = f"; traces of {len(explored)} notebooks, example by example" if explored else ""
+    return (f"<nav class=\"covlib-contents\"><h2>Contents</h2><ul>{''.join(items)}</ul><p>{' · '.join(extra)}"
+            f"{html.escape(explore)}</p></nav>")
 
 
 def docs_pages(folder: Path) -> list[Path]:
@@ -275,7 +213,7 @@ def docs_section(pages: Sequence[Path]) -> str:
     if not pages:
         return ""
     items = "".join(f"<li><a href=\"docs-{html.escape(p.stem)}.html\">{html.escape(_title(p))}</a></li>" for p in pages)
-    return f"<h2>Documentation</h2><ul>{items}</ul>"
+    return f"<h2 id=\"docs\">Documentation</h2><ul>{items}</ul>"
 
 
 def _title(page: Path) -> str:
@@ -284,17 +222,20 @@ def _title(page: Path) -> str:
 
 
 def index_page(built: Sequence[str], tables: Path | None = None, docs: Sequence[Path] = (),
-               unreadable: dict[str, str] | None = None, hide_solutions: bool = True, explored: Sequence[str] = ()) -> str:
-    """The index: the claims ledger, then each paper, its notebooks, what each reproduces (a notebook not executed
-    yet says how to run it; one that cannot be read says so; one with traces links its explorer). Without
-    `hide_solutions`, the teacher's-copy banner."""
+               unreadable: dict[str, str] | None = None, hide_solutions: bool = True, explored: Sequence[str] = (),
+               results: Path | None = None) -> str:
+    """The index: a short contents, the claims ledger (counts per verdict, the paper's evidence, a link per row), then
+    each paper, its notebooks, what each reproduces (a notebook not executed yet says how to run it; one that cannot
+    be read says so; one with traces links its explorer). Without `hide_solutions`, the teacher's-copy banner."""
     unreadable = unreadable or {}
     parts = [_banner(hide_solutions), "<h1>covlib: verification in retrieval-augmented generation, reproduced</h1>",
              "<p>The executed notebooks of this reproduction, with their figures and tables. "
              "Teachers: see the <a href=\"course-guide.html\">course guide</a>.</p>",
-             ledger_section(tables if tables is not None else paths.tables_dir())]
+             contents(built, explored, docs),
+             ledger_section(tables if tables is not None else paths.tables_dir(), results),
+             "<h2 id=\"notebooks\">What each notebook reproduces</h2>"]
     for paper, where, notebooks in PAPERS:
-        parts.append(f"<h2>{html.escape(paper)}</h2><p><em>{html.escape(where)}</em></p><ul>")
+        parts.append(f"<h3>{html.escape(paper)}</h3><p><em>{html.escape(where)}</em></p><ul>")
         for stem, what in notebooks:
             what = html.escape(what) + (f' (<a href="explore-{stem}.html">traces: every example</a>)' if stem in explored else "")
             if stem in unreadable:
@@ -354,14 +295,14 @@ def build(executed: str | Path | None = None, out: str | Path | None = None, fig
         page.write_text(neutral_paths(text), encoding="utf-8")
         written.append(page)
     text = guide.read_text(encoding="utf-8") if guide.is_file() else "# Course guide\n\n(not found)"
-    (out / "course-guide.html").write_text(neutral_paths(_page("Course guide", banner + _nav(None, None) + _markdown(text))),
+    (out / "course-guide.html").write_text(neutral_paths(_page("Course guide", banner + _nav(None, None) + markdown_html(text))),
                                            encoding="utf-8")
     pages = docs_pages(Path(docs) if docs else paths.code_root() / "docs")
     for page in pages:
         target = out / f"docs-{page.stem}.html"
-        body = _DOC_LINK.sub(r'href="docs-\1.html\2"', _markdown(page.read_text(encoding="utf-8")))
+        body = _DOC_LINK.sub(r'href="docs-\1.html\2"', markdown_html(page.read_text(encoding="utf-8")))
         target.write_text(neutral_paths(_page(_title(page), banner + _nav(None, None) + body)), encoding="utf-8")
-    index = index_page(built, tables, pages, unreadable, hide_solutions, explored)
+    index = index_page(built, tables, pages, unreadable, hide_solutions, explored, results)
     (out / "index.html").write_text(neutral_paths(index), encoding="utf-8")
     return [out / "index.html", out / "course-guide.html", *written, *(out / f"docs-{p.stem}.html" for p in pages)]
 

@@ -39,9 +39,9 @@ def _widget_text(state: dict, model_id: str) -> str | None:
 
 
 def offline(nb: Any) -> Any:
-    """Drop what would need the network to show and stderr (progress bars, warnings). A widget view shows its final
-    text from the saved widget state, else its text fallback; one whose fallback is a progress bar frozen at its
-    first frame ("0%|") and has no saved state is left out."""
+    """Drop what would need the network to show, stderr (warnings) and progress bars (a widget view that is one, at
+    whatever frame it was saved); another widget view shows its final text from the saved widget state, else its
+    text fallback. A long line printed again (after a "name: " prefix) is cut short: "name: its start… (as above)"."""
     widgets = nb.metadata.pop("widgets", None) or {}
     state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {}) if isinstance(widgets, dict) else {}
     for cell in nb.cells:
@@ -57,12 +57,36 @@ def offline(nb: Any) -> Any:
                 final = _widget_text(state, str(view.get("model_id", ""))) if isinstance(view, dict) else None
                 plain = data.get("text/plain", "")
                 plain = "".join(plain) if isinstance(plain, list) else str(plain)
-                if final:
-                    data["text/plain"] = final
-                elif _PROGRESS.search(plain) or not plain.strip():
+                if _PROGRESS.search(final or plain) or not (final or plain).strip():
                     continue
+                data["text/plain"] = final or plain
             kept.append(out)
         cell.outputs = kept
+    return _once(nb)
+
+
+_PREFIX = re.compile(r"^(?P<prefix>[\w .()/-]{1,40}?:\s)(?P<rest>.{60,})$")  # "fever: web unavailable: ..."
+
+
+def _once(nb: Any) -> Any:
+    """Each long printed line (60 characters or more after a short "name: " prefix) in full the first time only."""
+    seen: set[str] = set()
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "stream":
+                continue
+            text = "".join(out.get("text", "")) if isinstance(out.get("text"), list) else str(out.get("text", ""))
+            lines = []
+            for line in text.split("\n"):
+                match = _PREFIX.match(line)
+                key = match.group("rest") if match else (line if len(line) >= 60 else None)
+                if key is not None and key in seen:
+                    cut = line[:len(match.group("prefix")) + 40 if match else 40]
+                    line = cut.rsplit(" ", 1)[0].rstrip(" :,;") + "… (as above)"
+                elif key is not None:
+                    seen.add(key)
+                lines.append(line)
+            out["text"] = "\n".join(lines)
     return nb
 
 

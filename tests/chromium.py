@@ -23,3 +23,28 @@ def screenshots() -> ModuleType:
             pytest.fail("no Chromium under CI: `make test` installs it (`make browser`) and these checks must run")
         pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
     return book_screenshots
+
+
+PROBE = """<script>
+const first = document.querySelector('#results table, #results img');
+const code = document.querySelector('details.covlib-code');
+document.body.setAttribute('data-probe', JSON.stringify({
+  result: first ? Math.round(first.getBoundingClientRect().top) : null,
+  code: code ? Math.round(code.getBoundingClientRect().top) : null,
+  screen: window.innerHeight, what: first ? first.closest('section').querySelector('h2, h3').textContent : null}));
+</script>"""
+
+
+def where_results_start(page: Path, scratch: Path) -> dict:
+    """Open a copy of a book page in headless Chromium with a probe appended: where (in pixels from the top of the
+    first screen) its first result table or figure and its first code cell are, and the screen's height."""
+    import json
+    import re
+
+    shots = screenshots()
+    copy = scratch / f"probe-{page.name}"
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+    dom = shots.dump_dom(copy)
+    found = re.search(r"data-probe=\"([^\"]*)\"", dom)
+    assert found, "the probe did not run"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))

@@ -278,9 +278,11 @@ def test_03_verify_and_edit_tables_smoke(smoke_root):
     assert unavailable and all(r["n"] == 0 for r in unavailable)  # web search: no endpoint offline
     md = (smoke_root / "tables" / "tab-03-hotpotqa.md").read_text()
     assert "56.8" in md and "31.2" in md  # the paper's numbers stand beside ours
-    assert "EM/acc 95% CI" in md and "ΔEM/acc 95% CI" in md and "AUC 95% CI" in md and "first alias" not in md
+    for measure in ("EM/acc", "ΔEM/acc", "AUC"):  # one cell per measure, ours [95% CI], the paper's right after
+        assert f"| {measure} [95% CI] | paper {measure} |" in md
+    assert "first alias" not in md
     wiki = (smoke_root / "tables" / "tab-03-2wikimultihop.md").read_text()
-    assert "EM/acc (first alias)" in wiki and "EM/acc (first alias) 95% CI" in wiki  # scored both ways
+    assert "| EM/acc (first alias) [95% CI] |" in wiki  # scored both ways
     for r in rows:
         if not r["n"]:
             continue
@@ -739,3 +741,61 @@ def test_03_and_09_in_the_book_in_chromium(smoke_root, tmp_path):
     assert "Step 1. retrieve" in dom and "Step 4. σ" in dom and "Step 3. verify" in dom
     png = book_screenshots.screenshot(example, tmp_path / "09-example.png", height=1200)
     assert book_screenshots.has_content(png), "the σ example page rendered blank"
+
+
+@pytest.mark.notebook
+def test_every_table_of_the_smoke_run_reads_as_a_table(smoke_root):
+    """Every table the smoke notebooks wrote went through the one formatting path (`covlib.report.tables`): in its .md
+    one "ours [95% CI]" cell per measure with the paper's number right after, no NaN text, whole-number n, a caption;
+    and no executed notebook shows a raw pandas frame."""
+    from covlib.report import tables
+
+    earlier(smoke_root, "12_claims")  # the whole module ran: every notebook's tables are there
+    written = sorted((smoke_root / "tables").glob("tab-*.md"))
+    assert len(written) >= 20, [p.name for p in written]
+    for path in written:
+        text = path.read_text(encoding="utf-8")
+        table = tables.read_markdown(text)
+        assert tables.problems(table) == [], (path.name, tables.problems(table))
+        assert table.caption, f"{path.name}: no caption"
+        assert not any(re.search(r"\d\.\d{5,}", cell) for row in table.rows for cell in row), f"{path.name}: raw floats"
+        if "n" in table.columns:
+            i = table.columns.index("n")
+            assert all(re.fullmatch(r"\d*", row[i]) for row in table.rows), path.name
+        for column in table.columns:  # "EM" with its "EM [95% CI]" would show the value twice
+            assert f"{column} {tables.INTERVAL_HEADER}" not in table.columns, (path.name, column)
+    raw = []
+    for ipynb in sorted(smoke_root.glob("[0-9][0-9]*_*.ipynb")):
+        for cell in json.loads(ipynb.read_text(encoding="utf-8"))["cells"]:
+            for out in cell.get("outputs", []):
+                shown = "".join(out.get("data", {}).get("text/html", ""))
+                if 'class="dataframe' in shown:
+                    raw.append(f"{ipynb.stem}: {''.join(cell['source']).strip().splitlines()[-1][:80]}")
+    assert raw == [], raw
+
+
+@pytest.mark.notebook
+def test_the_pages_of_03_and_12_open_on_their_results_in_chromium(smoke_root, tmp_path):
+    """In headless Chromium, the book's pages of notebooks 03 and 12 show a result (a table of ours beside the paper,
+    the ledger) on the first screen, above the first code cell, which is folded."""
+    from chromium import where_results_start
+    from teaching import book, results_html
+
+    for stem in ("03_verify_and_edit_tables", "12_claims"):
+        earlier(smoke_root, stem)
+    site = tmp_path / "book"
+    book.build(smoke_root, site, smoke_root / "figures", smoke_root / "tables", docs=tmp_path / "no-docs",
+               results=smoke_root / "results")
+    for stem in ("03_verify_and_edit_tables", "12_claims"):
+        probe = where_results_start(site / f"{stem}.html", tmp_path)
+        assert probe["result"] is not None and 0 < probe["result"] < probe["screen"], (stem, probe)
+        assert probe["code"] is None or probe["code"] > probe["result"], (stem, probe)
+        page = (site / f"{stem}.html").read_text(encoding="utf-8")
+        assert "<details class=\"covlib-code\"><summary>code</summary>" in page and "<details class=\"covlib-code\" open" not in page
+        assert page.count(">tab-03-hotpotqa</h3>") <= 1, "a table shown twice"
+    index = (site / "index.html").read_text(encoding="utf-8")
+    ledger = results_html.read_ledger(smoke_root / "tables")
+    primary = [r for r in ledger if r["role"] == "primary"]
+    links = re.findall(r'<td><a href="(\d{2}[a-z]?_\w+)\.html#results">', index)
+    assert len(links) == len(primary), "a link per ledger row"
+    assert set(links) == {r["notebook"] or "12_claims" for r in primary}  # a claim no notebook tests: 12 says why

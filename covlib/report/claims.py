@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -235,13 +236,20 @@ VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusi
                   "not testable here": "#999999"}
 
 
+def ledger_label(row: dict[str, Any], width: int = 48) -> str:
+    """A ledger row as the figure names it: the claim's text (wrapped), then its first scope words, n and unit."""
+    scope = str(row.get("scope") or "").split(",")[0]
+    text = textwrap.shorten(str(row["claim"]), 2 * width, placeholder=" …")
+    return "\n".join(textwrap.wrap(text, width)) + f"\n({scope}, n={row['n']}; {row['unit']})"
+
+
 def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     """A forest plot of the primary rows: each estimate with its 95% interval, coloured by verdict, 0 marked."""
     import matplotlib.pyplot as plt
 
     shown = [r for r in rows if r["role"] == "primary" and math.isfinite(_number(r.get("ours")))]
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 0.35 * max(len(shown), 3) + 1))
+        _, ax = plt.subplots(figsize=(10, 0.55 * max(len(shown), 3) + 1))
     for y, r in enumerate(reversed(shown)):
         low, high = _number(r.get("low")), _number(r.get("high"))
         color = VERDICT_COLORS[r["verdict"]]
@@ -250,7 +258,7 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
         ax.plot([r["ours"]], [y], "o", color=color)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels([f"{r['id']} ({r['scope']}, n={r['n']}; {r['unit']})" for r in reversed(shown)], fontsize=7)
+    ax.set_yticklabels([ledger_label(r) for r in reversed(shown)], fontsize=7)
     ax.set_xlabel("ours: the claim's measure, oriented so that the paper says > 0 (95% interval; primary rows)")
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLORS.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")

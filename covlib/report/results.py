@@ -3,7 +3,7 @@
 | writer          | files                                              | name rule            |
 |-----------------|----------------------------------------------------|----------------------|
 | `save_figure`   | figures/<name>.png (dpi 150), .pdf, .json          | fig-NN[x][-words]    |
-| `save_table`    | tables/<name>.csv, .md (provenance line), .json    | tab-NN[x][-words]    |
+| `save_table`    | tables/<name>.csv, .md (`tables.present`), .json   | tab-NN[x][-words]    |
 | `record_metrics`| results/<name>.json = {metrics, params, meta}      | any plain file name  |
 
 `meta` always gets a UTC timestamp and the git commit of the code (when
@@ -15,6 +15,7 @@ never leaves half a file.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import io
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from covlib.core import paths
+from covlib.report import tables
 
 _FIGURE_NAME = re.compile(r"^fig-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
 _TABLE_NAME = re.compile(r"^tab-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
@@ -196,18 +198,23 @@ def save_figure(fig: Any, name: str, params: dict | None = None, **meta: Any) ->
     return written
 
 
-def save_table(df: Any, name: str, params: dict | None = None, index: bool = False, floatfmt: str = ".3f", **meta: Any) -> list[Path]:
-    """Write tables/<name>.csv, .md (with a provenance line) and a .json sidecar; return the paths."""
+def save_table(df: Any, name: str, params: dict | None = None, index: bool = False, floatfmt: str = ".3f",
+               caption: str = "", **meta: Any) -> tables.Table:
+    """Write tables/<name>.csv (the numbers), .md (the table as `tables.present` shows it, a provenance line) and a
+    .json sidecar; return the presented table (what a notebook displays; its `paths` are the files written)."""
     _check_name(name, _TABLE_NAME, "table")
     folder = paths.tables_dir()
     meta = provenance(**meta)
-    csv = df.to_csv(index=index)
-    markdown = df.to_markdown(index=index, floatfmt=floatfmt) + "\n\n" + _provenance_line(meta) + "\n"
-    return [
-        _atomic_write(folder / f"{name}.csv", csv),
+    frame = df.reset_index() if index else df
+    shown = tables.present(frame, floatfmt=floatfmt, caption=caption, params=params or {}, **meta)
+    rest = {k: v for k, v in meta.items() if k not in tables.CAPTION_META}
+    markdown = f"**{name}**\n\n" + shown.to_markdown() + "\n" + _provenance_line(rest) + "\n"
+    written = (
+        _atomic_write(folder / f"{name}.csv", frame.to_csv(index=False)),
         _atomic_write(folder / f"{name}.md", markdown),
         _sidecar(folder / f"{name}.json", name, params, meta),
-    ]
+    )
+    return dataclasses.replace(shown, paths=written)
 
 
 def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = None, **meta: Any) -> Path:

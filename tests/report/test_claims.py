@@ -270,8 +270,8 @@ def test_the_book_front_page_shows_primary_rows_escaped_and_the_test_count(tmp_p
         encoding="utf-8")
     page = book.index_page([], tmp_path)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
-    assert page.index("Claims ledger") < page.index("Verify-and-Edit") and "9 / 0" in page
-    assert "hidden scope" not in page and re.search(r"ran 2 tests", page)
+    assert page.index("Contents") < page.index("Claims ledger") < page.index("What each notebook reproduces")
+    assert "9 / 0" in page and "hidden scope" not in page and re.search(r"ran 2 tests", page)
 
 
 def test_the_full_profile_n_counts_every_pooled_dataset(tmp_path):

@@ -88,11 +88,12 @@ def test_save_figure_without_profile_or_size_adds_no_stamp(out_root):
 
 def test_save_table_markdown_has_provenance(out_root):
     df = pd.DataFrame({"method": ["CoT", "Verify-and-Edit"], "EM": [np.float64(0.351), 0.402]})
-    written = results.save_table(df, "tab-01-hotpotqa", judge="overlap", n=100)
-    assert [p.suffix for p in written] == [".csv", ".md", ".json"]
+    shown = results.save_table(df, "tab-01-hotpotqa", judge="overlap", n=100)
+    assert [p.suffix for p in shown.paths] == [".csv", ".md", ".json"]
     md = (out_root / "tables" / "tab-01-hotpotqa.md").read_text()
     assert "| method" in md and "0.351" in md
-    assert md.strip().splitlines()[-1].startswith("_Provenance:") and "judge=overlap" in md and "n=100" in md
+    assert md.strip().splitlines()[-1].startswith("_Provenance:") and "judge: overlap" in md and "n: 100" in md
+    assert "judge: overlap" in shown._repr_html_() and "<td>0.351</td>" in shown._repr_html_()  # what the notebook shows
     assert pd.read_csv(out_root / "tables" / "tab-01-hotpotqa.csv").shape == (2, 2)
     assert _leftovers(out_root / "tables") == []
 

@@ -15,7 +15,7 @@ import pytest
 from nbformat import v4
 
 from covlib.core import paths
-from teaching import book
+from teaching import book, results_html
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,7 +110,7 @@ def test_a_garbage_png_is_skipped_with_a_note(tmp_path):
     assert base64.b64encode(PNG).decode() in page.split("fig-01-fine")[-1]
 
 
-def test_a_progress_bar_is_not_shown_frozen_at_zero(tmp_path):
+def test_a_progress_bar_is_not_shown_at_all(tmp_path):
     bar = {"output_type": "display_data", "metadata": {},
            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
                                                                    "version_minor": 0},
@@ -128,7 +128,7 @@ def test_a_progress_bar_is_not_shown_frozen_at_zero(tmp_path):
     book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
     page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
     assert "0/272" not in page and not re.search(r"(?<!\d)0%\|", page)
-    assert "embedding: 100%" in page and "10/10" in page  # the final state, where it was saved
+    assert "embedding" not in page and "10/10" not in page  # not its final state either: progress is not a result
 
 
 def test_no_absolute_path_of_the_teachers_machine_is_on_a_page(tmp_path, monkeypatch):
@@ -178,7 +178,7 @@ def test_our_number_and_its_interval_are_shown_with_the_same_decimals(tmp_path):
     (tmp_path / "01_consistency_kde.json").write_text(json.dumps({"metrics": {
         "cot_sc_em": 3.3333333333333335, "cot_sc_em_interval": {"low": 0.0, "high": 8.333333333333332},
         "paper": {"cot_sc_em": 31.2}}}))
-    section = book.paper_section("01_consistency_kde", tmp_path)
+    section = results_html.paper_section("01_consistency_kde", tmp_path)
     assert "<td>3.3 [0.0, 8.3]</td><td>31.2</td>" in section, section  # not "[0.000, 8.3]"
 
 
@@ -192,3 +192,58 @@ def test_markdown_links_to_javascript_in_outputs_and_tables_are_not_live(tmp_pat
     page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
     assert not re.search(r"href=[\"']?\s*javascript:", page, re.I), re.findall(r"<a[^>]*>", page)
     assert page.count("click me") == 2  # the text stays, the link does not
+
+
+LEDGER_CSV = ("paper,claim,role,scope,ours [95% CI],paper evidence,n,better / worse,p,verdict,reason,counted,notebook\n"
+              "Verify-and-Edit,CoT-SC + VE beats CoT-SC,primary,\"hotpotqa, dataset\",\"10.00 [0.78, 20.62]\","
+              "Tables 1-3: +4.5 to +25.6 EM,60,7 / 1,0.0703,inconclusive at this n,r,True,03_verify_and_edit_tables\n"
+              "Verify-and-Edit,CoT-SC + VE beats CoT-SC,secondary,\"hotpotqa, bm25\",\"6.67 [-1.8, 16.5]\","
+              "Tables 1-3,60,5 / 1,0.22,inconclusive at this n,r,False,03_verify_and_edit_tables\n"
+              "CoV-RAG,GPT-4 ranks CoV-RAG first,primary,correctness,—,Table 3: ranks,,,,not testable here,"
+              "no GPT-4 offline,False,\n")
+
+
+def _ve_page(tmp_path: Path, outputs: list) -> str:
+    _executed(tmp_path / "executed", "03_verify_and_edit_tables", outputs)
+    (tmp_path / "t").mkdir(exist_ok=True)
+    (tmp_path / "t" / "tab-03-hotpotqa.md").write_text(
+        "**tab-03-hotpotqa**\n\n_model: m · profile: smoke_\n\n| method | EM/acc [95% CI] | paper EM/acc | n |\n"
+        "|:---|:---|---:|---:|\n| CoT-SC + VE | 13.3 [6.9, 24.2] | 56.80 | 60 |\n")
+    (tmp_path / "t" / "tab-12-claims.csv").write_text(LEDGER_CSV)
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+               results=tmp_path / "r")
+    return (tmp_path / "site" / "03_verify_and_edit_tables.html").read_text()
+
+
+def test_a_notebook_page_opens_on_its_results_with_the_code_folded(tmp_path):
+    page = _ve_page(tmp_path, [{"output_type": "stream", "name": "stdout", "text": "hello\n"}])
+    results, step = page.index('id="results"'), page.index("The notebook, step by step")
+    assert results < page.index(">tab-03-hotpotqa</h3>") < step < page.index('<details class="covlib-code">')
+    assert page.index("Claims this notebook tests") < step and "CoT-SC + VE beats CoT-SC" in page[results:step]
+    assert "Tables 1-3: +4.5 to +25.6 EM" in page[results:step]  # the paper's evidence beside ours
+    assert "hotpotqa, bm25" not in page  # the primary row only; the secondary ones are in notebook 12
+    assert page.count(">tab-03-hotpotqa</h3>") == 1, "the table is not repeated at the bottom"
+    assert '<details class="covlib-code"><summary>code</summary>' in page
+    assert '<td class="covlib-num"' in page and "13.3 [6.9, 24.2]</td>" in page  # an interval stays on one line
+
+
+def test_a_message_printed_again_is_cut_short(tmp_path):
+    why = "WebSearch has no endpoint: pass WebSearch(endpoint=...) or set COVLIB_SEARCH_ENDPOINT to a URL"
+    text = "".join(f"{name}: web unavailable: {why}\n" for name in ("hotpotqa", "2wikimultihop", "fever"))
+    page = _ve_page(tmp_path, [{"output_type": "stream", "name": "stdout", "text": text}])
+    assert page.count(why) == 1 and page.count("… (as above)") == 2
+    assert "fever: web unavailable: WebSearch has no… (as above)" in page
+
+
+def test_the_front_page_opens_on_contents_then_counts_then_a_linked_ledger(tmp_path):
+    _ve_page(tmp_path, [])
+    (tmp_path / "r").mkdir(exist_ok=True)
+    (tmp_path / "r" / "12_claims.json").write_text(json.dumps({"metrics": {"primary_verdicts": {
+        "supported": 0, "contradicted": 0, "inconclusive at this n": 1, "not testable here": 1}, "n_same_comparison": 0}}))
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+               results=tmp_path / "r")
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert index.index("Contents") < index.index('id="ledger"') < index.index('id="notebooks"')
+    assert "<strong>1</strong> inconclusive at this n" in index and "<strong>0</strong> supported" in index
+    assert re.findall(r'<td><a href="([\w]+)\.html#results">', index) == ["03_verify_and_edit_tables", "12_claims"]
+    assert "Tables 1-3: +4.5 to +25.6 EM" in index and "10.00 [0.78, 20.62]" in index
