@@ -34,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m covlib.generation
 	touch $@
 
-judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (~25 min CPU)
+judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (26-55 min on 2 cores; docs/times.md)
 	$(PY) scripts/build_judge.py
 
 reproduce: env $(if $(PLAN),,judge) ## run every notebook in order with papermill; writes figures/, tables/, results/ [PLAN=1: the work and predicted time per notebook, run nothing]
@@ -50,13 +50,13 @@ browser: ## install Chromium for the book's headless checks (apt-get: as root, o
 	  elif sudo -n true 2>/dev/null; then sudo apt-get install -y -qq chromium; \
 	  else echo "note: Chromium is not installed and this needs root: sudo apt-get install chromium (the book's browser checks skip without it, and fail when CI is set)"; fi; } || true
 
-llama-server: env ## build llama.cpp's llama-server once (the tests' second real server, which batches; make bench 7b) into ~/.cache/covlib/llama.cpp/, once per machine (~3 min on 2 cores)
+llama-server: env ## build llama.cpp's llama-server once (the tests' second real server, which batches; make bench 7b) into ~/.cache/covlib/llama.cpp/, once per machine (2.5-3.2 min on 2 cores; docs/times.md)
 	$(PY) scripts/build_llama_server.py
 
 test: env sandbox browser llama-server ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
-test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (a few minutes; docs/testing.md)
+test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (7.3 min on 2 cores; docs/times.md)
 	$(PY) -m pytest -q -m "not notebook and not server and not training and not slow"
 
 bench: env llama-server ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]

@@ -18,7 +18,7 @@
 # entailment judge f(premise, hypothesis) ∈ {0, 1}: TRUE, a T5-11B NLI model. CoV-RAG's analyses
 # lean on the same kind of judgement. Offline there is no NLI model on PyPI, so covlib trains one:
 # `make judge` fine-tunes the embedded all-MiniLM-L6-v2 as a 3-way cross-encoder on FEVER claim /
-# evidence pairs (`covlib.nli.pairs`, `covlib.generation.training`; about 25 minutes on a 2-core CPU).
+# evidence pairs (`covlib.nli.pairs`, `covlib.generation.training`; 26-55 minutes on a 2-core CPU, docs/times.md).
 #
 # This notebook measures it beside the other judges covlib has, on two held-out sets:
 #

@@ -3,14 +3,15 @@
 `write` reads results/traces/<notebook>/*.jsonl (covlib.traces) and writes, beside the book's pages,
 `explore-<notebook>.html` (every run: title, examples and damaged lines, complete, interrupted or incomplete (its
 end line counts other records than were read), outcome counts linking to the run's page filtered on them),
-`explore/<notebook>/<run>.html` (one row per example: index, id, question, prediction, correct, outcome, parse
-failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<i>.html` (one example step by step,
-`covlib.traces.view.example_html`: markup other than its own goes through the book's sanitiser; previous / next /
-back links). A run's page stays light (no step text, one short row per example; a full-profile
-notebook 03 has 16 runs of up to 1000 examples, one page each). Its filters (select boxes) are a small inline
-script that sets `hidden` on the rows that do not match and reads a first filter from the address
-(`explore/03_verify_and_edit_tables/<run>.html#outcome=fixed&fired=yes`); without JavaScript every row shows.
-Trace text is model output: everything is escaped, nothing remote is linked.
+`explore/<notebook>/<run>.html` (one row per example: number, id, question, prediction, correct, outcome, parse
+failures, edited, σ fired, rounds) and `explore/<notebook>/<run>/<n>.html` (example n, counted from 1 as everywhere
+on these pages, step by step, `covlib.traces.view.example_html`: markup other than its own goes through the book's
+sanitiser; previous / next / back links). A run's page stays light (no step text, one short row per example; a
+full-profile notebook 03 has 16 runs of up to 1000 examples, one page each). Its filters (select boxes, only those
+the run has, each value with its count) are a small inline script that sets `hidden` on the rows that do not match,
+reads a first filter from the address (`explore/03_verify_and_edit_tables/<run>.html#outcome=fixed`) and says in
+words why a filter leaves no row; without JavaScript every row shows. Runs with a before and an after come first
+on the notebook's page. Trace text is model output: everything is escaped, nothing remote is linked.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import math
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
@@ -34,6 +36,11 @@ PREDICTION_CAP = 80
 FLAG_FILTERS = (("parse", "parse failures", "parse_failures"), ("edited", "edited", "edited"),
                 ("fired", "σ fired", "fired"), ("rounds", "rounds", "rounds"))
 FILTERS = ("outcome",) + tuple(key for key, _, _ in FLAG_FILTERS)
+HEADS = {"outcome": "outcome", **{key: head for key, head, _ in FLAG_FILTERS}}
+# why no example has a filter's value, where the method has words for it ({n}: the run's examples)
+NONE_WHY = {("fired", "yes"): "σ never fired (0 of {n})", ("fired", "no"): "σ fired on all {n}",
+            ("edited", "yes"): "no example was edited (0 of {n})",
+            ("edited", "no"): "every example was edited (all {n})", ("parse", "1+"): "every answer parsed (0 of {n} failed)"}
 _KNOWN = frozenset({"b", "br", "code", "dd", "details", "div", "dl", "dt", "em", "h2", "h3", "h4", "i", "li", "ol", "p",
                     "pre", "section", "small", "span", "strong", "summary", "table", "tbody", "td", "th", "thead", "tr",
                     "ul"})  # the elements trace_view.example_html writes, and harmless ones like them (no link, no image)
@@ -46,62 +53,11 @@ _STYLE = """<style>
   background: #fff; padding: .4rem 0; border-bottom: 1px solid #ddd; z-index: 5; } .covlib-book .explore-bar label { margin-right: 1rem; }
 .covlib-book .interrupted { color: #a33; } .covlib-book table.explore td:nth-child(2) code { white-space: nowrap; }
 .covlib-book .trace-step { border-left: 3px solid #ddd; padding-left: .8rem; margin: 1rem 0; }
+.covlib-book .explore-why { color: #a33; font-weight: bold; } .covlib-book .trace-stop { color: #555; }
 </style>"""
 
-# The filters: rows get `hidden` when they do not match; the address's #key=value&... sets the first filter and
-# follows a change (a link to #outcome=fixed on the same page); a change of a select box writes the address back.
-_SCRIPT = """<script>
-(function () {
-  var keys = %s, bar = document.getElementById("explore-filters");
-  if (!bar) return;
-  bar.hidden = false;
-  function wanted() {
-    var f = {};
-    location.hash.replace(/^#/, "").split("&").forEach(function (part) {
-      var kv = part.split("=");
-      var k, v;
-      try { k = decodeURIComponent(kv[0]); v = decodeURIComponent(kv[1] || ""); } catch (e) { return; }  // a malformed escape in the address
-      if (kv.length === 2 && keys.indexOf(k) >= 0) f[k] = v.replace(/ /g, "-");
-    });
-    return f;
-  }
-  function matches(value, want) { return want === "1+" ? Number(value) >= 1 : value === want; }
-  function apply(f) {
-    keys.forEach(function (k) {
-      var box = document.getElementById("explore-" + k), v = f[k] || "";
-      if (!box) return;
-      if (!Array.prototype.some.call(box.options, function (o) { return o.value === v; })) {
-        var o = document.createElement("option"); o.value = o.textContent = v; box.appendChild(o);  // a value no row has
-      }
-      box.value = v;
-    });
-    document.querySelectorAll("table.explore").forEach(function (table) {
-      var rows = table.querySelectorAll("tbody tr"), shown = 0;
-      for (var i = 0; i < rows.length; i++) {
-        var ok = keys.every(function (k) { return f[k] === undefined || f[k] === "" || matches(rows[i].getAttribute("data-" + k), f[k]); });
-        rows[i].hidden = !ok;
-        if (ok) shown++;
-      }
-      var count = document.getElementById(table.id + "-shown");
-      if (count) count.textContent = shown + " of " + rows.length + " shown";
-    });
-  }
-  function changed() {
-    var parts = [];
-    keys.forEach(function (k) {
-      var v = document.getElementById("explore-" + k).value;
-      if (v) parts.push(encodeURIComponent(k) + "=" + encodeURIComponent(v));
-    });
-    var hash = parts.length ? "#" + parts.join("&") : "";
-    try { history.replaceState(null, "", location.pathname + location.search + hash); } catch (e) { location.hash = hash; }
-    apply(wanted());
-  }
-  keys.forEach(function (k) { document.getElementById("explore-" + k).addEventListener("change", changed); });
-  window.addEventListener("hashchange", function () { apply(wanted()); });
-  apply(wanted());
-  document.documentElement.setAttribute("data-ready-ms", Math.round(performance.now()));  // for bench_explorer.py
-})();
-</script>"""
+# The filters' script (teaching/explorer.js), written inline into each run's page: it loads nothing, works from file://
+_SCRIPT = Path(__file__).with_name("explorer.js").read_text(encoding="utf-8")
 
 
 def _e(text: Any) -> str:
@@ -163,27 +119,10 @@ def read_runs(folder: Path, notes: list[str] | None = None) -> list[tuple[Path, 
     return out
 
 
-def end_records(trace: traces.Trace) -> int | None:
-    """The record count the trace's `end` line states (the first valid one, as `traces.read` takes it), or None."""
-    if not trace.complete:
-        return None
-    check = trace_schema.checkers()["end"]
-    for line in trace_schema.lines_of(trace.path)[1:]:
-        if "end" not in line and "\\u" not in line:  # cheap: only a line that can spell "end" can be the end line
-            continue
-        try:
-            obj = trace_schema.parse(line)
-        except ValueError:
-            continue
-        if trace_schema.kind_of(obj) == "end" and check.is_valid(obj):
-            return obj["records"]
-    return None
-
-
 def run_state(trace: traces.Trace, long: bool = False) -> str:
     """A run's state as HTML: complete, interrupted (no end line), or incomplete (its end line counts other records
     than were read: records lost or damaged); `long` adds what interrupted means."""
-    said = end_records(trace)
+    said = trace_schema.end_records(trace.path) if trace.complete else None
     if not trace.complete:
         why = " (no end line: the records written before it stopped)" if long else ""
         return f"<span class='interrupted'>interrupted{why}</span>"
@@ -200,22 +139,78 @@ def examples_text(trace: traces.Trace) -> str:
     return f"{len(trace.records)} examples{damaged}"
 
 
-def _options(key: str, values: Sequence[str]) -> str:
-    present = sorted(set(values), key=lambda v: (v == NONE, len(v), v))
-    if key == "outcome":
-        present = [outcome_value(o) for o in traces.OUTCOMES] + ([NONE] if NONE in present else [])
-    elif key == "parse" and any(v not in ("0", NONE) for v in present):
-        present = [*present, "1+"]
-    shown = {NONE: "(none)", "1+": "1 or more"}
-    return "".join(f'<option value="{_e(v)}">{_e(shown.get(v, v.replace("-", " ")))}</option>' for v in present)
+def _offered(counts: Counter) -> bool:
+    """Whether a run has a filter: some row has a value for it."""
+    return bool(set(counts) - {NONE})
+
+
+def _label(value: str) -> str:
+    """A filter value as the page names it ('both-right' -> 'both right', '1+' -> '1 or more')."""
+    return {NONE: "(none)", "1+": "1 or more"}.get(value, value.replace("-", " "))
+
+
+def _ordered(key: str, counts: Counter) -> list[str]:
+    """A filter's values in reading order: outcomes as `traces.OUTCOMES`, numbers by size, '(none)' last."""
+    rank = {outcome_value(o): i for i, o in enumerate(traces.OUTCOMES)} if key == "outcome" else {}
+    return sorted(counts, key=lambda v: (v == NONE, rank.get(v, len(rank)), len(v), v))
+
+
+def has_text(key: str, counts: Counter) -> str:
+    """What a run's rows hold for one filter, in words: 'both right on 12, both wrong on 28', '0 on all 40'."""
+    values = _ordered(key, counts)
+    if len(values) == 1:
+        return f"{_label(values[0])} on all {counts[values[0]]}"
+    return ", ".join(f"{_label(v)} on {counts[v]}" for v in values)
+
+
+def absent_reason(key: str, compare: bool) -> str:
+    """Why a run has no such filter at all (no before and after, no such flag)."""
+    if key != "outcome":
+        return f"this run has no {HEADS[key]} filter: no example records it"
+    return ("this run has no outcome: no example was scored both before and after" if compare else
+            "this run has no outcome: it has no before and after to compare")
+
+
+def filter_data(values: Sequence[dict[str, str]], compare: bool = False) -> dict[str, dict[str, Any]]:
+    """Per filter, what the page's script says when it leaves no row: its heading, why the run has no such filter
+    ('' when it has), what the run's rows hold, and the method's words for a value no row has."""
+    out = {}
+    for key in FILTERS:
+        counts = Counter(v[key] for v in values)
+        out[key] = {"head": HEADS[key], "absent": "" if _offered(counts) else absent_reason(key, compare),
+                    "has": has_text(key, counts) if counts else "",
+                    "why": {v: text.format(n=len(values)) for (k, v), text in NONE_WHY.items() if k == key}}
+    return out
+
+
+def _script(values: Sequence[dict[str, str]], compare: bool) -> str:
+    """The filters' data as JSON (`<`, `>`, `&` escaped: trace text cannot end the element) and their script."""
+    data = json.dumps(filter_data(values, compare), ensure_ascii=True)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="explore-data">{data}</script><script>\n{_SCRIPT}</script>'
+
+
+def _options(key: str, counts: Counter) -> str:
+    """The values a filter offers: those some row has, each with its count ('1 or more' for parse failures)."""
+    shown = [(v, counts[v]) for v in _ordered(key, counts)]
+    failed = sum(n for v, n in counts.items() if v.isdigit() and int(v) >= 1)
+    shown += [("1+", failed)] if key == "parse" and failed else []
+    return "".join(f'<option value="{_e(v)}">{_e(_label(v))} ({n})</option>' for v, n in shown)
 
 
 def filter_bar(values: Sequence[dict[str, str]]) -> str:
-    """The select boxes over every row of the page (hidden until the script shows them: no JavaScript, no filter)."""
-    heads = {"outcome": "outcome", **{key: head for key, head, _ in FLAG_FILTERS}}
-    boxes = "".join(f'<label>{_e(heads[k])} <select id="explore-{k}"><option value="">any</option>'
-                    f'{_options(k, [v[k] for v in values])}</select></label>' for k in FILTERS)
-    return f'<div class="explore-bar" id="explore-filters" hidden>Show only: {boxes}<a href="#">all rows</a></div>'
+    """The select boxes of the filters the run has (some row has a value), hidden until the script shows them (no
+    JavaScript, no filter); '' when it has none."""
+    counts = {k: Counter(v[k] for v in values) for k in FILTERS}
+    boxes = "".join(f'<label>{_e(HEADS[k])} <select id="explore-{k}"><option value="">any</option>'
+                    f'{_options(k, counts[k])}</select></label>' for k in FILTERS if _offered(counts[k]))
+    return f'<div class="explore-bar" id="explore-filters" hidden>Show only: {boxes}<a href="#">all rows</a></div>' \
+        if boxes else ""
+
+
+def _count_cell(href: str, n: int) -> str:
+    """An outcome count, linking to the run filtered on it unless it is 0 (a link to an empty table)."""
+    return f'<td><a href="{href}">{n}</a></td>' if n else f"<td>{n}</td>"
 
 
 def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict, str | None]], anchor: str) -> str:
@@ -228,22 +223,23 @@ def _run_section(stem: str, run: str, trace: traces.Trace, rows: list[tuple[dict
     parts = [f'<section id="{_e(anchor)}"><h2>{_e(trace.title)}</h2><p>{"; ".join(a for a in about if a)}.</p>']
     if compare or any(o is not None for _, o in rows):
         counts = traces.count_outcomes((None, None, o) for _, o in rows)
-        cells = "".join(f'<td><a href="#outcome={outcome_value(o)}">{counts[o]}</a></td>' for o in traces.OUTCOMES)
+        cells = "".join(_count_cell(f"#outcome={outcome_value(o)}", counts[o]) for o in traces.OUTCOMES)
         parts.append(f"<p>Before: {_e(compare.get('before'))}; after: {_e(compare.get('after'))}.</p>"
                      "<table class='trace-counts'><tr>" + "".join(f"<th>{_e(o)}</th>" for o in traces.OUTCOMES)
                      + f"</tr><tr>{cells}</tr></table>")
     heads = "".join(f"<th>{h}</th>" for h in ("#", "id", "question", "prediction", "correct", "outcome",
                                               *(_e(head) for _, head, _ in FLAG_FILTERS)))
     body = []
-    for i, (record, outcome) in enumerate(rows):
+    for number, (record, outcome) in enumerate(rows, 1):
         values = row_values(record, outcome)
         data = " ".join(f'data-{k}="{_e(v)}"' for k, v in values.items())
-        cells = [f'<a href="{_e(run)}/{i}.html">{_e(record.get("index", i))}</a>',
+        cells = [f'<a href="{_e(run)}/{number}.html">{number}</a>',
                  f"<code>{_e(_cap(record.get('id'), 40))}</code>", _e(_cap(record.get("question"), QUESTION_CAP)),
                  _e(_cap(record.get("prediction"), PREDICTION_CAP)), _mark(record.get("correct")),
                  _e(outcome or NONE), *(_e(values[k]) for k, _, _ in FLAG_FILTERS)]
         body.append(f"<tr {data}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     parts.append(f'<p id="{_e(anchor)}-table-shown">{len(rows)} of {len(rows)} shown</p>'
+                 f'<p class="explore-why" id="{_e(anchor)}-table-why" hidden></p>'
                  f'<table class="explore" id="{_e(anchor)}-table"><thead><tr>{heads}</tr></thead>'
                  f'<tbody>{"".join(body)}</tbody></table></section>')
     return "".join(parts)
@@ -262,11 +258,19 @@ def run_page(stem: str, run: str, trace: traces.Trace, page: Callable[[str, str]
     rows = [(after, o) for _, after, o in traces.pairs(trace)]  # outcome None without a before
     values = [row_values(r, o) for r, o in rows]
     parts = [banner, f'<nav class="covlib-nav">{"".join(nav)}</nav>', _STYLE,
-             f"<p><code>{_e(stem)}</code>: one row per example; the index opens the example's own page (each step "
+             f"<p><code>{_e(stem)}</code>: one row per example; its number opens the example's own page (each step "
              "under the paper's name, the prompts and the cache keys that reproduce them).</p>",
              filter_bar(values) if values else "", _run_section(safe_name(stem), run, trace, rows, "run"),
-             _SCRIPT % json.dumps(list(FILTERS)) if values else ""]
+             _script(values, bool(trace.header.get("compare"))) if values else ""]
     return page(f"Traces: {stem}: {trace.title}", "".join(parts))
+
+
+def interest(trace: traces.Trace | None) -> int:
+    """Where a run goes on its notebook's page: 0 for one with a before and an after (what the method changed), 1
+    for a baseline, 2 for one that cannot be shown."""
+    if trace is None:
+        return 2
+    return 0 if trace.header.get("compare") or any(r.get("before") for r in trace.records) else 1
 
 
 def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], page: Callable[[str, str], str],
@@ -277,12 +281,13 @@ def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], 
         nav.append(f'<a href="{_e(safe_name(stem))}.html">the notebook <code>{_e(stem)}</code></a>')
     parts = [banner, f'<nav class="covlib-nav">{"".join(nav)}</nav>', _STYLE,
              f"<h1>Traces of <code>{_e(stem)}</code>: every example, step by step</h1>",
-             "<p>Each run the notebook made. A run's page lists its examples, filterable by outcome, parse failures, "
-             "edited, σ fired and rounds; an outcome compares the run's before and after (fixed: wrong before, right "
-             "after). A count opens the run's page filtered on it.</p>"]
+             "<p>Each run the notebook made, those with a before and an after first (what the method changed), then "
+             "the baselines. A run's page lists its examples, filterable by what the run has of outcome, parse "
+             "failures, edited, σ fired and rounds; an outcome compares the run's before and after (fixed: wrong "
+             "before, right after). A count opens the run's page filtered on it.</p>"]
     heads = "".join(f"<th>{_e(h)}</th>" for h in ("run", "examples", "state", "before → after", *traces.OUTCOMES))
     lines = []
-    for path, trace, reason in runs:
+    for path, trace, reason in sorted(runs, key=lambda run: interest(run[1])):
         if trace is None:
             lines.append(f"<tr><td><code>{_e(path.name)}</code></td><td colspan='{3 + len(traces.OUTCOMES)}' "
                          f"class='interrupted'>Skipped: {_e(reason)}.</td></tr>")
@@ -291,7 +296,7 @@ def list_page(stem: str, runs: Sequence[tuple[Path, traces.Trace | None, str]], 
         outcomes = [o for _, _, o in traces.pairs(trace)]
         compare = trace.header.get("compare") or {}
         counts = traces.count_outcomes((None, None, o) for o in outcomes)
-        cells = ("".join(f'<td><a href="{href}#outcome={outcome_value(o)}">{counts[o]}</a></td>' for o in traces.OUTCOMES)
+        cells = ("".join(_count_cell(f"{href}#outcome={outcome_value(o)}", counts[o]) for o in traces.OUTCOMES)
                  if any(o is not None for o in outcomes) else "<td>-</td>" * len(traces.OUTCOMES))
         change = f"{_e(compare.get('before'))} → {_e(compare.get('after'))}" if compare else "-"
         size = examples_text(trace) if trace.damaged else str(len(trace.records))
@@ -313,20 +318,21 @@ def safe_body(fragment: str) -> str:
 
 def example_page(stem: str, run: str, trace: traces.Trace, position: int, page: Callable[[str, str], str],
                  banner: str = "") -> str:
-    """One example's page: its steps (`trace_view.example_html`, sanitised) with previous / next / back links."""
+    """Example `position` + 1 (counted from 1, as its file name and the run's list count it): its steps
+    (`trace_view.example_html`, sanitised) with previous / next / back links."""
     up = "../../../"
     back = f'../{_e(run)}.html'
-
+    number = position + 1
     links = [f'<a href="{up}index.html">↑ index</a>', f'<a href="{back}">back to the list</a>']
-    if position > 0:
-        links.append(f'<a href="{position - 1}.html">← example {position - 1}</a>')
-    if position + 1 < len(trace.records):
-        links.append(f'<a href="{position + 1}.html">example {position + 1} →</a>')
+    if number > 1:
+        links.append(f'<a href="{number - 1}.html">← example {number - 1}</a>')
+    if number < len(trace.records):
+        links.append(f'<a href="{number + 1}.html">example {number + 1} →</a>')
     nav = f'<nav class="covlib-nav">{"".join(links)}</nav>'
-    body = safe_body(trace_view.example_html(trace, trace.records[position], "h2"))
-    title = f"{stem}: {trace.title}, example {position}"
+    body = safe_body(trace_view.example_html(trace, trace.records[position], "h2", number=number))
+    title = f"{stem}: {trace.title}, example {number}"
     return page(title, f"{banner}{nav}{_STYLE}<p><code>{_e(stem)}</code> / {_e(trace.title)} "
-                       f"(<code>{_e(run)}</code>), example {position + 1} of {len(trace.records)}</p>{body}")
+                       f"(<code>{_e(run)}</code>), example {number} of {len(trace.records)}</p>{body}")
 
 
 def run_names(files: Sequence[Path]) -> dict[Path, str]:
@@ -351,7 +357,7 @@ def _write_run(out: Path, stem: str, run: str, trace: traces.Trace, page: Callab
     target.mkdir(parents=True, exist_ok=True)
     for i in range(len(trace.records)):
         text = example_page(stem, run, trace, i, page, banner)
-        (target / f"{i}.html").write_text(neutral_paths(text), encoding="utf-8")
+        (target / f"{i + 1}.html").write_text(neutral_paths(text), encoding="utf-8")
     text = run_page(stem, run, trace, page, banner, notebook_page)
     (target.parent / f"{run}.html").write_text(neutral_paths(text), encoding="utf-8")
 

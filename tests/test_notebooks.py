@@ -736,7 +736,7 @@ def test_03_and_09_in_the_book_in_chromium(smoke_root, tmp_path):
     for text in ("σ fired", "Step 4. σ", "reference_low", "truthfulness_low", "round 1 vs final round"):
         assert text in cov, f"09's σ view in the book: {text!r} missing"
     run = sorted((site / "explore" / "09_covrag_iterations").glob("cov-rag-*.html"))[0]
-    example = run.with_suffix("") / "0.html"
+    example = run.with_suffix("") / "1.html"
     dom = book_screenshots.dump_dom(example)
     assert "Step 1. retrieve" in dom and "Step 4. σ" in dom and "Step 3. verify" in dom
     png = book_screenshots.screenshot(example, tmp_path / "09-example.png", height=1200)

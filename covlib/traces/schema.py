@@ -122,3 +122,17 @@ def validate(path: str | Path) -> list[str]:
     return problems
 
 
+def end_records(path: str | Path) -> int | None:
+    """The record count a trace file's `end` line states (its first valid end line, as `traces.read` takes it), or
+    None when it has none."""
+    check = checkers()["end"]
+    for line in lines_of(Path(path))[1:]:
+        if "end" not in line and "\\u" not in line:  # cheap: only a line that can spell "end" can be the end line
+            continue
+        try:
+            obj = parse(line)
+        except ValueError:
+            continue
+        if kind_of(obj) == "end" and check.is_valid(obj):
+            return obj["records"]
+    return None

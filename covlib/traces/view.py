@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -76,11 +77,31 @@ def _text(value: str, cap: int = TEXT_CAP) -> str:
             f"</summary><pre class='trace-text'>{_e(value[cap:])}</pre></details>")
 
 
+def number_text(value: Any) -> str:
+    """A number as a reader reads it: an integer as it is, a float to 3 decimals with trailing zeros dropped
+    (3.234498191626014 -> 3.234, 1.0 -> 1), one below 0.001 to 3 significant digits; anything else as text."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return str(value)
+    if value != 0 and abs(value) < 0.001:
+        return f"{value:.3g}"
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _number_html(value: float) -> str:
+    """A float shortened for reading, its full value in the tooltip."""
+    short, full = number_text(value), json.dumps(value)
+    return _e(short) if short == full else f"<span title='{_e(full)}'>{_e(short)}</span>"
+
+
 def value_html(value: Any, depth: int = 0) -> str:
-    """Any JSON value as escaped HTML: text in <pre>, lists numbered, objects as two-column tables."""
+    """Any JSON value as escaped HTML: text in <pre>, numbers to 3 decimals, lists numbered, objects as two-column
+    tables."""
     if isinstance(value, str):
         return _text(value) if ("\n" in value or len(value) > 120) else _e(value)
-    if value is None or isinstance(value, (bool, int, float)):
+    if isinstance(value, float):
+        return _number_html(value)
+    if value is None or isinstance(value, (bool, int)):
         return _e(json.dumps(value))
     if depth > 4:
         return _text(json.dumps(value, ensure_ascii=False)[:TEXT_CAP])
@@ -135,11 +156,76 @@ def _verdict(record: dict) -> str:
     return MARK[traces.correct_of(record.get("correct"))]
 
 
-def example_html(trace: traces.Trace, record: dict, heading: str = "h3") -> str:
-    """One example's record as HTML: question, gold, prediction, then each step under the paper's name."""
+def _not_edited(inputs: dict, outputs: dict, params: dict) -> str:
+    """Verify-and-Edit's consistency check left the answer as it is: its score against the threshold."""
+    threshold = inputs.get("threshold", params.get("threshold"))
+    name = inputs.get("consistency", params.get("consistency"))
+    score = f"consistency{f' ({name})' if isinstance(name, str) else ''} {number_text(outputs.get('score'))}"
+    limit = f" ≥ threshold {number_text(threshold)}" if threshold is not None else ""
+    return f"not edited: {score}{limit} (Algorithm 1 leaves a high-consistency answer as it is)"
+
+
+def _round(inputs: dict) -> str:
+    """' in round 2' for a step of CoV-RAG's second round or later ('' for the first)."""
+    at = inputs.get("round")
+    return f" in round {at + 1}" if isinstance(at, int) and not isinstance(at, bool) and at > 0 else ""
+
+
+def _what(inputs: dict) -> str:
+    """'not revised' at CoV-RAG's first σ, 'no further revision' at a later one."""
+    return "no further revision" if _round(inputs) else "not revised"
+
+
+def _not_revised(inputs: dict, outputs: dict) -> str:
+    """CoV-RAG's σ did not fire: its rule and which of its conditions held."""
+    conditions = [c for c in outputs.get("conditions") or [] if isinstance(c, dict)]
+    held = [str(c.get("condition")) for c in conditions if c.get("holds") is True]
+    rule = outputs.get("rule")
+    counted = f"{len(held)} of {len(conditions)} conditions held" + (f": {', '.join(held)}" if held else "")
+    return f"{_what(inputs)}: σ did not fire{_round(inputs)} ({f'{rule}; ' if isinstance(rule, str) else ''}{counted})"
+
+
+def stop_reason(trace: traces.Trace, record: dict) -> str:
+    """Why an example's steps end before the run's last step, from what its last step records (Verify-and-Edit's
+    consistency check, CoV-RAG's σ, self-completion's reflection); '' when they run to the end or the trace does
+    not say."""
+    order = [s.get("name") for s in trace.header.get("steps", [])]
+    steps = [s for s in record.get("steps") or [] if isinstance(s, dict)]
+    if not steps or not order or steps[-1].get("name") == order[-1]:
+        return ""
+    last, params = steps[-1], trace.header.get("params") or {}
+    inputs = last.get("inputs") if isinstance(last.get("inputs"), dict) else {}
+    outputs = last.get("outputs") if isinstance(last.get("outputs"), dict) else {}
+    if outputs.get("edited") is False and "score" in outputs:
+        return _not_edited(inputs, outputs, params)
+    if outputs.get("fired") is False:
+        return _not_revised(inputs, outputs)
+    if outputs.get("fired") is True and "max_rounds" in params:
+        rounds = params["max_rounds"]
+        return (f"{_what(inputs)}: σ fired{_round(inputs)}, but the run allows {number_text(rounds)} "
+                f"round{'' if rounds == 1 else 's'} of revision")
+    if outputs.get("refused") is False:
+        return "no search round: the self-reflection answered instead of refusing"
+    return ""
+
+
+def _stop_html(why: str, record: dict, order: Sequence[str]) -> str:
+    """The line under an example's last step that says which steps did not run, and `why` ('' when it is '')."""
+    if not why:
+        return ""
+    ran = [s.get("name") for s in record.get("steps", []) if isinstance(s, dict)]
+    first = order.index(ran[-1]) + 2 if ran[-1] in order else len(ran) + 1
+    skipped = f"step {first}" if first == len(order) else f"steps {first}-{len(order)}"
+    return f"<p class='trace-stop'><b>Stops here</b> ({_e(skipped)} not run): {_e(why)}.</p>"
+
+
+def example_html(trace: traces.Trace, record: dict, heading: str = "h3", number: int | None = None) -> str:
+    """One example's record as HTML: question, gold, prediction, then each step under the paper's name, and why
+    its steps end early when they do; `number` is the example's number as the page shows it (default: its index)."""
     words = {s["name"]: s.get("paper", "") for s in trace.header.get("steps", [])}
     order = [s["name"] for s in trace.header.get("steps", [])]
-    parts = [f"<div class='trace-example'><{heading}>{_e(trace.title)}: example {_e(record.get('index'))} "
+    shown = record.get("index") if number is None else number
+    parts = [f"<div class='trace-example'><{heading}>{_e(trace.title)}: example {_e(shown)} "
              f"<code>{_e(record.get('id'))}</code></{heading}>",
              "<table class='trace-summary'>",
              f"<tr><th>question</th><td>{value_html(record.get('question', ''))}</td></tr>",
@@ -156,6 +242,9 @@ def example_html(trace: traces.Trace, record: dict, heading: str = "h3") -> str:
                      "</b></td></tr>")
     if record.get("flags"):
         parts.append(f"<tr><th>flags</th><td>{value_html(record['flags'])}</td></tr>")
+    why = stop_reason(trace, record)
+    if why:
+        parts.append(f"<tr><th>steps</th><td>{len(record.get('steps', []))} of {len(order)}: {_e(why)}</td></tr>")
     parts.append("</table>")
     sub = "h4" if heading == "h3" else "h3"
     for i, s in enumerate(record.get("steps", []), 1):
@@ -168,7 +257,7 @@ def example_html(trace: traces.Trace, record: dict, heading: str = "h3") -> str:
         if s.get("outputs"):
             parts.append(f"<p><b>out</b></p>{value_html(s['outputs'])}")
         parts.append(_retrieved_html(s.get("calls", [])) + _calls_html(trace, s.get("calls", [])) + "</section>")
-    parts.append("</div>")
+    parts.append(_stop_html(why, record, order) + "</div>")
     return "".join(parts)
 
 

@@ -154,20 +154,6 @@ def test_the_reference_table_names_every_notebook_and_the_docs_show_the_same_min
                 f"{stem}: REFERENCE_SECONDS says {seconds / 60:.1f} min, docs/benchmarks.md says {rows[number]!r}"
 
 
-def test_the_cpu_run_time_is_quoted_from_its_one_table():
-    """README and the course quote the whole cpu run's total from docs/benchmarks.md (the sum of REFERENCE_SECONDS),
-    and no page keeps a per-notebook cpu column of its own."""
-    total = f"{sum(s for s in R.REFERENCE_SECONDS['cpu'].values() if s) / 60:.1f}"
-    root = paths.code_root()
-    doc = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    assert f"| **all notebooks** | **{total}** |" in doc
-    for page in ("README.md", "notebooks/COURSE.md"):
-        text = (root / page).read_text(encoding="utf-8")
-        quoted = set(re.findall(r"(\d+(?:\.\d+)?) minutes (?:of notebooks|in all)", text))
-        assert quoted == {total}, f"{page} quotes the cpu run as {quoted}, the table says {total}"
-        assert "| cpu profile |" not in text, f"{page} keeps its own per-notebook cpu times"
-
-
 def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp_path, monkeypatch, capsys):
     import papermill as pm
 

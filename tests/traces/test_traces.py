@@ -163,6 +163,39 @@ def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(tracer, f
     assert view._repr_html_() == str(view) and "question 1?" in view
 
 
+@pytest.mark.parametrize("value, shown", [
+    (3.234498191626014, "3.234"), (-1.9166629612445831, "-1.917"), (0.27, "0.27"), (1.0, "1"), (0.0, "0"), (3, "3"),
+    (123456, "123456"), (0.000123456, "0.000123"), (-0.0004, "-0.0004"), (True, "True"), ("3.14159265", "3.14159265")])
+def test_a_number_reads_to_3_decimals_and_an_integer_stays_one(value, shown):
+    assert trace_view.number_text(value) == shown
+
+
+def test_a_step_shows_floats_shortened_with_the_full_value_in_the_tooltip():
+    page = trace_view.value_html({"wang": 3.234498191626014, "threshold": 3, "p": 0.5, "text": "0.123456789"})
+    assert "<span title='3.234498191626014'>3.234</span>" in page and "<td>3</td>" in page and "<td>0.5</td>" in page
+    assert "<td>0.123456789</td>" in page, "text is text, even when it looks like a number"
+
+
+def test_why_an_examples_steps_end_early_comes_from_what_its_last_step_records(tracer, folder):
+    steps = [("Consistency check", "if s*_sc < ceil(n/2) then edit"), ("Answer again", "a* <- f(p_cot, q, r*)")]
+    with tracer.open_run("verify_edit", "verify_edit", "VE", steps, {"threshold": 3, "consistency": "wang"}) as tr:
+        for i, (inputs, outputs) in enumerate([({"threshold": 3.5}, {"score": 3.5, "edited": False}),
+                                               ({}, {"score": 4.649123456, "edited": False}),
+                                               ({}, {"score": "<b>", "edited": False}),
+                                               ({}, {"score": 1.2, "edited": True})]):
+            tr.write({"id": f"q{i}", "question": "?", "gold": [], "prediction": None, "correct": None, "flags": {},
+                      "steps": [traces.step("Consistency check", inputs, outputs)]})
+        tr.write({"id": "done", "question": "?", "gold": [], "prediction": None, "correct": None, "flags": {},
+                  "steps": [traces.step("Consistency check"), traces.step("Answer again")]})
+    trace = traces.read(tr.path)
+    said = [trace_view.stop_reason(trace, r) for r in trace.records]
+    assert said[0].startswith("not edited: consistency (wang) 3.5 ≥ threshold 3.5 (Algorithm 1 leaves")
+    assert said[1].startswith("not edited: consistency (wang) 4.649 ≥ threshold 3 "), "the run's params: no threshold in the step"
+    assert said[3:] == ["", ""], "edited, or every step ran: nothing to say"
+    page = trace_view.example_html(trace, trace.records[2])
+    assert "consistency (wang) &lt;b&gt; ≥ threshold 3" in page and "Stops here</b> (step 2 not run)" in page
+
+
 def test_the_comparison_counts_and_filters_by_outcome(tracer, folder):
     trace = _write_run(tracer, n=8)
     page = trace_view.compare(trace)
