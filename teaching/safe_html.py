@@ -40,7 +40,7 @@ def _widget_text(state: dict, model_id: str) -> str | None:
 
 def offline(nb: Any) -> Any:
     """Drop what would need the network to show, stderr (warnings) and progress bars (a widget view that is one, at
-    whatever frame it was saved); another widget view shows its final text from the saved widget state, else its
+    whatever frame it was saved, or HTML with a <progress> element: a trainer's); another widget view shows its final text from the saved widget state, else its
     text fallback. A long line printed again (after a "name: " prefix) is cut short: "name: its start… (as above)"."""
     widgets = nb.metadata.pop("widgets", None) or {}
     state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {}) if isinstance(widgets, dict) else {}
@@ -52,6 +52,8 @@ def offline(nb: Any) -> Any:
             if out.get("output_type") == "stream" and out.get("name") == "stderr":
                 continue
             data = out.get("data")
+            if data and "<progress" in "".join(data.get("text/html", "")):  # a trainer's progress display
+                continue
             if data and _WIDGET in data:
                 view = data.pop(_WIDGET)
                 final = _widget_text(state, str(view.get("model_id", ""))) if isinstance(view, dict) else None

@@ -124,11 +124,15 @@ def test_a_progress_bar_is_not_shown_at_all(tmp_path):
              "m2": {"state": {"_model_name": "HTMLModel", "value": "embedding: 100%"}},
              "m3": {"state": {"_model_name": "HTMLModel", "value": " 10/10 [00:01&lt;00:00]"}}}
     widgets = {"application/vnd.jupyter.widget-state+json": {"state": state, "version_major": 2, "version_minor": 0}}
-    _executed(tmp_path / "executed", "01_consistency_kde", [bar, done], widgets)
+    trainer = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "<IPython.core.display.HTML>",
+               "text/html": "<div><progress value='2' max='2'></progress> [2/2 00:03, Epoch 0/1]</div>"
+                            "<table class='dataframe'><tr><th>Step</th><th>Training Loss</th></tr></table>"}}
+    _executed(tmp_path / "executed", "01_consistency_kde", [bar, done, trainer], widgets)
     book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
     page = (tmp_path / "site" / "01_consistency_kde.html").read_text()
     assert "0/272" not in page and not re.search(r"(?<!\d)0%\|", page)
     assert "embedding" not in page and "10/10" not in page  # not its final state either: progress is not a result
+    assert "Training Loss" not in page and "Epoch 0/1" not in page  # nor a trainer's progress table
 
 
 def test_no_absolute_path_of_the_teachers_machine_is_on_a_page(tmp_path, monkeypatch):
