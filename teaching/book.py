@@ -194,7 +194,7 @@ def contents(built: Sequence[str], explored: Sequence[str] = (), docs: Sequence[
     items = []
     for paper, _, notebooks in PAPERS:
         links = [f"<a href=\"{stem}.html\" title=\"{html.escape(what)}\">{stem.split('_', 1)[0]}</a>" if stem in built
-                 else f"<span class=\"missing\" title=\"not executed yet\">{stem.split('_', 1)[0]}</span>"
+                 else f"<span class=\"missing\" title=\"not run yet: make reproduce\">{stem.split('_', 1)[0]}</span>"
                  for stem, what in notebooks]
         items.append(f"<li>{html.escape(paper.split(':')[0])}: {' · '.join(links)}</li>")
     extra = ['<a href="#ledger">claims ledger</a>', '<a href="#notebooks">what each notebook reproduces</a>',

@@ -333,7 +333,7 @@ def test_book_renders_the_executed_notebooks_offline(graded, tmp_path):
         assert page in written and f'href="{path.stem}.html"' in index
         text = page.read_text()
         assert not re.search(r"<script[^>]*src=\"https?://", text) and "import(\"https" not in text
-        assert "Figures and tables this notebook wrote" in text
+        assert 'id="results"' in text and text.index('id="results"') < text.index("The notebook, step by step")
         assert 'href="index.html"' in text
     assert "data:image/png;base64," in (site / "01_consistency_kde.html").read_text()  # fig-01 inline
     assert "make reproduce ONLY=03" in index  # not executed here: the index says how
