@@ -56,7 +56,7 @@ llama-server: env ## build llama.cpp's llama-server once (the tests' second real
 test: env sandbox browser llama-server ## run the test suite (notebooks in the smoke profile; the trained NLI judge's checks run once `make judge` built it)
 	$(PY) -m pytest -q
 
-test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (7.3 min on 2 cores; docs/times.md)
+test-fast: env ## the edit-test loop: every unit test, no notebook, no server, no training (5.2-7.3 min on 2 cores; docs/times.md)
 	$(PY) -m pytest -q -m "not notebook and not server and not training and not slow"
 
 bench: env llama-server ## print speed ratios (batching, shared prefill, cache, NLI, HTTP backend, concurrency) and the decoder on real shapes beside the machine's limits [DEVICE=cuda]

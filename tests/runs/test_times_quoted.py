@@ -51,6 +51,7 @@ ROW_WORDS = {
     "one notebook in the `cpu` profile": ("notebook",),
     "a first `make reproduce`": ("make reproduce", "fresh"),
     "`make test-fast`": ("test-fast",),
+    "`make test` with a warm": ("make test",),
     "`make test` from a fresh clone": ("make test",),
     "a student's start": ("student", "set-up"),
     "a student notebook's first run": ("first run", "student"),
