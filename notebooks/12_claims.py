@@ -85,8 +85,7 @@ ledger = pd.DataFrame(rows)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
                            if isinstance(r["ours"], (int, float)) else "—" for r in rows]
 ledger["better / worse"] = [f"{r['better']} / {r['worse']}" if r.get("better") is not None else "" for r in rows]
-ledger["p"] = [f"{r['p']:.3g}" if isinstance(r.get("p"), float) else "" for r in rows]
-ledger["p (Holm)"] = [f"{r['p_holm']:.3g}" if isinstance(r.get("p_holm"), float) else "" for r in rows]
+ledger["p (Holm)"] = ledger["p_holm"]  # p and p (Holm) stay numbers: the table path formats them (tables.p_text)
 ledger["n"] = ledger["n"].astype("Int64")
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
                 "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id",

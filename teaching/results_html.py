@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from covlib.report import tables
 from teaching.safe_html import is_png, sanitize
 
 LEDGER_COLUMNS = ("claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "verdict", "reason")
@@ -135,11 +136,11 @@ def read_ledger(tables: Path) -> list[dict[str, str]] | None:
 
 
 def _p(text: str) -> str:
+    """A p value from the ledger's CSV as every table shows it (`tables.p_text`); a text that is no number as it is."""
     try:
-        value = float(text)
+        return tables.p_text(float(text))
     except ValueError:
         return text
-    return "<0.001" if value < 0.001 else f"{value:.3g}"
 
 
 def ledger_table(rows: Sequence[dict[str, str]], link: bool = True) -> str:

@@ -68,10 +68,6 @@ class Table:
     def __repr__(self) -> str:
         return self.to_markdown()
 
-    def frame(self) -> pd.DataFrame:
-        """The display texts as a DataFrame of strings."""
-        return pd.DataFrame(list(self.rows), columns=list(self.columns))
-
 
 def _blank(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
