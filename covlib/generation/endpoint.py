@@ -44,7 +44,7 @@ from covlib.core.cache import Cache, make_key
 from covlib.generation.base import Completion, first_stop, sample_seed
 from covlib.generation.cached import CachedGenerator
 from covlib.generation.http import (EndpointError, Stopped, api_key, only_choice, request_timeout, retryable,
-                                    server_message)
+                                    server_gone, server_message)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
 DEFAULT_CONCURRENCY = 8
@@ -112,6 +112,9 @@ class EndpointLM(CachedGenerator):
                 last = (f"no answer within {self.timeout:g} s ({type(err).__name__}; set COVLIB_REQUEST_TIMEOUT or "
                         "the timeout= option, in seconds, to wait longer)")
             except httpx.TransportError as err:
+                gone = server_gone(self.base_url)  # a server this process started has died: say how, do not retry
+                if gone is not None:
+                    raise EndpointError(f"{url}: {gone}") from None
                 refused = isinstance(err, httpx.ConnectError)
                 last = (f"cannot connect ({err}): is the server running at {self.base_url}?" if refused
                         else f"connection failed ({type(err).__name__}: {err})")

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read at request time, each bound to its servers (api_key)
 RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
 OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
+# the servers this process started (covlib.generation.server), by base URL: each says why it is gone, or None while
+# it runs; a request that cannot reach one of them reports that at once instead of retrying a dead port
+_LOCAL_SERVERS: dict[str, Callable[[], str | None]] = {}
 
 
 def key_value(variable: str) -> str | None:
@@ -82,6 +85,20 @@ def redact(text: str) -> str:
             if len(form.strip()) >= 4:
                 text = text.replace(form, "***")
     return text
+
+
+def watch_server(base_url: str, gone: Callable[[], str | None] | None) -> None:
+    """Register (or, with None, forget) a server this process runs at `base_url`: `gone()` says why it died."""
+    if gone is None:
+        _LOCAL_SERVERS.pop(base_url.rstrip("/"), None)
+    else:
+        _LOCAL_SERVERS[base_url.rstrip("/")] = gone
+
+
+def server_gone(base_url: str) -> str | None:
+    """Why the server this process started at `base_url` is gone; None when it runs or is not ours."""
+    gone = _LOCAL_SERVERS.get(base_url.rstrip("/"))
+    return gone() if gone is not None else None
 
 
 def retryable(status: int) -> bool:

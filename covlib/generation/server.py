@@ -25,17 +25,29 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from covlib.core import paths
 from covlib.generation.embedded import embedded_gguf
+from covlib.generation.http import watch_server
 from covlib.generation.spec import ENDPOINT_PREFIX
 
 LLAMA_SERVER_BINARY = "llama-server"
+LOG_TAIL_LINES = 12  # the lines of a dead server's log its error quotes
+# instructions past x86-64-v3 (AVX2, FMA, F16C, BMI2), which `make env` builds llama.cpp for, by the extension that
+# adds them: objdump's mnemonics for AMX and AVX-VNNI; AVX-512 by its EVEX prefix (0x62 opens every EVEX instruction
+# in 64-bit mode, after optional address-size or segment prefixes)
+UNPORTABLE = (("AMX", re.compile(r"\t(?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileload|tilestore|tdp)")),
+              ("AVX-512", re.compile(r":\t(?:(?:26|2e|36|3e|64|65|67) )*62 ")),
+              ("AVX-VNNI", re.compile(r"\t(?:\{vex\} )?vpdp(?:bu|ws)sds?\b")))
 
 
 class LocalServer:
@@ -55,6 +67,7 @@ class LocalServer:
         self.threads = threads or max(1, (os.cpu_count() or 2))
         self.log = log
         self.process = None
+        self.own_log = False  # a log file covlib made (no `log` given): removed on a clean stop, kept when it died
         self.label = "the llama.cpp server (llama-cpp-python)"
 
     @property
@@ -83,13 +96,18 @@ class LocalServer:
         import httpx
 
         command = self.command()
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.process = subprocess.Popen(command, stdout=out, stderr=out)
+        if not self.log:
+            fd, self.log = tempfile.mkstemp(prefix="covlib-server-", suffix=".log")
+            os.close(fd)
+            self.own_log = True
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=out)
+        watch_server(self.base_url, self.gone)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.label} exited with code {self.process.returncode} at start"
-                                   + (f"; see {self.log}" if self.log else ""))
+                watch_server(self.base_url, None)
+                raise RuntimeError(self.gone(when=" while starting"))
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
                     return self
@@ -100,14 +118,31 @@ class LocalServer:
         raise RuntimeError(f"{self.label} did not answer at {self.base_url} within {wait_s:g} s")
 
     def stop(self) -> None:
-        """Stop the server."""
-        if self.process is not None and self.process.poll() is None:
+        """Stop the server; the log covlib made for it is removed unless the server had died."""
+        died = self.process is not None and self.process.poll() is not None
+        if self.process is not None and not died:
             self.process.terminate()
             try:
                 self.process.wait(timeout=10)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 self.process.kill()
+        watch_server(self.base_url, None)
+        if self.own_log and not died:
+            Path(self.log).unlink(missing_ok=True)
         self.process = None
+
+    def gone(self, wait_s: float = 1.0, when: str = "") -> str | None:
+        """Why the server is not running: how its process ended and the last lines of its log; None while it runs.
+        Waits up to `wait_s` for a process whose sockets closed as it died to be reaped."""
+        if self.process is None:
+            return f"{self.label} at {self.base_url} is not started"
+        try:
+            code = self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+        lines = Path(self.log).read_bytes()[-16384:].decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+        tail = "".join(f"\n  | {line}" for line in lines) if lines else " (empty)"
+        return f"{self.label} at {self.base_url} died{when} ({exit_reason(code)}); the end of its log {self.log}:{tail}"
 
     def __enter__(self) -> "LocalServer":
         return self.start()
@@ -143,6 +178,33 @@ class LlamaServer(LocalServer):
                 "--port", str(self.port), "--ctx-size", str(self.n_ctx), "--parallel", str(self.parallel),
                 "--no-kv-unified", "--cont-batching", "--threads", str(self.threads),
                 "--threads-batch", str(self.threads), "--no-webui", "--top-k", "0", "--min-p", "0"]
+
+
+def exit_reason(code: int) -> str:
+    """A process's exit status in words; a crash (SIGILL, SIGSEGV, SIGBUS) names what commonly causes it."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "unknown signal"
+    crash = -code in (signal.SIGILL, signal.SIGSEGV, signal.SIGBUS)
+    why = (": a crash in the server's native code, such as an instruction this CPU or virtual machine does not run "
+           "(docs/scale_out.md, 'When a served model dies')")
+    return f"killed by signal {-code}, {name}" + (why if crash else "")
+
+
+def unportable_instructions(library: str | Path) -> dict[str, int]:
+    """How many instructions of each extension past x86-64-v3 (AMX, AVX-512, AVX-VNNI) a shared library holds, by
+    `objdump -d`: {} for the portable build `make env` makes."""
+    try:
+        listing = subprocess.run(["objdump", "-d", "-w", str(library)], capture_output=True, text=True,
+                                 check=True).stdout
+    except FileNotFoundError as err:
+        raise RuntimeError("objdump is needed to read a library's instructions: apt-get install binutils") from err
+    found = (next((name for name, pattern in UNPORTABLE if pattern.search(line)), None)
+             for line in listing.splitlines())
+    return dict(Counter(name for name in found if name))
 
 
 def llama_cpp_version() -> str:
@@ -204,7 +266,8 @@ def _cli() -> None:  # `python -m covlib.generation.server --port 8080` (what `m
         try:
             srv.process.wait()
         except KeyboardInterrupt:
-            pass
+            return
+        raise SystemExit(srv.gone())
 
 
 if __name__ == "__main__":

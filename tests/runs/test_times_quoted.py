@@ -45,6 +45,7 @@ ROW_WORDS = {
     "`make env`: a fresh": ("make env", "venv"),
     "`make env` on a machine's first run": ("make env", "from source"),
     "of which: building llama-cpp-python": ("llama-cpp-python", "llama.cpp", "from source"),
+    "`make env` where the installed or cached": ("portable", "rebuilds"),
     "`make judge`": ("judge",),
     "`make llama-server`": ("llama-server",),
     "`make reproduce`, `cpu` profile": ("notebooks", "make reproduce", "cpu"),
