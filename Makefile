@@ -11,8 +11,10 @@ DEVICE ?=
 ONLY ?=
 PLAN ?=
 # llama-cpp-python is built from source: on x86-64 for x86-64-v3 (AVX2, FMA, F16C, BMI2), not for the build machine,
-# whose AMX or AVX-512 a VM or another machine may not run (docs/scale_out.md, "The llama.cpp build")
-LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF$(if $(filter x86_64,$(shell uname -m)), -DGGML_NATIVE=OFF)
+# whose AMX or AVX-512 a VM or another machine may not run (docs/scale_out.md, "The llama.cpp build"); the set is
+# named, as ggml turns it all off when SOURCE_DATE_EPOCH is set
+LLAMA_V3 := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_F16C=ON -DGGML_FMA=ON -DGGML_AVX2=ON -DGGML_BMI2=ON
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF$(if $(filter x86_64,$(shell uname -m)), $(LLAMA_V3))
 
 .DEFAULT_GOAL := help
 
@@ -38,12 +40,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # pip's wheel cache keys a built wheel by its source, not CMAKE_ARGS: a llama-cpp-python built for another CPU set
-# (an older `make env`'s native build) is found by its instructions, removed from the cache and rebuilt
+# (an older `make env`'s native build) is found by its instructions (--check exits 3), removed from the cache and
+# rebuilt; any other failure of the check stops here
 $(VENV)/.llama-portable: $(VENV)/.installed
-	$(PY) scripts/build_llama_server.py --check || { $(PY) -m pip cache remove 'llama_cpp_python*' || true; \
+	$(PY) scripts/build_llama_server.py --check || { test $$? = 3 && { \
+	  $(PY) -m pip cache remove 'llama_cpp_python*' || true; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --force-reinstall --no-deps \
 	    "llama-cpp-python==$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')" && \
-	  $(PY) scripts/build_llama_server.py --check; }
+	  $(PY) scripts/build_llama_server.py --check; }; }
 	touch $@
 
 judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (26-55 min on 2 cores; docs/times.md)

@@ -3,7 +3,7 @@ need it): the tests' second real server, the one that batches concurrent request
 
     python scripts/build_llama_server.py           # build when missing or when the wheel's libraries changed
     python scripts/build_llama_server.py --force   # rebuild
-    python scripts/build_llama_server.py --check   # exit 1 if the installed wheel holds instructions past x86-64-v3
+    python scripts/build_llama_server.py --check   # exit 3 if the installed wheel holds instructions past x86-64-v3
 
 The source is the llama.cpp vendored in the llama-cpp-python sdist of the version installed here (the `serve` extra,
 0.3.36), fetched with pip (pip's cache keeps it). Only what the server adds is compiled: llama.cpp's common library,
@@ -100,6 +100,7 @@ endforeach()
 @HOT@"""
 
 FLAGS = "-O0 -DNDEBUG"
+UNPORTABLE_EXIT = 3  # --check: the wheel holds instructions past x86-64-v3 (`make env` rebuilds it on this code alone)
 # the wheel's libraries llama-server loads, by the names (sonames) it asks for
 LIBRARIES = ("libllama.so.0", "libggml.so.0", "libggml-base.so.0", "libggml-cpu.so.0")
 
@@ -108,7 +109,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--force", action="store_true", help="rebuild even when the binary is there")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs (default: the cores)")
-    ap.add_argument("--check", action="store_true", help="check, build nothing: exit 1 when the installed "
+    ap.add_argument("--check", action="store_true", help="check, build nothing: exit 3 when the installed "
                     "llama-cpp-python's CPU library holds AMX, AVX-512 or AVX-VNNI instructions (a build for the "
                     "build machine's CPU, which `make env` replaces)")
     args = ap.parse_args()
@@ -124,15 +125,16 @@ def main() -> None:
 
 
 def check_wheel() -> None:
-    """Exit 1, naming what it found, when the installed wheel's libggml-cpu is not the portable x86-64-v3 build."""
+    """Exit 3, naming what it found, when the installed wheel's libggml-cpu is not the portable x86-64-v3 build."""
     if platform.machine() != "x86_64":
         return
     library = (wheel_lib() / "libggml-cpu.so.0").resolve()
     found = unportable_instructions(library)
     if found:
         counts = ", ".join(f"{n:,} {name}" for name, n in found.items())
-        raise SystemExit(f"{library} was built for a newer CPU than x86-64-v3 ({counts} instructions): `make env` "
-                         "rebuilds it")
+        print(f"{library} was built for a newer CPU than x86-64-v3 ({counts} instructions): `make env` rebuilds it",
+              file=sys.stderr)
+        raise SystemExit(UNPORTABLE_EXIT)
     print(f"{library}: x86-64-v3, no AMX, AVX-512 or AVX-VNNI instruction")
 
 

@@ -87,12 +87,14 @@ def redact(text: str) -> str:
     return text
 
 
-def watch_server(base_url: str, gone: Callable[[], str | None] | None) -> None:
-    """Register (or, with None, forget) a server this process runs at `base_url`: `gone()` says why it died."""
-    if gone is None:
-        _LOCAL_SERVERS.pop(base_url.rstrip("/"), None)
-    else:
-        _LOCAL_SERVERS[base_url.rstrip("/")] = gone
+def watch_server(base_url: str, gone: Callable[[], str | None], watch: bool = True) -> None:
+    """Register a server this process runs at `base_url` (`gone()` says why it died); watch=False forgets it, if it
+    is still the one registered there."""
+    key = base_url.rstrip("/")
+    if watch:
+        _LOCAL_SERVERS[key] = gone
+    elif _LOCAL_SERVERS.get(key) == gone:
+        del _LOCAL_SERVERS[key]
 
 
 def server_gone(base_url: str) -> str | None:

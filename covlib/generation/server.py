@@ -45,9 +45,10 @@ LOG_TAIL_LINES = 12  # the lines of a dead server's log its error quotes
 # instructions past x86-64-v3 (AVX2, FMA, F16C, BMI2), which `make env` builds llama.cpp for, by the extension that
 # adds them: objdump's mnemonics for AMX and AVX-VNNI; AVX-512 by its EVEX prefix (0x62 opens every EVEX instruction
 # in 64-bit mode, after optional address-size or segment prefixes)
-UNPORTABLE = (("AMX", re.compile(r"\t(?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileload|tilestore|tdp)")),
+UNPORTABLE = (("AMX", re.compile(r"\t(?:ldtilecfg|sttilecfg|tile|tdp|tcmm|tmmul|t2rp|ttdp|tcvtrow)")),
               ("AVX-512", re.compile(r":\t(?:(?:26|2e|36|3e|64|65|67) )*62 ")),
-              ("AVX-VNNI", re.compile(r"\t(?:\{vex\} )?vpdp(?:bu|ws)sds?\b")))
+              ("AVX-VNNI", re.compile(r"\t(?:\{vex\} )?(?:vpdp[bw][su][su]ds?|vpmadd52)")))
+CLEAN_STOP = (0, -signal.SIGTERM, -signal.SIGKILL, -signal.SIGINT)  # how a server covlib stopped (or Ctrl-C) ends
 
 
 class LocalServer:
@@ -68,6 +69,7 @@ class LocalServer:
         self.log = log
         self.process = None
         self.own_log = False  # a log file covlib made (no `log` given): removed on a clean stop, kept when it died
+        self.stopping = False  # stop() has begun: the end that follows is not a death
         self.label = "the llama.cpp server (llama-cpp-python)"
 
     @property
@@ -100,47 +102,66 @@ class LocalServer:
             fd, self.log = tempfile.mkstemp(prefix="covlib-server-", suffix=".log")
             os.close(fd)
             self.own_log = True
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=out)
-        watch_server(self.base_url, self.gone)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                watch_server(self.base_url, None)
-                raise RuntimeError(self.gone(when=" while starting"))
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"{self.label} did not answer at {self.base_url} within {wait_s:g} s")
+        self.stopping = False
+        try:
+            with open(self.log, "ab") as out:  # unbuffered: a crash loses none of a Python server's last lines
+                self.process = subprocess.Popen(command, stdout=out, stderr=out,
+                                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(self.gone(when=" while starting"))
+                try:
+                    if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                        watch_server(self.base_url, self.gone)
+                        return self
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.3)
+            self.own_log = False  # kept: it is what tells why the server never answered
+            raise RuntimeError(f"{self.label} did not answer at {self.base_url} within {wait_s:g} s; its log: "
+                               f"{self.log}")
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop the server; the log covlib made for it is removed unless the server had died."""
-        died = self.process is not None and self.process.poll() is not None
-        if self.process is not None and not died:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        watch_server(self.base_url, None)
-        if self.own_log and not died:
+        proc, self.stopping = self.process, True
+        watch_server(self.base_url, self.gone, watch=False)
+        if proc is not None:
+            ended_before = proc.poll() is not None
+            if not ended_before:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            # Ctrl-C reaches a `make serve` server too, which may end before this looks
+            died = (ended_before and proc.returncode not in (0, -signal.SIGINT)) or proc.returncode not in CLEAN_STOP
+            if self.own_log and not died:
+                Path(self.log).unlink(missing_ok=True)
+        elif self.own_log:
             Path(self.log).unlink(missing_ok=True)
         self.process = None
 
     def gone(self, wait_s: float = 1.0, when: str = "") -> str | None:
         """Why the server is not running: how its process ended and the last lines of its log; None while it runs.
         Waits up to `wait_s` for a process whose sockets closed as it died to be reaped."""
-        if self.process is None:
-            return f"{self.label} at {self.base_url} is not started"
+        proc = self.process
+        if proc is None or self.stopping:
+            return None
         try:
-            code = self.process.wait(timeout=wait_s)
+            code = proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return None
-        lines = Path(self.log).read_bytes()[-16384:].decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 16384))
+                lines = f.read().decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            lines = []
         tail = "".join(f"\n  | {line}" for line in lines) if lines else " (empty)"
         return f"{self.label} at {self.base_url} died{when} ({exit_reason(code)}); the end of its log {self.log}:{tail}"
 

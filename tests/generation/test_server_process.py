@@ -133,16 +133,30 @@ def test_a_server_that_dies_during_a_request_is_named_with_its_signal_and_log(ki
     assert (tmp_path / "server.log").exists()
 
 
-def test_a_server_that_dies_while_starting_says_how(tmp_path):
-    """The same words when the process ends before it answers: its exit status and its log's last lines; the log
-    covlib made for it is kept, where a cleanly stopped server's is removed."""
+@pytest.mark.server
+def test_a_server_that_dies_or_hangs_while_starting_says_how(tmp_path):
+    """The same words when the process ends before it answers: its exit status and its log's last lines. The log
+    covlib made is kept then, and when a server never answers; a cleanly stopped server's is removed."""
     class Broken(LocalServer):
         def command(self) -> list[str]:
             return [sys.executable, "-c", "import sys; print('loading the model'); sys.exit('model file is corrupt')"]
+
+    class Silent(LocalServer):  # runs, never answers
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", "import time; print('waiting for a GPU', flush=True); time.sleep(60)"]
 
     srv = Broken(gguf=str(tmp_path / "none.gguf"))
     with pytest.raises(RuntimeError, match=r"died while starting \(exit code 1\); the end of its log .*\n  \| loading "
                                            r"the model\n  \| model file is corrupt$"):
         srv.start()
-    assert Path(srv.log).exists()
+    assert Path(srv.log).exists() and srv.process is None
     Path(srv.log).unlink()
+    silent = Silent(gguf=str(tmp_path / "none.gguf"))
+    with pytest.raises(RuntimeError, match=r"did not answer at .* within 1 s; its log: "):
+        silent.start(wait_s=1)
+    assert "waiting for a GPU" in Path(silent.log).read_text() and silent.process is None  # stopped, its log kept
+    Path(silent.log).unlink()
+    with LocalServer(bos=False) as clean:  # no log named: covlib's own, removed on a clean stop
+        log = Path(clean.log)
+        assert log.exists()
+    assert not log.exists()
