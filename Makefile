@@ -46,7 +46,7 @@ $(VENV)/.llama-portable: $(VENV)/.installed
 	$(PY) scripts/build_llama_server.py --check || { test $$? = 3 && { \
 	  $(PY) -m pip cache remove 'llama_cpp_python*' || true; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --force-reinstall --no-deps \
-	    "llama-cpp-python==$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')" && \
+	    "llama-cpp-python==$$($(PY) -c 'from covlib.generation.server import llama_cpp_version; print(llama_cpp_version())')" && \
 	  $(PY) scripts/build_llama_server.py --check; }; }
 	touch $@
 

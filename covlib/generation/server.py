@@ -129,6 +129,7 @@ class LocalServer:
         """Stop the server; the log covlib made for it is removed unless the server had died."""
         proc, self.stopping = self.process, True
         watch_server(self.base_url, self.gone, watch=False)
+        died = False
         if proc is not None:
             ended_before = proc.poll() is not None
             if not ended_before:
@@ -140,10 +141,10 @@ class LocalServer:
                     proc.wait()
             # Ctrl-C reaches a `make serve` server too, which may end before this looks
             died = (ended_before and proc.returncode not in (0, -signal.SIGINT)) or proc.returncode not in CLEAN_STOP
-            if self.own_log and not died:
-                Path(self.log).unlink(missing_ok=True)
-        elif self.own_log:
+        if self.own_log and not died:
             Path(self.log).unlink(missing_ok=True)
+            self.log = None  # a later start() makes a new one
+        self.own_log = False  # a kept log is the user's now: a second stop() leaves it
         self.process = None
 
     def gone(self, wait_s: float = 1.0, when: str = "") -> str | None:
