@@ -20,7 +20,7 @@
 # `make judge` fine-tunes the embedded all-MiniLM-L6-v2 as a 3-way cross-encoder on FEVER claim /
 # evidence pairs (`covlib.nli.pairs`, `covlib.generation.training`; 26-55 minutes on a 2-core CPU, docs/times.md).
 #
-# This notebook measures it beside the other judges covlib has, on two held-out sets:
+# This notebook measures it beside the other judges covlib has, on held-out sets:
 #
 # * **FEVER test**: pairs built from the paper's 1,000 `sampled_ids` claims (the Verify-and-Edit
 #   test set, never trained on): SUPPORTS → entailment, REFUTES → contradiction with the claim's
@@ -37,6 +37,9 @@
 #   (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, `scripts/keyfact_pairs.py`; who labelled them:
 #   quoted below). Most pairs are neutral, as a 135M model's answers mostly miss the facts: what
 #   counts is whether the judge's decision f says "entailed" when, and only when, the pairs' labels do.
+# * **People's labels** (section 6, the only set here labelled by people): Ye & Durrett's FACTUAL labels of 252
+#   GPT-3 rationales on 126 Adversarial HotpotQA test questions (`covlib.nli.people`); every judge's agreement with
+#   them, with intervals that resample whole questions.
 #
 # Who made the key-fact pairs, as the file's header says (`covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
 #
@@ -50,7 +53,7 @@
 # Wilson interval and the n it is over, and the ROC AUC of P(entailment) for "is entailed" (the
 # credibility metrics threshold P(entailment), so its ranking matters most).
 #
-# Outputs: `tables/tab-00b-nli-judges.*`, `tables/tab-00b-keyfact-decisions.*`, `tables/tab-00b-keyfact-test.*`, `figures/fig-00b-confusion.*`, `results/00b_nli_judges.json`.
+# Outputs: `tables/tab-00b-nli-judges.*`, `tables/tab-00b-keyfact-decisions.*`, `tables/tab-00b-keyfact-test.*`, `tables/tab-00b-people.*`, `figures/fig-00b-confusion.*`, `figures/fig-00b-people.*`, `results/00b_nli_judges.json`.
 
 # %%
 import matplotlib.pyplot as plt
@@ -59,7 +62,7 @@ import pandas as pd
 
 from covlib import nli
 from covlib.core import stats
-from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P
+from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P, people
 from covlib.report import plotting, results, tables
 from covlib.runs import session
 from covlib.runs.project import NOTEBOOKS
@@ -299,6 +302,73 @@ results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S
 #   precision; the weighted columns undo the sampling as far as the drawn pairs show (the bootstrap cannot
 #   show entailed pairs the low stratum may hold that none of its 100 drawn pairs revealed).
 
+# %% [markdown]
+# ## 6. The judges against people
+# Every set above was labelled inside this project, by AI coding agents. One set was labelled by people, on real LLM
+# output: Ye & Durrett's FACTUAL labels of GPT-3 rationales on the Adversarial HotpotQA test questions, whose four
+# paragraphs hold two entity-swapped copies of the gold ones. What the file is, as `covlib.nli.people` says:
+#
+# > **People's factuality labels** (`../shared/data/hotpotqa_adv/factuality_dev.jsonl`): GPT-3 (text-davinci) rationales and answers to 126 of the 250 Adversarial HotpotQA test questions, in two prompt formats (explain-predict, predict-explain), 252 in all, each labelled FACTUAL (every statement supported by the question's four paragraphs), CONSISTENT and CORRECT by people: the human annotations of Ye & Durrett (2022), shipped in the Verify-and-Edit repository (HotpotAdv/annotations), reformatted to JSON lines by the project's issue filer. The file holds half of the questions (split by a hash of qas_id); the other half is kept apart to measure the judge and is never read, fetched or tuned on here.
+#
+# Each judge reads a rationale by three rules (`people.RULES`): the **whole** rationale against the four paragraphs
+# together; every **claim** (sentence) against the four paragraphs together, as the credibility metrics judge each
+# key fact or answer sentence; and every claim against its best single paragraph (**aligned**), which an
+# entity-swapped copy cannot lend a word to. Numbers: the AUC of the judge's score for people's FACTUAL (0.5 is
+# chance), the balanced accuracy of its own decision (the mean of its hit rates on factual and non-factual
+# rationales; 0.5 is chance), and, of the rationales it flags as unsupported, the share people call non-factual
+# (precision) and the share of people's non-factual ones it flags (recall). Every interval resamples the 126
+# questions, a question's two rationales together. The project's goal: AUC ≥ 0.80, balanced accuracy ≥ 0.70.
+
+# %%
+rationales = people.load_factuality()
+print(f"{len(rationales)} rationales of {len({r.qas_id for r in rationales})} questions; "
+      f"{sum(r.factual for r in rationales)} factual by people's label")
+agreement, decided_by, people_rows = {}, {}, []
+for spec in S.judges:
+    slow = spec.lower().startswith(SLOW)  # the LLM judge: the whole rationale of the first questions only
+    subset = people.whole_questions(rationales, S.n_fever_slow // 2) if slow else rationales
+    for rule in ("whole",) if slow else people.RULES:
+        score, decided_by[(spec, rule)] = people.factual_scores(subset, judge_of[spec], rule, progress=True)
+        a = agreement[(spec, rule)] = people.people_agreement(subset, score, decided_by[(spec, rule)], seed=seed)
+        people_rows.append({"judge": judge_of[spec].name, "spec": spec, "rule": rule, "rationales": a["auc"]["n"],
+                            "questions": a["auc"]["clusters"],
+                            **{f"{name} [95% CI, by question]": stats.format_interval(a[key], digits=2)
+                               for key, name in people.MEASURES.items()}})
+people_table = pd.DataFrame(people_rows)
+results.save_table(people_table, "tab-00b-people", params=S.params, judges=S.judges,
+                   labels="../shared/data/hotpotqa_adv/factuality_dev.jsonl (Ye & Durrett 2022, people)")
+
+# %% [markdown]
+# Which judge agrees best with people is one comparison, declared before the second build was scored
+# (`people.PRIMARY`): the balanced accuracy of the judge's own decision, each claim against its best paragraph. Each
+# judge's difference from the overlap heuristic is paired over the same questions.
+
+# %%
+rule, key = people.PRIMARY
+entrants = [spec for spec in S.judges if (spec, rule) in agreement]
+best_people = max(entrants, key=lambda spec: agreement[(spec, rule)][key]["value"], default=None)
+for spec in entrants:
+    line = f"{spec}: {people.MEASURES[key]} {stats.format_interval(agreement[(spec, rule)][key], 2)}"
+    if spec != "overlap" and ("overlap", rule) in decided_by:
+        diff = people.balanced_accuracy_difference(rationales, decided_by[(spec, rule)], decided_by[("overlap", rule)],
+                                                   seed=seed)
+        line += f"; minus overlap's, paired by question: {stats.format_interval(diff, 2)}"
+    print(line)
+print(f"agrees best with people ({people.MEASURES[key]}, {rule} rule): {best_people}; offline default: {nli.DEFAULT_JUDGE}")
+
+# %%
+shown = pd.DataFrame([{"judge · rule": f"{spec} · {rule}", "AUC": a["auc"]["value"], "low": a["auc"]["low"],
+                       "high": a["auc"]["high"]} for (spec, rule), a in agreement.items()])
+ax = plotting.bar_with_reference(shown, "judge · rule", "AUC", ci=("low", "high"))
+ax.axhline(0.5, color="0.4", ls=":", lw=1, label="chance")
+ax.axhline(0.8, color="tab:green", ls="--", lw=1, label="goal")
+ax.set_ylim(0, 1)
+ax.set_ylabel("AUC for people's FACTUAL [95% CI]")
+ax.tick_params(axis="x", rotation=30)
+ax.legend(fontsize=8)
+ax.set_title(f"Judges against people: {len(rationales)} GPT-3 rationales, 126 questions (intervals by question)")
+results.save_figure(ax.figure, "fig-00b-people", params=S.params, judges=S.judges)
+
 # %%
 headline = {
     "rows": rows,
@@ -313,6 +383,8 @@ headline = {
     "keyfact_test_weighted": test_rates,  # {spec: {"all" / "answer" / "sentence": {sensitivity, specificity, precision}}}
     "n_keyfact_test": len(test_pairs),
     "keyfact_test_sha256": L.KEYFACT_TEST_SHA256,
+    "people": [{"spec": spec, "rule": rule, **a} for (spec, rule), a in agreement.items()],  # AUC etc., by question
+    "best_with_people": best_people,
 }
 results.record_metrics("00b_nli_judges", headline, params=S.params, judges=S.judges)
 {k: v for k, v in headline.items() if k not in ("rows", "by_setting", "keyfact_decisions")}

@@ -421,8 +421,9 @@ if corr_est is None:
 # %%
 scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records = (tuning_claims(S.generators, per_model, scope, seed=seed, available=available)
-                 + human_correlation_claims(summary, human if ratings else None, scope))
+judge_line = nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates and its agreement with people
+claim_records = (tuning_claims(S.generators, per_model, scope, seed=seed, available=available, note=judge_line)
+                 + human_correlation_claims(summary, human if ratings else None, scope, note=judge_line))
 claim_records
 
 # %%

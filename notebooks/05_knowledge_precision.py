@@ -181,10 +181,11 @@ results.save_table(drop_table, "tab-05-recall-drop", params=S.params, judge=judg
 # %%
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
 pairs = ([(5, 10)] if {5, 10} <= set(S.n_refs) else []) + ([(S.n_refs[0], S.n_refs[-1])] if (S.n_refs[0], S.n_refs[-1]) != (5, 10) else [])
+judge_line = nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates and its agreement with people
 claim_records = [claims.estimate("cred-noise-lowers-recall",
                                  f"hotpotqa, {few} vs {many} references, 2 gold + noise, key facts: {S.facts[0].author}",
                                  C.paired(rows[(name, few)], rows[(name, many)], "R", seed=seed),
-                                 "key-fact recall points", model=name, available=available)
+                                 "key-fact recall points", model=name, available=available, note=judge_line)
                  for name in names for few, many in pairs]
 claim_records
 

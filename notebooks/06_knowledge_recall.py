@@ -163,12 +163,12 @@ ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-b
 print("complete ≥ partial ≥ closed-book (point estimates):", ordered, "(paper: yes for every model)")
 scope = f"hotpotqa, {n_refs} references, key facts: {S.facts[0].author}"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records = []
+claim_records, judge_line = [], nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates, its people AUC
 for name in names:
     claim_records.append(claims.estimate("cred-complete-beats-partial", scope, diffs[name]["R complete − partial"],
-                                         "key-fact recall points", model=name, available=available))
+                                         "key-fact recall points", model=name, available=available, note=judge_line))
     claim_records.append(claims.estimate("cred-partial-beats-closed", scope, diffs[name]["R partial − closed-book"],
-                                         "key-fact recall points", model=name, available=available))
+                                         "key-fact recall points", model=name, available=available, note=judge_line))
 claim_records
 
 # %% [markdown]

@@ -231,7 +231,8 @@ results.save_table(table, "tab-07-reflection-completion", params=S.params, judge
 # %%
 scope = f"hotpotqa, BM25 over {S.corpus_name} ({len(S.passages)} passages), top {S.cap} vs self-completion (≤ {max_rounds} rounds)"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records = (completion_claims(S.generators, completed, gain, scope, S.k_initial, S.cap, available=available)
+claim_records = (completion_claims(S.generators, completed, gain, scope, S.k_initial, S.cap, available=available,
+                                   note=nli_eval.ledger_note(S.judge, seed))  # the judge's test-set rates, people AUC
                  + reflection_claims(S.generators, reflection_replies, insufficient,
                                      f"hotpotqa, self-reflection on {n_refs} references, complete vs partial (equal groups)",
                                      seed=seed, available=available))

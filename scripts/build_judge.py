@@ -7,8 +7,8 @@
     python scripts/build_judge.py --device cpu # train and evaluate on the CPU even where a GPU is visible
 
 Writes <models>/minilm-fever-nli/ (weights, tokenizer, card.json with settings, the
-training-data hash, the loss curve, training time, held-out metrics, the device and what
-de-duplication against the held-out pairs dropped) and the pairs under <cache>/nli_pairs/. A
+training-data hash, the loss curve, training time, held-out metrics, the device, what
+de-duplication against the held-out pairs dropped, and the agreement with people's FACTUAL labels) and the pairs under <cache>/nli_pairs/. A
 killed run resumes from its last checkpoint. Then (also when the judge is up to date) its ONNX
 files, onnx/model.onnx and the int8 onnx/model.int8.onnx that `load_trained_judge` runs when
 onnxruntime is installed (covlib.nli.onnx_judge).
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from covlib import nli  # noqa: E402
 from covlib.core import paths  # noqa: E402
 from covlib.generation import default_device, training  # noqa: E402
-from covlib.nli import evaluation as nli_eval, onnx_judge, pairs as P  # noqa: E402
+from covlib.nli import evaluation as nli_eval, onnx_judge, pairs as P, people  # noqa: E402
 
 
 def main() -> None:
@@ -40,6 +40,8 @@ def main() -> None:
     if not args.onnx_only:
         train(args)
     export_onnx(args)
+    if not args.onnx_only:
+        record_people(args)
 
 
 def resolve_device(requested: str) -> str:
@@ -77,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--multihop-fraction", type=float, default=0.2,
                     help="multi-hop hard negatives (another step's fact, the right entity's other facts; "
                          "nli_pairs.build_multihop_pairs) added, as a share of the FEVER pairs (capped by how many exist)")
+    ap.add_argument("--adversarial", type=int, default=0,
+                    help="copies of the minimal pairs mined from Adversarial HotpotQA's entity-swapped paragraphs "
+                         "(nli_pairs.build_adversarial_pairs; its few-shot pool and calibration split, never the test)")
     ap.add_argument("--dedup", default="held-out", choices=P.DEDUP,
                     help="pairs sharing a sentence between training and calibration / FEVER test: held-out drops them "
                          "from calibration and test (default), training from training (most FEVER pairs), none keeps "
@@ -107,6 +112,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("qa_paragraphs", args.qa_paragraphs, args.qa_paragraphs >= 0, "must be >= 0"),
         ("hard_fraction", args.hard_fraction, args.hard_fraction >= 0, "must be >= 0"),
         ("multihop_fraction", args.multihop_fraction, args.multihop_fraction >= 0, "must be >= 0"),
+        ("adversarial", args.adversarial, args.adversarial >= 0, "must be >= 0"),
         ("calibration_prevalence", args.calibration_prevalence,
          args.calibration_prevalence is None or 0 <= args.calibration_prevalence < 1, "a share in [0, 1)"),
     ) if not ok]
@@ -129,7 +135,7 @@ def train(args: argparse.Namespace) -> None:
     splits, dedup = P.fever_nli_build(seed=args.seed, val_fraction=args.val_fraction, pad_fraction=args.pad_fraction,
                                       key_fact_fraction=args.key_fact_fraction, qa_paragraphs=args.qa_paragraphs,
                                       hard_fraction=args.hard_fraction, multihop_fraction=args.multihop_fraction,
-                                      dedup=args.dedup)
+                                      dedup=args.dedup, adversarial=args.adversarial)
     pair_dir = paths.cache_dir() / "nli_pairs"
     for split, pairs in splits.items():
         P.save_pairs(pairs, pair_dir / f"{split}.jsonl")
@@ -175,6 +181,7 @@ def build_settings(args: argparse.Namespace, train_sha256: str) -> dict:
         "val_fraction": args.val_fraction, "key_fact_fraction": args.key_fact_fraction,
         "qa_paragraphs": args.qa_paragraphs, "hard_fraction": args.hard_fraction,
         "multihop_fraction": args.multihop_fraction, "dedup": args.dedup, "train_pairs_sha256": train_sha256,
+        **({"adversarial": args.adversarial} if args.adversarial else {}),
         **({"max_steps": args.max_steps} if args.max_steps > 0 else {}),
     }
 
@@ -273,6 +280,28 @@ def export_onnx(args: argparse.Namespace) -> None:
     sizes = ", ".join(f"{files[k].name} {files[k].stat().st_size / 2**20:.0f} MiB" for k in onnx_judge.FILES)
     print(f"ONNX export of {args.name} in {time.time() - start:.0f} s ({sizes}); same label as torch on the "
           f"credibility fixture's {len(fixture)} pairs: " + ", ".join(f"{k} {v:.1%}" for k, v in agree.items()))
+
+
+def record_people(args: argparse.Namespace) -> None:
+    """Write the judge's agreement with people's FACTUAL labels (`covlib.nli.people`, every rule) to its card, as the
+    backend the notebooks run scores it; again whenever the weights or the backend changed."""
+    out_dir = nli.trained_judge_dir(args.name)
+    if not (out_dir / "config.json").is_file() or not people.factuality_path().is_file():
+        return
+    judge = nli.load_trained_judge(args.name, device=args.device)
+    card = training.read_card(out_dir)
+    if card.get("people", {}).get("config") == judge.config:
+        print(f"{args.name}'s agreement with people is up to date in its card")
+        return
+    records, start = people.load_factuality(), time.time()
+    found = {rule: people.people_agreement(records, *people.factual_scores(records, judge, rule, progress=True),
+                                           seed=args.seed) for rule in people.RULES}
+    training.update_card(out_dir, people={"labels": str(people.factuality_path().name), "rationales": len(records),
+                                          "questions": len({r.qas_id for r in records}), "judge": judge.name,
+                                          "config": judge.config, "rules": found})
+    print(f"{args.name} against people's FACTUAL labels ({len(records)} rationales, {time.time() - start:.0f} s): "
+          + "; ".join(f"{rule}: AUC {a['auc']['value']:.3f}, balanced accuracy {a['balanced_accuracy']['value']:.3f}"
+                      for rule, a in found.items()))
 
 
 if __name__ == "__main__":

@@ -168,6 +168,14 @@ def test_00b_nli_judges_smoke(smoke_root):
         if p is not None and r is not None and p + r > 0:  # NaN is recorded as null
             assert d["entail F1"] == pytest.approx(2 * p * r / (p + r))
     assert {r["setting"] for r in m["by_setting"]} == {"answer", "sentence"}
+    # every judge against people's FACTUAL labels, intervals over whole questions; the LLM judge on 15 questions whole
+    assert_outputs(smoke_root, ["fig-00b-people"], ["tab-00b-people"])
+    people = {(r["spec"], r["rule"]): r for r in m["people"]}
+    assert set(people) == {(j, rule) for j in specs if j != "llm" for rule in ("whole", "claims", "aligned")} | {
+        ("llm", "whole")}
+    assert people[("llm", "whole")]["auc"]["clusters"] == 15 and people[("overlap", "aligned")]["auc"]["clusters"] == 126
+    assert people[("overlap", "aligned")]["auc"]["value"] > people[("overlap", "whole")]["auc"]["value"]
+    assert m["best_with_people"] in specs
     # the frozen test set beside the development pairs, for every judge, with exact intervals and weighted rates
     from covlib.nli import labelled as L
 

@@ -41,7 +41,8 @@ Modules (everything public is re-exported here, so `nli.X` works for all of them
 ONNX export, int8 quantisation and `ONNXNLIJudge`; `backend=` or `COVLIB_NLI_BACKEND` picks torch or ONNX),
 `registry` (`load_judge`, `get_judge`, the offline defaults), `scoring` (`probabilities` with the cache, the
 decision `entailed`),
-`evaluation` (scores on gold-labelled pairs; the decision against the key-fact pairs' labels).
+`evaluation` (scores on gold-labelled pairs; the decision against the key-fact pairs' labels), `people` (every judge
+against people's FACTUAL labels of GPT-3 rationales, Ye & Durrett 2022, by whole questions).
 The pair data are submodules, not re-exported: `labelled` (NLIPair, pair files, the agent-labelled
 sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
 """

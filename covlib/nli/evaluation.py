@@ -19,6 +19,7 @@ from covlib.core import stats
 from covlib.nli.base import LABELS, Judge, two_label
 from covlib.nli.judge_error import judge_rates
 from covlib.nli.labelled import NLIPair, load_keyfact_pairs
+from covlib.nli.people import factual_scores, factuality_path, load_factuality, people_agreement
 from covlib.nli.registry import get_judge
 from covlib.nli.scoring import decided_labels, decision_rule, entailed, probabilities
 
@@ -166,7 +167,34 @@ def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
             f"(docs/judges.md): agrees with their labels {fmt(d['accuracy'])}%; when it says 'entailed' it is right "
             f"{fmt(d['entail_precision'])}% "
             f"(n={d['entail_precision']['n']}); of the truly entailed it finds {fmt(d['entail_recall'])}% "
-            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}" + test_note(judge, seed))
+            f"(n={d['entail_recall']['n']}); F1 of 'entailed' {fmt(d['entail_f1'])}" + test_note(judge, seed)
+            + "; " + people_note(judge, seed))
+
+
+def ledger_note(judge: Judge | str | None, seed: int = 0) -> str:
+    """The judge line a credibility row of the claims ledger carries: its frozen key-fact test-set rates (what the
+    judge-corrected columns use) and its agreement with people's FACTUAL labels (`people_note`)."""
+    rates = judge_rates(judge)
+    w = {kind: r.weighted(seed=seed) for kind, r in rates.items()}
+    fmt = stats.format_interval
+    return (f"judge {get_judge(judge).name}: on the frozen key-fact test set, sensitivity / specificity "
+            + "; ".join(f"{fmt(w[k]['sensitivity'])} / {fmt(w[k]['specificity'])}% on {label}"
+                        for k, label in (("answer", "whole answers"), ("sentence", "single sentences")))
+            + " (what the judge-corrected columns use); " + people_note(judge, seed))
+
+
+def people_note(judge: Judge | str | None, seed: int = 0) -> str:
+    """The judge against people's FACTUAL labels (`covlib.nli.people`), claim by claim as the credibility metrics
+    judge: AUC and balanced accuracy with intervals over questions; says so where the labels are not here."""
+    if not factuality_path().is_file():
+        return f"its agreement with people's labels is not measured here (no {factuality_path()})"
+    records = load_factuality()
+    a = people_agreement(records, *factual_scores(records, judge, "claims"), seed=seed)
+    fmt = stats.format_interval
+    return (f"against people's FACTUAL labels of {a['auc']['n']} GPT-3 rationales ({a['auc']['clusters']} Adversarial "
+            f"HotpotQA questions, Ye & Durrett 2022; docs/judges.md), each sentence against the paragraphs: AUC "
+            f"{fmt(a['auc'], 2)}, balanced accuracy {fmt(a['balanced_accuracy'], 2)} (0.50 is chance; intervals by "
+            "question)")
 
 
 def test_note(judge: Judge | str | None, seed: int = 0) -> str:
@@ -180,4 +208,5 @@ def test_note(judge: Judge | str | None, seed: int = 0) -> str:
                      f"and rejects {fmt(w['specificity'])}% of the rest")
     n = sum(r.n_pairs for r in rates.values())
     return (f"; on the frozen test set ({n} pairs of other questions, weighted to the notebooks' mix) "
-            + "; ".join(parts) + ": the judge-corrected columns fold its error in, stratum by stratum")
+            + "; ".join(parts) + ": the judge-corrected columns fold these test-set rates in, stratum by stratum (not "
+            "the agreement with people, which is measured on another task)")

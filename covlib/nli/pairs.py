@@ -50,14 +50,15 @@ from covlib.nli.fever import (SentenceIndex, evidence_items, fever_evidence_sets
 from covlib.nli.hard_pairs import build_hard_pairs, drop_date, page_name, swap_subject
 from covlib.nli.labelled import (FIXTURE, KEYFACT_PAIRS, NLIPair, balance_pairs, fixture_path, label_counts,
                                  load_credibility_fixture, load_keyfact_pairs, load_pairs, pairs_hash, save_pairs)
-from covlib.nli.paragraphs import (build_multihop_pairs, build_paragraph_pairs, multihop_training_questions,
-                                   perturb_number, qa_training_paragraph_pairs)
+from covlib.nli.paragraphs import (build_adversarial_pairs, build_multihop_pairs, build_paragraph_pairs,
+                                   multihop_training_questions, perturb_number, qa_training_paragraph_pairs)
 
 __all__ = [
     "FEVER_TO_NLI", "LABELS", "build_fever_pairs", "build_key_fact_pairs", "calibrate_threshold", "drop_held_out",
     "fever_nli_build", "fever_nli_splits", "fever_test_pairs", "held_out_sentences",
     # re-exported from covlib.nli.fever, covlib.nli.hard_pairs, covlib.nli.labelled and covlib.nli.paragraphs
-    "FIXTURE", "KEYFACT_PAIRS", "NLIPair", "balance_pairs", "build_hard_pairs", "build_multihop_pairs",
+    "FIXTURE", "KEYFACT_PAIRS", "NLIPair", "balance_pairs", "build_adversarial_pairs", "build_hard_pairs",
+    "build_multihop_pairs",
     "build_paragraph_pairs", "drop_date", "evidence_items", "fever_evidence_sets", "fever_text", "fixture_path",
     "label_counts", "load_credibility_fixture", "load_keyfact_pairs", "load_pairs", "multihop_training_questions",
     "norm_claim", "norm_sentence", "other_sentences", "page_name", "pairs_hash", "perturb_number",
@@ -217,6 +218,7 @@ DEDUP = ("held-out", "training", "none")  # which side loses the pairs that shar
 def fever_nli_build(
     seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
     qa_paragraphs: int = 0, hard_fraction: float = 0.0, multihop_fraction: float = 0.0, dedup: str = "held-out",
+    adversarial: int = 0,
 ) -> tuple[dict[str, list[NLIPair]], dict]:
     """`fever_nli_splits` and what de-duplication dropped: ({'train', 'val', 'calibration', 'test'}, counts).
 
@@ -255,7 +257,9 @@ def fever_nli_build(
         train += rng.sample(multihop, min(len(multihop), round(multihop_fraction * n_fever)))
     if qa_paragraphs > 0:
         train += keep("qa_paragraphs", qa_training_paragraph_pairs(seed)) * qa_paragraphs
-    if key_fact_fraction > 0 or qa_paragraphs > 0 or hard_fraction > 0 or multihop_fraction > 0:
+    if adversarial > 0:
+        train += keep("adversarial", build_adversarial_pairs(seed=seed)) * adversarial
+    if key_fact_fraction > 0 or qa_paragraphs > 0 or hard_fraction > 0 or multihop_fraction > 0 or adversarial > 0:
         random.Random(seed).shuffle(train)
     seen = held_out_sentences(train, known)
     unseen = {name: drop_held_out(held_out[name], seen) for name in ("calibration", "test")}
@@ -268,6 +272,7 @@ def fever_nli_build(
 def fever_nli_splits(
     seed: int = 0, val_fraction: float = 0.1, pad_fraction: float = 0.5, key_fact_fraction: float = 0.0,
     qa_paragraphs: int = 0, hard_fraction: float = 0.0, multihop_fraction: float = 0.0, dedup: str = "held-out",
+    adversarial: int = 0,
 ) -> dict[str, list[NLIPair]]:
     """Train / val / calibration / test NLI pairs from the processed FEVER file; test = the paper's sampled_ids claims.
 
@@ -278,13 +283,14 @@ def fever_nli_splits(
     adds that share of `build_hard_pairs` (near misses), `multihop_fraction` that share of
     `build_multihop_pairs` (capped by how many there are). With `qa_paragraphs` = k > 0, the
     training set also gets k copies of the QA-training paragraph pairs
-    (`qa_training_paragraph_pairs`). Calibration: the key-fact-shaped and near-miss pairs
+    (`qa_training_paragraph_pairs`); with `adversarial` = k > 0, k copies of the minimal pairs of Adversarial
+    HotpotQA's entity-swapped copies (`build_adversarial_pairs`: its few-shot pool and calibration split). Calibration: the key-fact-shaped and near-miss pairs
     of the validation claims, where `calibrate_threshold` sets the judge's decision
     threshold. De-duplication (`dedup`, `fever_nli_build`): by default no calibration pair holds a
     sentence of a training pair, and `test_unseen` is the part of the test that holds none.
     """
     return fever_nli_build(seed, val_fraction, pad_fraction, key_fact_fraction, qa_paragraphs, hard_fraction,
-                           multihop_fraction, dedup)[0]
+                           multihop_fraction, dedup, adversarial)[0]
 
 
 def calibrate_threshold(p_entail: Sequence[float], gold: Sequence[bool], prevalence: float,

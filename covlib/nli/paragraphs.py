@@ -10,12 +10,14 @@ and 2Wiki few-shot pools, the 2Wiki train subset), never an evaluation set.
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
 from typing import Sequence
 
 from covlib.core.records import Example, Paragraph
-from covlib.data import ADVERSARIAL_TITLE, load_2wikimultihop, load_fewshot
+from covlib.core import paths
+from covlib.data import ADVERSARIAL_TITLE, SHARED_FILES, load_2wikimultihop, load_adv_hotpotqa, load_fewshot
 from covlib.nli.labelled import NLIPair
 
 
@@ -162,4 +164,74 @@ def build_multihop_pairs(examples: Sequence[Example] | None = None, seed: int = 
             continue
         source = f"{e.metadata.get('dataset', 'qa')}:{e.id}"
         pairs += _other_step_pairs(e, steps, rng, source) + _same_entity_pairs(steps, rng, source)
+    return pairs
+
+
+def adversarial_training_questions() -> list[Example]:
+    """The Adversarial HotpotQA questions a judge may train on: the few-shot pool (sim_train) and the calibration split
+    (the first 58 of sim_dev); never the 250 test questions, whose rationales people labelled."""
+    return load_adv_hotpotqa(paths.dataset_path(*SHARED_FILES["adv_hotpotqa_fewshot"]), split="all") + \
+        load_adv_hotpotqa(split="calibration")
+
+
+def _source_of(copy: Paragraph, golds: Sequence[Paragraph]) -> Paragraph | None:
+    """The gold paragraph an entity-swapped copy was made from: the one sharing most of its words (None if none)."""
+    words = set(copy.text.lower().split())
+    best = max(golds, key=lambda g: len(words & set(g.text.lower().split())), default=None)
+    return best if best is not None and len(best.sentences) == len(copy.sentences) else None
+
+
+def _swap_back(gold: str, copy: str, title: str) -> str | None:
+    """The gold sentence with the copy's changed facts but the gold's own names: each span the copy replaced that
+    shares no word with the gold title (a date, a number, a place) is taken from the copy; None when only names differ."""
+    g, c = gold.split(), copy.split()
+    named = {w.strip("(),.\"'").lower() for w in title.split()} - {""}
+    out, changed = [], False
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=g, b=c, autojunk=False).get_opcodes():
+        name = any(w.strip("(),.\"'").lower() in named for w in g[i1:i2])
+        if op != "equal" and not name and i2 > i1:
+            out += c[j1:j2]
+            changed = True
+        else:
+            out += g[i1:i2]
+    return " ".join(out) if changed else None
+
+
+def build_adversarial_pairs(examples: Sequence[Example] | None = None, seed: int = 0) -> list[NLIPair]:
+    """Minimal pairs from Adversarial HotpotQA's entity-swapped copies (default `adversarial_training_questions`):
+
+    | premise                                   | hypothesis                                          | label      |
+    |-------------------------------------------|-----------------------------------------------------|------------|
+    | the question's four paragraphs            | a gold sentence the copy changed                    | entailment |
+    | the four paragraphs                       | that sentence, the gold names kept, the copy's fact | neutral    |
+    | the gold paragraph                        | the same hybrid                                     | neutral    |
+    | the entity-swapped copy                   | the gold sentence                                   | neutral    |
+    | the entity-swapped copy                   | its own sentence                                    | entailment |
+
+    The hybrid is the error of a model that reads the copy's fact as the gold entity's ("Ann Wigmore was born in
+    1895" beside "Ann Wigmore (1909-1994)" and "Daniel Ståhl (1895-1994)"): every word of it is in the paragraphs,
+    none states it. The four paragraphs keep their order in the file.
+    """
+    rng = random.Random(seed)
+    pairs: list[NLIPair] = []
+    for e in adversarial_training_questions() if examples is None else examples:
+        golds = [p for p in e.paragraphs if p.is_supporting]
+        everything = " ".join(p.text for p in e.paragraphs)
+        for copy in (p for p in e.paragraphs if p.title == ADVERSARIAL_TITLE):
+            gold = _source_of(copy, golds)
+            if gold is None:
+                continue
+            where = f"adv_hotpotqa:{e.id}:{gold.title}"
+            for g, c in zip(gold.sentences, copy.sentences):
+                g, c = g.strip(), c.strip()
+                if g == c or len(g.split()) < 4:
+                    continue
+                pairs += [NLIPair(everything, g, "entailment", where, "adversarial-gold-in-all"),
+                          NLIPair(copy.text, g, "neutral", where, "adversarial-copy-to-gold"),
+                          NLIPair(copy.text, c, "entailment", where, "adversarial-copy-to-itself")]
+                hybrid = _swap_back(g, c, gold.title)
+                if hybrid is not None and hybrid != g:
+                    pairs += [NLIPair(everything, hybrid, "neutral", where, "adversarial-hybrid-in-all"),
+                              NLIPair(gold.text, hybrid, "neutral", where, "adversarial-hybrid-to-gold")]
+    rng.shuffle(pairs)
     return pairs

@@ -26,6 +26,8 @@ def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
 # Notebook 00b's labelled pairs (FEVER's test pairs are the rest), and the LLM judge's prompt in SmolLM2's tokens: one
 # prefill a pair reads its three one-token options.
 FIXTURE_PAIRS, KEY_FACT_PAIRS, KEY_FACT_TEST_PAIRS, FEVER_PAIRS, LLM_JUDGE_PROMPT = 90, 356, 581, 1000, 125
+# People's FACTUAL labels (covlib.nli.people): the pairs the three rules judge (252 whole + 520 claims + 4 x 520 aligned)
+PEOPLE_PAIRS, PEOPLE_RATIONALE_PROMPT = 2852, 280
 
 
 def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -34,11 +36,13 @@ def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
     work = []
     if any(not j.startswith(("llm", "overlap")) for j in values["judges"]):
         work.append(dict(step="trained judge, every set", kind="judge", prompt=0,
-                         rows=fever + FIXTURE_PAIRS + KEY_FACT_PAIRS + KEY_FACT_TEST_PAIRS))
+                         rows=fever + FIXTURE_PAIRS + KEY_FACT_PAIRS + KEY_FACT_TEST_PAIRS + PEOPLE_PAIRS))
     for judge in (j for j in values["judges"] if j.startswith("llm")):
         rows = min(slow, fever) + FIXTURE_PAIRS + min(3 * min(slow, KEY_FACT_PAIRS), KEY_FACT_PAIRS)
         work.append(dict(step=f"{judge} judge (three options, one prefill a pair)", kind="score", prompt=LLM_JUDGE_PROMPT,
                          rows=rows + min(slow, KEY_FACT_TEST_PAIRS), model=judge.partition(":")[2]))
+        work.append(dict(step=f"{judge} judge, people's rationales (whole, first questions)", kind="score",
+                         prompt=PEOPLE_RATIONALE_PROMPT, rows=2 * (slow // 2), model=judge.partition(":")[2]))
     return work
 
 

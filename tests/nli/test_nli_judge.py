@@ -352,3 +352,13 @@ def test_built_judge_card_records_its_data_and_held_out_metrics(built_judge):
     assert test["sha256"] == nli.KEYFACT_TEST_SHA256 and test["accuracy"]["n"] == 581
     assert {"weighted", "weighted_answer", "weighted_sentence"} <= set(test)
     assert card["calibration"]["rule"] in ("argmax", "dev-threshold") and card["calibration"]["n_pairs"] == 359
+
+
+def test_built_judge_card_records_its_agreement_with_people(built_judge):
+    judge, _ = built_judge
+    people = training.read_card(nli.trained_judge_dir()).get("people")
+    assert people is not None, "make judge writes the agreement with people's labels into card.json"
+    assert people["config"] == judge.config and people["rationales"] == 252 and people["questions"] == 126
+    for rule in ("whole", "claims", "aligned"):  # every interval resamples whole questions
+        for est in people["rules"][rule].values():
+            assert est["clusters"] == 126 and est["low"] <= est["value"] <= est["high"]
