@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -37,7 +39,7 @@
 #   (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, `scripts/keyfact_pairs.py`; who labelled them:
 #   quoted below). Most pairs are neutral, as a 135M model's answers mostly miss the facts: what
 #   counts is whether the judge's decision f says "entailed" when, and only when, the pairs' labels do.
-# * **People's labels** (section 6, the only set here labelled by people): Ye & Durrett's FACTUAL labels of 252
+# * **People's labels** (section 6, the only set here whose labels people gave): Ye & Durrett's FACTUAL labels of 252
 #   GPT-3 rationales on 126 Adversarial HotpotQA test questions (`covlib.nli.people`); every judge's agreement with
 #   them, with intervals that resample whole questions.
 #
@@ -304,7 +306,7 @@ results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S
 
 # %% [markdown]
 # ## 6. The judges against people
-# Every set above was labelled inside this project, by AI coding agents. One set was labelled by people, on real LLM
+# Every set above was labelled inside this project, by AI coding agents. One set carries labels people gave, on real LLM
 # output: Ye & Durrett's FACTUAL labels of GPT-3 rationales on the Adversarial HotpotQA test questions, whose four
 # paragraphs hold two entity-swapped copies of the gold ones. What the file is, as `covlib.nli.people` says:
 #
@@ -323,13 +325,15 @@ results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S
 rationales = people.load_factuality()
 print(f"{len(rationales)} rationales of {len({r.qas_id for r in rationales})} questions; "
       f"{sum(r.factual for r in rationales)} factual by people's label")
-agreement, decided_by, people_rows = {}, {}, []
+agreement, scored_by, decided_by, people_rows = {}, {}, {}, []
 for spec in S.judges:
     slow = spec.lower().startswith(SLOW)  # the LLM judge: the whole rationale of the first questions only
     subset = people.whole_questions(rationales, S.n_fever_slow // 2) if slow else rationales
     for rule in ("whole",) if slow else people.RULES:
-        score, decided_by[(spec, rule)] = people.factual_scores(subset, judge_of[spec], rule, progress=True)
-        a = agreement[(spec, rule)] = people.people_agreement(subset, score, decided_by[(spec, rule)], seed=seed)
+        scored_by[(spec, rule)], decided_by[(spec, rule)] = people.factual_scores(subset, judge_of[spec], rule,
+                                                                                  progress=True)
+        a = agreement[(spec, rule)] = people.people_agreement(subset, scored_by[(spec, rule)], decided_by[(spec, rule)],
+                                                              seed=seed)
         people_rows.append({"judge": judge_of[spec].name, "spec": spec, "rule": rule, "rationales": a["auc"]["n"],
                             "questions": a["auc"]["clusters"],
                             **{f"{name} [95% CI, by question]": stats.format_interval(a[key], digits=2)
@@ -355,6 +359,20 @@ for spec in entrants:
         line += f"; minus overlap's, paired by question: {stats.format_interval(diff, 2)}"
     print(line)
 print(f"agrees best with people ({people.MEASURES[key]}, {rule} rule): {best_people}; offline default: {nli.DEFAULT_JUDGE}")
+
+# %% [markdown]
+# Can the judges do better together? A logistic regression on every judge's `aligned` score (class-weighted, so its
+# P > 0.5 is a calibrated decision) is fitted on four fifths of the questions and scored on the fifth
+# (`people.cross_validated`, folds by question): its agreement is out of fold, never on a question it was fitted on.
+
+# %%
+together = [spec for spec in entrants if not spec.lower().startswith(SLOW)]
+combined = None
+if len(together) >= 2:
+    p_out = people.cross_validated(rationales, np.column_stack([scored_by[(spec, rule)] for spec in together]), seed=seed)
+    combined = {"judges": together, **people.people_agreement(rationales, p_out, p_out > 0.5, seed=seed)}
+    print(f"{' + '.join(together)}, {rule} scores combined (5-fold by question): "
+          + "; ".join(f"{name} {stats.format_interval(combined[k], 2)}" for k, name in people.MEASURES.items()))
 
 # %%
 shown = pd.DataFrame([{"judge · rule": f"{spec} · {rule}", "AUC": a["auc"]["value"], "low": a["auc"]["low"],
@@ -385,6 +403,7 @@ headline = {
     "keyfact_test_sha256": L.KEYFACT_TEST_SHA256,
     "people": [{"spec": spec, "rule": rule, **a} for (spec, rule), a in agreement.items()],  # AUC etc., by question
     "best_with_people": best_people,
+    "people_combined": combined,  # the judges' aligned scores combined, cross-validated by question (None: one judge)
 }
 results.record_metrics("00b_nli_judges", headline, params=S.params, judges=S.judges)
 {k: v for k, v in headline.items() if k not in ("rows", "by_setting", "keyfact_decisions")}

@@ -176,6 +176,8 @@ def test_00b_nli_judges_smoke(smoke_root):
     assert people[("llm", "whole")]["auc"]["clusters"] == 15 and people[("overlap", "aligned")]["auc"]["clusters"] == 126
     assert people[("overlap", "aligned")]["auc"]["value"] > people[("overlap", "whole")]["auc"]["value"]
     assert m["best_with_people"] in specs
+    combined = m["people_combined"]  # the trained judge and the heuristic fitted together, out of fold by question
+    assert (combined is None) == (trained is None) and (combined is None or combined["auc"]["clusters"] == 126)
     # the frozen test set beside the development pairs, for every judge, with exact intervals and weighted rates
     from covlib.nli import labelled as L
 

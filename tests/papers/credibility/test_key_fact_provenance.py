@@ -103,7 +103,8 @@ def test_the_credibility_tables_note_names_who_labelled_the_pairs(isolated_cache
 
     note = nli_eval.judge_note("overlap")
     assert "key-fact pairs labelled by AI coding agents" in note
-    assert note.count("people") == 1 and "people's FACTUAL labels of 252 GPT-3 rationales" in note  # Ye & Durrett's
+    assert "people's FACTUAL labels of 252 GPT-3 rationales" in note and "Ye & Durrett" in note  # their people's
+    assert not UNSUPPORTED.search(note)
 
 
 # --------------------------------------------------------------------------- the pairs stay frozen, joined by v1 wording
