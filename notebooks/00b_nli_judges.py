@@ -328,7 +328,7 @@ print(f"{len(rationales)} rationales of {len({r.qas_id for r in rationales})} qu
 agreement, scored_by, decided_by, people_rows = {}, {}, {}, []
 for spec in S.judges:
     slow = spec.lower().startswith(SLOW)  # the LLM judge: the whole rationale of the first questions only
-    subset = people.whole_questions(rationales, S.n_fever_slow // 2) if slow else rationales
+    subset = people.whole_questions(rationales, max(1, S.n_fever_slow // 2)) if slow else rationales
     for rule in ("whole",) if slow else people.RULES:
         scored_by[(spec, rule)], decided_by[(spec, rule)] = people.factual_scores(subset, judge_of[spec], rule,
                                                                                   progress=True)
@@ -343,7 +343,7 @@ results.save_table(people_table, "tab-00b-people", params=S.params, judges=S.jud
                    labels="../shared/data/hotpotqa_adv/factuality_dev.jsonl (Ye & Durrett 2022, people)")
 
 # %% [markdown]
-# Which judge agrees best with people is one comparison, declared before the second build was scored
+# Which judge agrees best with people's FACTUAL labels is one comparison, declared before the second build was scored
 # (`people.PRIMARY`): the balanced accuracy of the judge's own decision, each claim against its best paragraph. Each
 # judge's difference from the overlap heuristic is paired over the same questions.
 
@@ -358,7 +358,7 @@ for spec in entrants:
                                                    seed=seed)
         line += f"; minus overlap's, paired by question: {stats.format_interval(diff, 2)}"
     print(line)
-print(f"agrees best with people ({people.MEASURES[key]}, {rule} rule): {best_people}; offline default: {nli.DEFAULT_JUDGE}")
+print(f"agrees best with people's FACTUAL labels ({people.MEASURES[key]}, {rule} rule): {best_people}; offline default: {nli.DEFAULT_JUDGE}")
 
 # %% [markdown]
 # Can the judges do better together? A logistic regression on every judge's `aligned` score (class-weighted, so its
@@ -384,7 +384,8 @@ ax.set_ylim(0, 1)
 ax.set_ylabel("AUC for people's FACTUAL [95% CI]")
 ax.tick_params(axis="x", rotation=30)
 ax.legend(fontsize=8)
-ax.set_title(f"Judges against people: {len(rationales)} GPT-3 rationales, 126 questions (intervals by question)")
+ax.set_title(f"Judges against people's FACTUAL labels: up to {len(rationales)} GPT-3 rationales of "
+             f"{len({r.qas_id for r in rationales})} questions (table: n each; intervals by question)")
 results.save_figure(ax.figure, "fig-00b-people", params=S.params, judges=S.judges)
 
 # %%

@@ -284,13 +284,15 @@ def export_onnx(args: argparse.Namespace) -> None:
 
 def record_people(args: argparse.Namespace) -> None:
     """Write the judge's agreement with people's FACTUAL labels (`covlib.nli.people`, every rule) to its card, as the
-    backend the notebooks run scores it; again whenever the weights or the backend changed."""
+    backend the notebooks run scores it; again whenever that judge's config (weights, ONNX file, backend) or its
+    decision threshold changed. `--onnx-only` skips it: the next plain run records it."""
     out_dir = nli.trained_judge_dir(args.name)
     if not (out_dir / "config.json").is_file() or not people.factuality_path().is_file():
         return
     judge = nli.load_trained_judge(args.name, device=args.device)
     card = training.read_card(out_dir)
-    if card.get("people", {}).get("config") == judge.config:
+    threshold = getattr(judge, "threshold", None)
+    if card.get("people", {}).get("config") == judge.config and card["people"].get("threshold") == threshold:
         print(f"{args.name}'s agreement with people is up to date in its card")
         return
     records, start = people.load_factuality(), time.time()
@@ -298,7 +300,7 @@ def record_people(args: argparse.Namespace) -> None:
                                            seed=args.seed) for rule in people.RULES}
     training.update_card(out_dir, people={"labels": str(people.factuality_path().name), "rationales": len(records),
                                           "questions": len({r.qas_id for r in records}), "judge": judge.name,
-                                          "config": judge.config, "rules": found})
+                                          "config": judge.config, "threshold": threshold, "rules": found})
     print(f"{args.name} against people's FACTUAL labels ({len(records)} rationales, {time.time() - start:.0f} s): "
           + "; ".join(f"{rule}: AUC {a['auc']['value']:.3f}, balanced accuracy {a['balanced_accuracy']['value']:.3f}"
                       for rule, a in found.items()))

@@ -30,8 +30,9 @@ the judge: nothing is entailed by, or entails, an empty text (an empty model ans
 The default judge (`judge=None`) is `DEFAULT_JUDGE`, the trained judge, or the overlap heuristic
 (`FALLBACK_JUDGE`) where `make judge` has not built it. Notebook 00b measures
 every judge on held-out FEVER pairs, the credibility fixture and the
-359 key-fact pairs (the metrics' real input; both labelled by AI coding agents); the default is the
-judge whose own decision agrees best with the labels of the last (F1 of "entailed"). Every result records the judge's name; local model folders
+359 key-fact pairs (the metrics' real input; both labelled by AI coding agents), and against people's FACTUAL labels
+(`people`); the default is the judge whose own decision agrees best with the people's labels (`people.PRIMARY`), as
+it did with the key-fact pairs' (F1 of "entailed"). Every result records the judge's name; local model folders
 (the trained judge included) also enter cache keys by a hash of their files'
 contents, so retraining never returns the old model's cached probabilities.
 
@@ -41,9 +42,9 @@ Modules (everything public is re-exported here, so `nli.X` works for all of them
 ONNX export, int8 quantisation and `ONNXNLIJudge`; `backend=` or `COVLIB_NLI_BACKEND` picks torch or ONNX),
 `registry` (`load_judge`, `get_judge`, the offline defaults), `scoring` (`probabilities` with the cache, the
 decision `entailed`),
-`evaluation` (scores on gold-labelled pairs; the decision against the key-fact pairs' labels), `people` (every judge
-against people's FACTUAL labels of GPT-3 rationales, Ye & Durrett 2022, by whole questions).
-The pair data are submodules, not re-exported: `labelled` (NLIPair, pair files, the agent-labelled
+`evaluation` (scores on gold-labelled pairs; the decision against the key-fact pairs' labels).
+The pair data and people's labels are submodules, not re-exported: `people` (every judge against people's FACTUAL
+labels of GPT-3 rationales, Ye & Durrett 2022, by whole questions), `labelled` (NLIPair, pair files, the agent-labelled
 sets), `fever`, `paragraphs` and `pairs` (training pairs, `make judge`'s input).
 """
 

@@ -181,15 +181,21 @@ def _source_of(copy: Paragraph, golds: Sequence[Paragraph]) -> Paragraph | None:
     return best if best is not None and len(best.sentences) == len(copy.sentences) else None
 
 
+def _bare(word: str) -> str:
+    """A word as names are matched: lower-cased, without surrounding punctuation or a possessive 's."""
+    return re.sub(r"['’]s$", "", word.strip("()[],.;:!?\"'“”‘’")).lower()
+
+
 def _swap_back(gold: str, copy: str, title: str) -> str | None:
-    """The gold sentence with the copy's changed facts but the gold's own names: each span the copy replaced that
-    shares no word with the gold title (a date, a number, a place) is taken from the copy; None when only names differ."""
+    """The gold sentence with the copy's changed facts but the gold's own names: each span the copy *replaced* that
+    shares no word with the gold title (a date, a number, a place) is taken from the copy, while a span holding a name
+    stays the gold's whole (a fact beside the name in one span is not taken); words the copy only dropped or added
+    are left as the gold has them. None when no such span differs."""
     g, c = gold.split(), copy.split()
-    named = {w.strip("(),.\"'").lower() for w in title.split()} - {""}
+    named = {_bare(w) for w in title.split()} - {""}
     out, changed = [], False
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=g, b=c, autojunk=False).get_opcodes():
-        name = any(w.strip("(),.\"'").lower() in named for w in g[i1:i2])
-        if op != "equal" and not name and i2 > i1:
+        if op == "replace" and not any(_bare(w) in named for w in g[i1:i2]):
             out += c[j1:j2]
             changed = True
         else:
@@ -208,12 +214,15 @@ def build_adversarial_pairs(examples: Sequence[Example] | None = None, seed: int
     | the entity-swapped copy                   | the gold sentence                                   | neutral    |
     | the entity-swapped copy                   | its own sentence                                    | entailment |
 
-    The hybrid is the error of a model that reads the copy's fact as the gold entity's ("Ann Wigmore was born in
-    1895" beside "Ann Wigmore (1909-1994)" and "Daniel Ståhl (1895-1994)"): every word of it is in the paragraphs,
-    none states it. The four paragraphs keep their order in the file.
+    The hybrid is the error of a model that reads the copy's fact as the gold entity's ("Jolyon Palmer (born 20
+    January 1969)" beside "Jolyon Palmer (born 20 January 1991)" and "Barnes House (born 20 January 1969)"): every
+    word of it is in the paragraphs, none states it. It is labelled neutral, not contradiction: what the judge must
+    learn is "not entailed", and many changed spans (a place, a name inside a title) contradict nothing. A hybrid
+    that is a sentence of any paragraph (a copy's sentence with no name in it) is left out, and each pair is kept
+    once. The four paragraphs keep their order in the file.
     """
     rng = random.Random(seed)
-    pairs: list[NLIPair] = []
+    pairs: dict[tuple[str, str, str], NLIPair] = {}
     for e in adversarial_training_questions() if examples is None else examples:
         golds = [p for p in e.paragraphs if p.is_supporting]
         everything = " ".join(p.text for p in e.paragraphs)
@@ -226,12 +235,15 @@ def build_adversarial_pairs(examples: Sequence[Example] | None = None, seed: int
                 g, c = g.strip(), c.strip()
                 if g == c or len(g.split()) < 4:
                     continue
-                pairs += [NLIPair(everything, g, "entailment", where, "adversarial-gold-in-all"),
-                          NLIPair(copy.text, g, "neutral", where, "adversarial-copy-to-gold"),
-                          NLIPair(copy.text, c, "entailment", where, "adversarial-copy-to-itself")]
+                found = [NLIPair(everything, g, "entailment", where, "adversarial-gold-in-all"),
+                         NLIPair(copy.text, g, "neutral", where, "adversarial-copy-to-gold"),
+                         NLIPair(copy.text, c, "entailment", where, "adversarial-copy-to-itself")]
                 hybrid = _swap_back(g, c, gold.title)
-                if hybrid is not None and hybrid != g:
-                    pairs += [NLIPair(everything, hybrid, "neutral", where, "adversarial-hybrid-in-all"),
+                if hybrid is not None and _norm(hybrid) not in _norm(everything):
+                    found += [NLIPair(everything, hybrid, "neutral", where, "adversarial-hybrid-in-all"),
                               NLIPair(gold.text, hybrid, "neutral", where, "adversarial-hybrid-to-gold")]
-    rng.shuffle(pairs)
-    return pairs
+                for pair in found:
+                    pairs.setdefault((pair.premise, pair.hypothesis, pair.label), pair)
+    out = list(pairs.values())
+    rng.shuffle(out)
+    return out

@@ -36,12 +36,11 @@ FACTUALITY_PROVENANCE = (
 RULES = {  # how a rationale is judged against its paragraphs
     "whole": "P(the four paragraphs entail the whole rationale); the judge's own decision",
     "claims": "every claim (sentence) entailed by the four paragraphs together; the score is the least P",
-    "aligned": "every claim entailed by one of the paragraphs (its best-supporting one); the score is the least "
-               "of each claim's best P",
+    "aligned": "every claim entailed by one of the paragraphs alone; the score is the least of each claim's best P",
 }
-# The one comparison that says which judge agrees best with people, declared before the second build was scored: the
-# balanced accuracy of the judge's own decision (what a credibility metric counts) with each claim against its best
-# paragraph; AUC is reported beside it.
+# The one comparison that says which judge agrees best with people's FACTUAL labels, declared before the second
+# build was scored: the balanced accuracy of the judge's own decision (what a credibility metric counts) with each
+# claim against its best paragraph; AUC is reported beside it.
 PRIMARY = ("aligned", "balanced_accuracy")
 MEASURES = {"auc": "AUC", "balanced_accuracy": "balanced accuracy", "flag_precision": "flag precision",
             "flag_recall": "flag recall"}  # what `people_agreement` returns, and its name in tables
@@ -118,7 +117,7 @@ def check_whole_questions(records: Sequence[Rationale]) -> dict[str, list[int]]:
 
 def whole_questions(records: Sequence[Rationale], n: int) -> list[Rationale]:
     """The rationales of the first n questions (file order), every question whole."""
-    keep = set(list(check_whole_questions(records))[:max(n, 1)])
+    keep = set(list(check_whole_questions(records))[:n])
     return [r for r in records if r.qas_id in keep]
 
 
@@ -196,8 +195,9 @@ def people_agreement(records: Sequence[Rationale], score: Sequence[float], decid
     (refused unless every question is whole: `check_whole_questions`)."""
     check_whole_questions(records)
     score, decided = np.asarray(score, dtype=float), np.asarray(decided, dtype=bool)
-    if score.shape != (len(records),) or decided.shape != (len(records),):
-        raise ValueError(f"{score.shape} scores and {decided.shape} decisions for {len(records)} rationales")
+    if score.shape != (len(records),) or decided.shape != (len(records),) or not np.isfinite(score).all():
+        raise ValueError(f"{score.shape} scores (all finite) and {decided.shape} decisions for {len(records)} "
+                         "rationales")
     factual = np.array([r.factual for r in records], dtype=float)
     questions = [r.qas_id for r in records]
     return {name: stats.cluster_bootstrap(fn, questions, factual, column, seed=seed)
@@ -219,6 +219,8 @@ def balanced_accuracy_difference(records: Sequence[Rationale], decided_a: Sequen
 def question_folds(records: Sequence[Rationale], k: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """k (train, test) position splits by question (seeded): a question's rationales are all on one side."""
     groups = check_whole_questions(records)
+    if not 2 <= k <= len(groups):
+        raise ValueError(f"k={k} folds for {len(groups)} questions: choose 2 to {len(groups)}")
     order = np.random.default_rng(seed).permutation(sorted(groups))
     folds = []
     for f in range(k):

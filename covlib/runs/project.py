@@ -27,7 +27,7 @@ def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
 # prefill a pair reads its three one-token options.
 FIXTURE_PAIRS, KEY_FACT_PAIRS, KEY_FACT_TEST_PAIRS, FEVER_PAIRS, LLM_JUDGE_PROMPT = 90, 356, 581, 1000, 125
 # People's FACTUAL labels (covlib.nli.people): the pairs the three rules judge (252 whole + 520 claims + 4 x 520 aligned)
-PEOPLE_PAIRS, PEOPLE_RATIONALE_PROMPT = 2852, 280
+PEOPLE_PAIRS, PEOPLE_RATIONALE_PROMPT, PEOPLE_QUESTIONS = 2852, 280, 126
 
 
 def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,7 +42,8 @@ def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
         work.append(dict(step=f"{judge} judge (three options, one prefill a pair)", kind="score", prompt=LLM_JUDGE_PROMPT,
                          rows=rows + min(slow, KEY_FACT_TEST_PAIRS), model=judge.partition(":")[2]))
         work.append(dict(step=f"{judge} judge, people's rationales (whole, first questions)", kind="score",
-                         prompt=PEOPLE_RATIONALE_PROMPT, rows=2 * (slow // 2), model=judge.partition(":")[2]))
+                         prompt=PEOPLE_RATIONALE_PROMPT, rows=2 * min(slow // 2, PEOPLE_QUESTIONS),
+                         model=judge.partition(":")[2]))
     return work
 
 

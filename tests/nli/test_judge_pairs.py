@@ -332,3 +332,35 @@ def test_a_published_model_is_readable_by_the_unprivileged_grader(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044, path
     assert stat.S_IMODE((out / "sub").stat().st_mode) & 0o055 == 0o055
     assert not work.exists()
+
+
+# --------------------------------------------------------------------------- minimal pairs of Adversarial HotpotQA
+
+
+def test_swap_back_takes_the_copys_fact_and_keeps_the_gold_names():
+    from covlib.nli.paragraphs import _swap_back
+
+    gold = "Jolyon Palmer (born 20 January 1991) is a British racing driver."
+    assert _swap_back(gold, "Barnes House (born 20 January 1969) is a British racing driver.", "Jolyon Palmer") == (
+        "Jolyon Palmer (born 20 January 1969) is a British racing driver.")
+    # a possessive is still the name; only names differ -> no hybrid; a dropped word is not a changed fact
+    assert _swap_back("Pärt's music is tonal.", "Agarwal's music is atonal.", "Arvo Pärt") == "Pärt's music is atonal."
+    assert _swap_back(gold, gold.replace("Jolyon Palmer", "Barnes House"), "Jolyon Palmer") is None
+    assert _swap_back(gold, gold.replace(" British", ""), "Jolyon Palmer") is None
+
+
+def test_adversarial_pairs_never_call_a_sentence_of_the_premise_neutral_and_skip_the_test_questions(shared_data):
+    from covlib import data
+    from covlib.nli.paragraphs import _norm, adversarial_training_questions, build_adversarial_pairs
+
+    shared_data("hotpotqa_adv", "sim_dev.json")
+    pairs = build_adversarial_pairs()
+    assert len(pairs) == len({(p.premise, p.hypothesis, p.label) for p in pairs}) > 500
+    for p in pairs:
+        if p.label == "neutral":  # nothing a paragraph of the premise says is called unstated
+            assert _norm(p.hypothesis) not in _norm(p.premise), p
+        else:
+            assert _norm(p.hypothesis) in _norm(p.premise)
+    trained = {e.id for e in adversarial_training_questions()}
+    assert len(trained) == 88 and not trained & {e.id for e in data.load_adv_hotpotqa(split="test")}
+    assert {p.source.split(":")[1] for p in pairs} <= trained

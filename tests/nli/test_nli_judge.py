@@ -355,10 +355,14 @@ def test_built_judge_card_records_its_data_and_held_out_metrics(built_judge):
 
 
 def test_built_judge_card_records_its_agreement_with_people(built_judge):
+    from covlib.nli.people import factuality_path
+
     judge, _ = built_judge
+    if not factuality_path().is_file():
+        pytest.skip(f"people's labels not found at {factuality_path()}")
     people = training.read_card(nli.trained_judge_dir()).get("people")
     assert people is not None, "make judge writes the agreement with people's labels into card.json"
     assert people["config"] == judge.config and people["rationales"] == 252 and people["questions"] == 126
     for rule in ("whole", "claims", "aligned"):  # every interval resamples whole questions
         for est in people["rules"][rule].values():
-            assert est["clusters"] == 126 and est["low"] <= est["value"] <= est["high"]
+            assert est["clusters"] == 126 and est["n"] == 252

@@ -117,11 +117,13 @@ def human_correlation_claims(auto: dict[str, dict[str, float]], human: dict[str,
                                   f"rated models ({len(rated)} rated: {', '.join(rated) or 'none'}): a Fisher-z "
                                   "interval over models needs 4", scope=f"recall, {scope}", **meta)]
     est = human_correlation_intervals(auto, human)
+    judge_line = meta.pop("note", "")  # a note the caller gives (the judge's) goes after each row's own
     out = []
     for field, key, metric, people in (("recall", "R", "key-fact R", "human recall"),
                                        ("precision", "P", "key-fact P", "human precision")):
         note = (f"r({metric}, {people}) = {stats.format_interval(est[key], 2)}; r(EM-recall, human recall) = "
-                f"{stats.format_interval(est['EM_recall'], 2)}; {len(rated)} models, Fisher-z intervals")
+                f"{stats.format_interval(est['EM_recall'], 2)}; {len(rated)} models, Fisher-z intervals"
+                + (f"; {judge_line}" if judge_line else ""))
         out.append(estimate("cred-human-correlation", f"{field}, {scope}, {len(rated)} rated models",
                                    est[f"{key}_minus_EM_recall"], "Pearson r difference (Zou 2007)", note=note,
                                    r_key_facts=est[key], r_em_recall=est["EM_recall"], **meta))

@@ -263,6 +263,11 @@ def test_human_correlation_claims_record_both_correlations_or_say_why_not():
     assert "no human ratings" in none["untestable"] and claim.is_primary(none["scope"])
 
 
+def test_human_correlation_claims_keep_their_note_and_the_judge_line_notebook_04_gives():
+    rows = human_correlation_claims(AUTO, HUMAN, "hotpotqa", note="judge overlap: AUC 0.62")  # once crashed: note twice
+    assert all(r["note"].startswith("r(key-fact") and r["note"].endswith("; judge overlap: AUC 0.62") for r in rows)
+
+
 # --------------------------------------------------------------------------- the ledger reads them: one verdict each
 
 

@@ -36,6 +36,16 @@ QUOTED_IN = {
 UNSUPPORTED = re.compile(r"written by hand|hand-written key facts|hand key facts|hand-labell?ed|labell?ed by hand|"
                          r"hand-checked|by two people|two labell?ers|(?:written|checked|reviewed|labell?ed) by people",
                          re.IGNORECASE)
+# Agreement with people is supported only where it is about Ye & Durrett's FACTUAL labels, named within a few lines.
+PEOPLE_CLAIM = re.compile(r"agree[sd]?(?: best| better)? with people|against people's", re.IGNORECASE)
+PEOPLE_SOURCE = re.compile(r"FACTUAL|Ye & Durrett|Ye and Durrett|covlib\.nli\.people|people\.PRIMARY")
+
+
+def unsupported(text: str) -> list[str]:
+    """The claims of `text` no record supports: hand work or people on the project's own data, and an agreement with
+    people that names no people-labelled source nearby."""
+    return UNSUPPORTED.findall(text) + [m.group() for m in PEOPLE_CLAIM.finditer(text)
+                                        if not PEOPLE_SOURCE.search(text[max(0, m.start() - 400): m.end() + 400])]
 # Where such a claim could be made: notebooks, docs, the README and course notes, module and script docstrings and
 # comments, the package metadata. No file is exempt.
 SCANNED = ("notebooks/*.py", "notebooks/*.ipynb", "notebooks/*.md", "docs/*.md", "README.md", "covlib/**/*.py",
@@ -91,20 +101,27 @@ def test_notebooks_and_docs_quote_the_provenance_in_the_same_words():
 def test_no_notebook_or_doc_claims_a_person_or_hand_work_the_record_does_not_show():
     files = sorted({f for pattern in SCANNED for f in ROOT.glob(pattern)})
     assert len(files) > 50 and ROOT / "docs" / "library.md" in files
-    claims = {str(f.relative_to(ROOT)): UNSUPPORTED.findall(f.read_text(encoding="utf-8")) for f in files}
+    claims = {str(f.relative_to(ROOT)): unsupported(f.read_text(encoding="utf-8")) for f in files}
     offending = {f: c for f, c in claims.items() if c}
     assert not offending, f"claims no record supports: {offending}"
     for text in _provenance().values():
-        assert not UNSUPPORTED.search(text)
+        assert not unsupported(text)
+    assert unsupported("The judge agrees with people on the key-fact pairs.") == ["agrees with people"]
+    assert not unsupported("Against Ye & Durrett's FACTUAL labels the judge agrees best with people.")
 
 
 def test_the_credibility_tables_note_names_who_labelled_the_pairs(isolated_cache):
     from covlib.nli import evaluation as nli_eval
 
+    from covlib.nli.people import factuality_path
+
     note = nli_eval.judge_note("overlap")
     assert "key-fact pairs labelled by AI coding agents" in note
+    if not factuality_path().is_file():
+        assert "agreement with people's labels is not measured here" in note
+        return
     assert "people's FACTUAL labels of 252 GPT-3 rationales" in note and "Ye & Durrett" in note  # their people's
-    assert not UNSUPPORTED.search(note)
+    assert not unsupported(note)
 
 
 # --------------------------------------------------------------------------- the pairs stay frozen, joined by v1 wording
