@@ -172,15 +172,9 @@ def judge_note(judge: Judge | str | None, seed: int = 0) -> str:
 
 
 def ledger_note(judge: Judge | str | None, seed: int = 0) -> str:
-    """The judge line a credibility row of the claims ledger carries: its frozen key-fact test-set rates (what the
-    judge-corrected columns use) and its agreement with people's FACTUAL labels (`people_note`)."""
-    rates = judge_rates(judge)
-    w = {kind: r.weighted(seed=seed) for kind, r in rates.items()}
-    fmt = stats.format_interval
-    return (f"judge {get_judge(judge).name}: on the frozen key-fact test set, sensitivity / specificity "
-            + "; ".join(f"{fmt(w[k]['sensitivity'])} / {fmt(w[k]['specificity'])}% on {label}"
-                        for k, label in (("answer", "whole answers"), ("sentence", "single sentences")))
-            + " (what the judge-corrected columns use); " + people_note(judge, seed))
+    """The judge line a credibility row of the claims ledger carries: its frozen key-fact test-set rates (`test_note`,
+    what the judge-corrected columns use) and its agreement with people's FACTUAL labels (`people_note`)."""
+    return f"judge {get_judge(judge).name}" + test_note(judge, seed) + "; " + people_note(judge, seed)
 
 
 def people_note(judge: Judge | str | None, seed: int = 0) -> str:

@@ -9,16 +9,16 @@ flagging a non-factual rationale), every interval resampling whole questions; `q
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from covlib.core import paths, stats
 from covlib.core.text import split_sentences
+from covlib.data.readers import Loc, iter_records, require, str_list
 from covlib.nli.base import Judge
 from covlib.nli.registry import get_judge
 from covlib.nli.scoring import entailed, probabilities
@@ -68,34 +68,23 @@ def factuality_path() -> Path:
     return paths.dataset_path(*FACTUALITY_FILE)
 
 
-def _record(row: Any, where: str) -> Rationale:
-    """One line of the file as a `Rationale`, refused with its place if a field is missing or of the wrong type."""
-    if not isinstance(row, dict):
-        raise ValueError(f"{where}: not a JSON object")
-    texts = ("qas_id", "format", "question", "rationale", "prediction", "gold_answer")
-    flags = ("factual", "consistent", "correct")
-    bad = [k for k in texts if not isinstance(row.get(k), str)] + [k for k in flags if not isinstance(row.get(k), bool)]
-    paragraphs = row.get("paragraphs")
-    if not isinstance(paragraphs, list) or len(paragraphs) != 4 or not all(isinstance(p, str) for p in paragraphs):
-        bad.append("paragraphs (four strings)")
-    if bad or row["format"] not in FORMATS:
-        raise ValueError(f"{where}: bad or missing {', '.join(bad) or 'format ' + repr(row['format'])}")
-    return Rationale(**{k: row[k] for k in texts + flags}, paragraphs=tuple(paragraphs))
+def _record(row: dict, loc: Loc) -> Rationale:
+    """One record of the file as a `Rationale`; a DataError names the file, line and field that is wrong."""
+    texts = {k: require(row, k, str, loc) for k in ("qas_id", "format", "question", "rationale", "prediction",
+                                                     "gold_answer")}
+    flags = {k: require(row, k, bool, loc) for k in ("factual", "consistent", "correct")}
+    paragraphs = str_list(require(row, "paragraphs", list, loc), loc, "paragraphs")
+    if len(paragraphs) != 4:
+        raise loc.error(f"{len(paragraphs)} paragraphs, not four", field="paragraphs")
+    if texts["format"] not in FORMATS:
+        raise loc.error(f"format {texts['format']!r} is not one of {FORMATS}", field="format")
+    return Rationale(**texts, **flags, paragraphs=tuple(paragraphs))
 
 
 def load_factuality(path: str | Path | None = None) -> list[Rationale]:
-    """The people-labelled rationales (`FACTUALITY_PROVENANCE`), checked: four paragraphs each, both formats of
-    every question, no rationale twice."""
-    path = Path(path) if path is not None else factuality_path()
-    if not path.is_file():
-        raise FileNotFoundError(f"no people-labelled rationales at {path} ({paths.describe_data_dir()})")
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(_record(json.loads(line), f"{path}:{n}"))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not JSON ({err.msg})") from None
+    """The people-labelled rationales (`FACTUALITY_PROVENANCE`), read by the data readers and checked: four
+    paragraphs each, both formats of every question, no rationale twice."""
+    records = [_record(row, loc) for row, loc in iter_records(factuality_path() if path is None else path)]
     check_whole_questions(records)
     return records
 
@@ -128,25 +117,26 @@ def claims(rationale: str) -> list[str]:
     return out or [rationale.strip()]
 
 
-def _units(record: Rationale, rule: str) -> list[str]:
-    """The premises a claim is checked against under a rule: the paragraphs together, or each alone."""
-    return list(record.paragraphs) if rule == "aligned" else [" ".join(record.paragraphs)]
+def _pairs_of(record: Rationale, rule: str) -> tuple[list[str], list[str]]:
+    """What a rule asks of one rationale: (its hypotheses, the premises each is checked against)."""
+    if rule == "whole":
+        return [record.rationale], [" ".join(record.paragraphs)]
+    return claims(record.rationale), (list(record.paragraphs) if rule == "aligned" else [" ".join(record.paragraphs)])
 
 
 def factual_scores(records: Sequence[Rationale], judge: Judge | str | None = None, rule: str = "aligned",
                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(a score that is high when the paragraphs support the rationale, the judge's own decision "supported") per
-    rationale, under `rule` (one of `RULES`); every pair goes through the cached `probabilities`."""
+    rationale, under `rule` (one of `RULES`): each hypothesis's best premise, then the rationale's least supported
+    hypothesis; every pair goes through the cached `probabilities`."""
     if rule not in RULES:
         raise ValueError(f"rule {rule!r}: choose one of {sorted(RULES)}")
     judge = get_judge(judge)
-    if rule == "whole":
-        probs = probabilities([" ".join(r.paragraphs) for r in records], [r.rationale for r in records], judge, progress)
-        return probs[:, 0], entailed(probs, judge).astype(bool)
     owner, premises, hypotheses = [], [], []
     for i, r in enumerate(records):
-        for c, claim in enumerate(claims(r.rationale)):
-            for unit in _units(r, rule):
+        claimed, units = _pairs_of(r, rule)
+        for c, claim in enumerate(claimed):
+            for unit in units:
                 owner.append((i, c))
                 premises.append(unit)
                 hypotheses.append(claim)

@@ -77,13 +77,13 @@ def test_bad_lines_are_refused_with_their_place(tmp_path, rationales):
     good = {**rationales[0].__dict__, "paragraphs": list(rationales[0].paragraphs)}
     path = tmp_path / "f.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "factual": "yes"}) + "\n")
-    with pytest.raises(ValueError, match=r"f.jsonl:2: bad or missing factual"):
+    with pytest.raises(ValueError, match=r"f.jsonl, line 2, field 'factual': field 'factual' should be bool"):
         H.load_factuality(path)
     path.write_text(json.dumps({**good, "paragraphs": good["paragraphs"][:3]}) + "\n")
-    with pytest.raises(ValueError, match="paragraphs"):
+    with pytest.raises(ValueError, match="f.jsonl, line 1, field 'paragraphs': 3 paragraphs, not four"):
         H.load_factuality(path)
     path.write_text("{not json\n")
-    with pytest.raises(ValueError, match="f.jsonl:1: not JSON"):
+    with pytest.raises(ValueError, match="f.jsonl, line 1: invalid JSON line"):
         H.load_factuality(path)
 
 
