@@ -298,8 +298,8 @@ for kind in ("wang", "majority"):
 # Fig. 3 says that editing below ⌈n/2⌉ beats not editing (threshold 0), beats editing
 # (almost) everything (threshold n), and that AUC follows EM. Each is a comparison on the same
 # questions: EM differences get the exact McNemar test (with the discordant counts: questions
-# right at one threshold and wrong at the other), the AUC difference a paired bootstrap with a
-# swap-permutation p. Threshold ⌈n/2⌉ against 0 is exactly notebook 03's "CoT-SC + VE against
+# right at one threshold and wrong at the other), the AUC difference a paired bootstrap whose 95%
+# interval decides (a test of equal AUC). Threshold ⌈n/2⌉ against 0 is exactly notebook 03's "CoT-SC + VE against
 # CoT-SC" on HotpotQA with the same knowledge: the ledger (notebook 12) counts it there, once.
 
 # %%

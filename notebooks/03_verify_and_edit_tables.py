@@ -298,7 +298,7 @@ if ve_run:
 # in EM and in AUC (one estimate per dataset and knowledge source that ran), CoT beats Standard
 # (one per dataset), dataset knowledge beats an open-domain source, and FEVER gains less than
 # HotpotQA. EM differences on the same questions get the exact McNemar test; AUC differences a
-# paired bootstrap with a swap-permutation p. Rows on a near-oracle corpus (our offline HotpotQA
+# paired bootstrap whose 95% interval decides (a test of equal AUC). Rows on a near-oracle corpus (our offline HotpotQA
 # and FEVER corpora hold the questions' own gold paragraphs) are shown but not counted as
 # independent support.
 

@@ -39,21 +39,24 @@
 # after "Please write a high-quality answer" are elided in the paper: ours are in
 # `credibility.ANSWER_INSTRUCTION`.
 #
-# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# Who made the shipped data, as the files' headers say (`C.key_facts.AGENT_KEY_FACTS_PROVENANCE`,
 # `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
 #
-# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+# > **Key facts** (`covlib/resources/key_facts_agents-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
 #
-# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_agents-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
 # **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
-# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* replace
-# each decision by the probability that its pair is truly entailed, given the decision and the pair's stratum (how
-# much of the key fact's wording the premise holds, and number conflicts), as measured on the frozen key-fact test
-# set (notebook 00b, `covlib/resources/keyfact_nli_test-v1.jsonl`; whole answers for recall, single sentences for
-# precision): a double-sampling correction in the Rogan-Gladen family that lets the judge err differently on
-# different pairs. The interval draws those probabilities from their posteriors and resamples questions
-# (`C.judge_corrected`). It assumes the judge errs on these answers, within a stratum, as on the test pairs (the
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* measure
+# the judge's sensitivity and specificity per stratum (how much of the key fact's wording the premise holds, and
+# number conflicts) on the frozen key-fact test set (notebook 00b, `covlib/resources/keyfact_nli_test-v1.jsonl`;
+# whole answers for recall, single sentences for precision), estimate from them and the table's own share of
+# "entailed" decisions the share truly entailed in each stratum (Rogan-Gladen, kept in [0, 1]), and replace each
+# decision by its probability of being right at that share: what carries from the test set to a table is how the
+# judge errs, not how many pairs are entailed, which differs between reference conditions. A stratum with fewer
+# than `nli.MIN_CELL` test pairs of a class takes that rate pooled over all strata (named in the record). The
+# interval draws the rates from their posteriors and resamples questions (`C.judge_corrected`). It assumes the
+# judge's sensitivity and specificity within a stratum are the same on these answers as on the test pairs (the
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 #
@@ -87,7 +90,7 @@ questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 
 n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
 seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references per question, both gold included (paper: 5)
-key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
@@ -352,7 +355,7 @@ if S.other_facts:
     C.trace.write(S.tracer, rows_other)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
-    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`hand`) ones
+    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`agents`) ones
     differences = {n: {f"{m} ({S.compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
                        for m in ("P", "R")} for n in names}
     other_table = table1(S.compare, est_other,

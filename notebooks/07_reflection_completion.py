@@ -45,21 +45,24 @@
 # interval (Wilson for a share of questions, a bootstrap over questions for per-question means)
 # and n; differences between pipelines are paired (BCa bootstrap and a sign-flip permutation p).
 #
-# Who made the shipped data, as the files' headers say (`C.key_facts.HAND_KEY_FACTS_PROVENANCE`,
+# Who made the shipped data, as the files' headers say (`C.key_facts.AGENT_KEY_FACTS_PROVENANCE`,
 # `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE`):
 #
-# > **Key facts** (`covlib/resources/key_facts_hand-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
+# > **Key facts** (`covlib/resources/key_facts_agents-v1.jsonl`): Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping their meaning, answer and id (review sheet: v1_key_fact, rewrite), and checked with covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold supporting sentences beyond names, numbers, function words and the words of its question and answer. No person wrote, reviewed or rewrote them.
 #
-# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
+# > **Key-fact pairs** (`covlib/resources/keyfact_nli_pairs-v1.jsonl`, the judge's agreement printed beside every table): Premises: the embedded model's answers and answer sentences with complete, partial and no references, written unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_agents-v1.jsonl in their wording before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits adjudicated, the reason in `why`); the project's history names no human labeller.
 #
 # **Judge-corrected P and R.** Key-fact recall and precision count the judge's "entailed" decisions, so its errors
-# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* replace
-# each decision by the probability that its pair is truly entailed, given the decision and the pair's stratum (how
-# much of the key fact's wording the premise holds, and number conflicts), as measured on the frozen key-fact test
-# set (notebook 00b, `covlib/resources/keyfact_nli_test-v1.jsonl`; whole answers for recall, single sentences for
-# precision): a double-sampling correction in the Rogan-Gladen family that lets the judge err differently on
-# different pairs. The interval draws those probabilities from their posteriors and resamples questions
-# (`C.judge_corrected`). It assumes the judge errs on these answers, within a stratum, as on the test pairs (the
+# move them: false "entailed" inflate them, missed ones deflate them. The columns marked *judge-corrected* measure
+# the judge's sensitivity and specificity per stratum (how much of the key fact's wording the premise holds, and
+# number conflicts) on the frozen key-fact test set (notebook 00b, `covlib/resources/keyfact_nli_test-v1.jsonl`;
+# whole answers for recall, single sentences for precision), estimate from them and the table's own share of
+# "entailed" decisions the share truly entailed in each stratum (Rogan-Gladen, kept in [0, 1]), and replace each
+# decision by its probability of being right at that share: what carries from the test set to a table is how the
+# judge errs, not how many pairs are entailed, which differs between reference conditions. A stratum with fewer
+# than `nli.MIN_CELL` test pairs of a class takes that rate pooled over all strata (named in the record). The
+# interval draws the rates from their posteriors and resamples questions (`C.judge_corrected`). It assumes the
+# judge's sensitivity and specificity within a stratum are the same on these answers as on the test pairs (the
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 #
@@ -72,6 +75,7 @@ from collections import Counter
 import pandas as pd
 
 from covlib.core import metrics, stats
+from covlib.data.corpora import NEAR_ORACLE_CORPUS
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.improvements import completion_claims, reflection_claims
@@ -92,7 +96,7 @@ cap: int = 10  # references after completion, and the baseline's BM25 top-k (pap
 k_initial: int = 5  # BM25 references the model reflects on before asking (ours; the paper does not say)
 max_rounds: int = 3  # cap on ask-and-retrieve rounds while the model still refuses (paper: until satisfied, no cap given; ours: 3, credibility.COMPLETION_ROUNDS)
 corpus: str = ""  # passages BM25 searches: empty for the offline HotpotQA paragraphs; a DPR psgs_w100.tsv or {id, contents} JSONL file; or a `make index` folder (Wikipedia scale)
-key_facts: str = "hand"  # hand: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
 
@@ -220,10 +224,12 @@ results.save_table(table, "tab-07-reflection-completion", params=S.params, judge
 # - self-completion raises key-fact F1 over BM25's top 10 for models tuned with RLHF (the paper:
 #   "models enhanced with techniques like RLHF"); any other model, the embedded SmolLM2-135M-Instruct
 #   included (SFT then DPO on GPT-4-rated preferences), is outside the claim; a model that refuses no
-#   question never runs a completion round, so the claim is then not testable with it either;
+#   question never runs a completion round, so the claim is then not testable with it either; on the
+#   default corpus (the questions' own paragraphs) its rows are near-oracle: shown, not counted;
 # - instruction-tuned models self-reflect above chance (exact binomial test of the accuracy against
 #   the better constant decision, 50% with equal groups); a model that gives the same decision on
-#   every question never discriminated, and is reported as such with its count;
+#   every question did not discriminate: that is measured (an accuracy at or below chance), and its
+#   record says so with the count;
 # - self-reflection improves with model size: the largest models' accuracy minus the smallest
 #   models', paired over questions, with sizes read from each model's config (else its card);
 #   with fewer than two distinct known sizes it cannot be tested here.
@@ -231,8 +237,9 @@ results.save_table(table, "tab-07-reflection-completion", params=S.params, judge
 # %%
 scope = f"hotpotqa, BM25 over {S.corpus_name} ({len(S.passages)} passages), top {S.cap} vs self-completion (≤ {max_rounds} rounds)"
 available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
+oracle = {} if corpus else {"near_oracle": NEAR_ORACLE_CORPUS}  # the default corpus: the questions' own paragraphs
 claim_records = (completion_claims(S.generators, completed, gain, scope, S.k_initial, S.cap, available=available,
-                                   note=nli_eval.ledger_note(S.judge, seed))  # the judge's test-set rates, people AUC
+                                   note=nli_eval.ledger_note(S.judge, seed), **oracle)  # judge's test-set rates, people AUC
                  + reflection_claims(S.generators, reflection_replies, insufficient,
                                      f"hotpotqa, self-reflection on {n_refs} references, complete vs partial (equal groups)",
                                      seed=seed, available=available))

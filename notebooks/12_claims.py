@@ -19,8 +19,10 @@
 # notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
 # questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
 # paired 0/1 outcomes (EM, accuracy) get the exact McNemar test, with the discordant counts
-# (questions better / worse) and the interval that inverts it; paired means a BCa bootstrap and a
-# sign-flip permutation p; correlations a Fisher-z interval.
+# (questions better / worse), its fragility and Newcombe's interval (approximate: where it
+# excludes 0 and the exact test does not reject, the row says the test decides); paired means a
+# BCa bootstrap and a sign-flip permutation p; two AUCs a paired bootstrap whose interval
+# decides; correlations a Fisher-z interval (no verdict below 4 models).
 #
 # **One verdict per claim (and model).** Each claim declares, before any run, its primary setting
 # (the paper's headline one); the verdict comes from that row alone, at p < 0.05 two-sided. Every
@@ -32,8 +34,11 @@
 # |---|---|
 # | `supported` | p < 0.05, the 95% interval clear of 0, the difference with the paper's sign |
 # | `contradicted` | the same, with the other sign |
-# | `inconclusive at this n` | p ≥ 0.05 (or p and interval disagree): with the n at which the paper's own effect would be detected with 80% power, and whether `full` runs that many |
-# | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, the model is outside the claim's scope, no human ratings |
+# | `inconclusive at this n` | p ≥ 0.05 (or p and interval disagree: the row says which test decides): with the n at which the paper's own effect would be detected with 80% power (for paired 0/1 outcomes a range over how many questions change, the least of them a minimum), and whether `full` runs that many |
+# | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, both arms at the floor (nothing measured), the model is outside the claim's scope, no human ratings, no interval (a correlation of fewer than 4 models) |
+#
+# Each paired 0/1 row also gives its **fragility**: the fewest questions whose outcome, changed in
+# one setting, would flip its verdict. A verdict with fragility 1 is not a finding.
 #
 # A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M
 # model and a few dozen questions most claims are `inconclusive at this n`, and that is the
@@ -80,19 +85,23 @@ summary = claims.summary(rows)
 print(f"{summary['n_tests']} tests counted: {summary['n_primary']} primary rows (one per claim and model) and "
       f"{summary['n_secondary']} secondary rows (Holm-adjusted); primary verdicts: "
       + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items())
-      + f"; {summary['n_same_comparison']} primary rows repeat another claim's comparison (counted there)")
+      + f"; {summary['n_same_comparison']} primary rows repeat another claim's comparison (counted there); "
+      f"{summary['n_fragile']} supported or contradicted primary verdicts have fragility 1 (not findings)")
+print("\n".join(claims.READING))
 ledger = pd.DataFrame(rows)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
+                           + ("" if r["interval_agrees"] else " (approximate: the test decides)")
                            if isinstance(r["ours"], (int, float)) else "—" for r in rows]
+ledger["fragility"] = ledger["fragility"].astype("Int64")
 ledger["better / worse"] = [f"{r['better']} / {r['worse']}" if r.get("better") is not None else "" for r in rows]
 ledger["p (Holm)"] = ledger["p_holm"]  # p and p (Holm) stay numbers: the table path formats them (tables.p_text)
 ledger["n"] = ledger["n"].astype("Int64")
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
-                "test", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id",
+                "test", "fragility", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id",
                 "notebook"]]
 ledger_table = results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
 tables.present(table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n",
-                                               "better / worse", "p", "verdict", "reason"]],
+                                               "better / worse", "p", "fragility", "verdict", "reason"]],
                caption="the primary rows: one verdict per claim and model", profile=S.profile)
 
 # %%
@@ -114,7 +123,7 @@ headline = {
     **summary,
     "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",
                                       "p_holm", "test", "unit", "verdict", "reason", "note", "counted", "n_needed",
-                                      "n_full", "model", "profile")} for r in rows],
+                                      "n_full", "fragility", "interval_agrees", "model", "profile")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
 results.record_metrics("12_claims", headline, params=S.params, profile=S.profile)

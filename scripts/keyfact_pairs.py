@@ -4,7 +4,7 @@ The credibility metrics ask the NLI judge two kinds of question: does the whole 
 fact (recall), does one answer sentence entail it (precision). This script writes such pairs from
 answers the embedded model gives to the shared HotpotQA questions, with complete, partial and no
 references (so entailed, missing and contradicted facts all occur), against the shipped key facts
-(source "hand"). Nothing here calls a judge or writes a label: the `label` column is left empty. The
+(source "agents"). Nothing here calls a judge or writes a label: the `label` column is left empty. The
 shipped pairs were labelled afterwards, without any judge's output; who labelled them is their file's
 header, `covlib.nli.labelled.KEYFACT_PAIRS_PROVENANCE` (labelled twice by AI coding agents).
 
@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--out", default="build/keyfact_pairs/unlabelled.csv")
     args = ap.parse_args()
     examples = C.load_questions("", n=args.questions, seed=args.seed)
-    facts = {f.question_id: f for f in C.build_key_facts("hand", examples)}
+    facts = {f.question_id: f for f in C.build_key_facts("agents", examples)}
     generator = generation.load_lm(generation.EMBEDDED)
     sets = {"complete": [C.with_gold(ex, 5, args.seed) for ex in examples],
             "partial": [C.partial(ex, 5, args.seed) for ex in examples],

@@ -43,7 +43,7 @@ def candidates(max_new_tokens: int, seed: int) -> list[tuple]:
     """Every (question_id, setting, premise kind, premise, fact) of the non-development questions, first of each kind."""
     dev = {p.extra.get("question_id") for p in load_keyfact_pairs()}
     examples = [ex for ex in C.load_questions("", n=10 ** 9, seed=seed) if ex.id not in dev]
-    facts = {f.question_id: f.key_facts for f in C.build_key_facts("hand", examples)}
+    facts = {f.question_id: f.key_facts for f in C.build_key_facts("agents", examples)}
     generator = generation.load_lm(generation.EMBEDDED)
     out: dict[tuple[str, str], tuple] = {}
     for name, make in SETTINGS.items():

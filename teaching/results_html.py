@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
-from covlib.report import tables
+from covlib.report import claims, tables
 from teaching.safe_html import is_png, sanitize
 
-LEDGER_COLUMNS = ("claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "verdict", "reason")
+LEDGER_COLUMNS = ("claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "fragility", "verdict",
+                  "reason")
+# What the front page says of every ledger, whatever ran (notebook 12 says it too: `covlib.report.claims.READING`).
 
 _NUMERIC_CELL = re.compile(r"<td([^>]*)>(&lt;)?(-?[\d.]+%?(?: \[-?[\d.]+, -?[\d.]+\])?)</td>")
 
@@ -200,4 +202,5 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
             "<p>Each directional claim of the three papers against our run, from its pre-declared primary setting; the "
             f"paper's evidence beside ours. The ledger ran {tests} tests ({len(primary)} primary rows; "
             f"{len(rows) - len(primary)} secondary rows, Holm-adjusted, in <code>tables/tab-12-claims.csv</code>). "
-            "<a href=\"12_claims.html\">Notebook 12</a> says how verdicts are read.</p>" + ledger_table(primary))
+            "<a href=\"12_claims.html\">Notebook 12</a> says how verdicts are read.</p>"
+            + "".join(f"<p>{html.escape(line)}</p>" for line in claims.READING) + ledger_table(primary))

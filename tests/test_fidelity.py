@@ -120,7 +120,7 @@ def _cuts_a_number(toks: list[str], j: int, n: int) -> bool:
 
 # --------------------------------------------------------------------------- 2. EM-recall strips citations
 
-FACTS = C.KeyFacts("q1", "Where was Obama born?", "Honolulu", ["Obama was born in Honolulu."], "hand", "test")
+FACTS = C.KeyFacts("q1", "Where was Obama born?", "Honolulu", ["Obama was born in Honolulu."], "agents", "test")
 REFS = C.ReferenceSet("q1", "complete", (Paragraph("Barack Obama", ["He was born in Honolulu, Hawaii."]),), gold=(1,))
 
 
@@ -287,33 +287,33 @@ def _five_grams(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + 5]) for i in range(len(words) - 4)}
 
 
-def test_hand_key_facts_cover_the_sample_and_do_not_copy_the_references(shared_data):
+def test_agent_key_facts_cover_the_sample_and_do_not_copy_the_references(shared_data):
     hotpot = data.load_hotpotqa(shared_data("hotpotqa", "hotpot_dev_distractor_sample100.jsonl"))
-    hand = C.build_key_facts("hand", hotpot)
+    shipped = C.build_key_facts("agents", hotpot)
     supporting = C.supporting_key_facts(hotpot)
-    assert C.DEFAULT_KEY_FACTS == "hand" and [f.question_id for f in hand] == [ex.id for ex in hotpot]
-    assert all(2 <= len(f.key_facts) <= 4 and f.source == "hand" for f in hand)
-    copied = {"hand": 0, "supporting": 0}
-    for ex, h, s in zip(hotpot, hand, supporting):
+    assert C.DEFAULT_KEY_FACTS == "agents" and [f.question_id for f in shipped] == [ex.id for ex in hotpot]
+    assert all(2 <= len(f.key_facts) <= 4 and f.source == "agents" for f in shipped)
+    copied = {"agents": 0, "supporting": 0}
+    for ex, h, s in zip(hotpot, shipped, supporting):
         gold = set().union(*(_five_grams(" ".join(p.sentences)) for p in ex.paragraphs if p.is_supporting))
-        copied["hand"] += sum(bool(_five_grams(k) & gold) for k in h.key_facts)
+        copied["agents"] += sum(bool(_five_grams(k) & gold) for k in h.key_facts)
         copied["supporting"] += sum(bool(_five_grams(k) & gold) for k in s.key_facts)
     # supporting sentences are the references' own words; the shipped facts paraphrase them (the few
     # 5-word runs left are names and titles: the review sheet says which)
-    n_hand, n_supporting = sum(len(f.key_facts) for f in hand), sum(len(f.key_facts) for f in supporting)
-    assert copied["supporting"] / n_supporting > 0.95 and copied["hand"] / n_hand < 0.2
-    from covlib.papers.credibility.key_facts import read_hand_review
+    n_agents, n_supporting = sum(len(f.key_facts) for f in shipped), sum(len(f.key_facts) for f in supporting)
+    assert copied["supporting"] / n_supporting > 0.95 and copied["agents"] / n_agents < 0.2
+    from covlib.papers.credibility.key_facts import read_agent_review
 
-    sheet = [r for r in read_hand_review(C.key_facts_path("hand").parent / C.HAND_REVIEW_SHEET)[1] if r["key_fact"]]
-    assert [r["key_fact"] for r in sheet] == [k for f in hand for k in f.key_facts]
+    sheet = [r for r in read_agent_review(C.key_facts_path("agents").parent / C.AGENT_REVIEW_SHEET)[1] if r["key_fact"]]
+    assert [r["key_fact"] for r in sheet] == [k for f in shipped for k in f.key_facts]
     assert all(r["review2"].strip() for r in sheet)
 
 
-def test_hand_key_facts_refuse_questions_they_do_not_cover(shared_data):
+def test_agent_key_facts_refuse_questions_they_do_not_cover(shared_data):
     hotpot = data.load_hotpotqa(shared_data("hotpotqa", "hotpot_dev_distractor_sample100.jsonl"))
     other = data.load_adv_hotpotqa(split="test")[:1]
-    with pytest.raises(ValueError, match=r"no shipped \('hand'\) key facts"):
-        C.build_key_facts("hand", hotpot[:1] + other)
+    with pytest.raises(ValueError, match=r"no shipped \('agents'\) key facts"):
+        C.build_key_facts("agents", hotpot[:1] + other)
 
 
 # --------------------------------------------------------------------------- 14. the judge measured on key-fact pairs
@@ -330,9 +330,9 @@ def test_keyfact_pairs_are_the_metrics_real_input_labelled_twice():
     assert counts["entailment"] >= 15 and counts["contradiction"] >= 5
     agreed = sum(p.extra["labels"][0] == p.extra["labels"][1] for p in pairs)
     assert agreed / len(pairs) > 0.95  # two label passes (AI coding agents); the rest adjudicated and said so
-    from covlib.papers.credibility.key_facts import read_hand_review
+    from covlib.papers.credibility.key_facts import read_agent_review
 
-    first_wording = {r["v1_key_fact"] for r in read_hand_review()[1] if r["key_fact"]}  # the pairs keep it, frozen
+    first_wording = {r["v1_key_fact"] for r in read_agent_review()[1] if r["key_fact"]}  # the pairs keep it, frozen
     assert all(p.hypothesis in first_wording for p in pairs)
     fixture = {(p.premise, p.hypothesis) for p in P.load_credibility_fixture()}
     assert not fixture & {(p.premise, p.hypothesis) for p in pairs}

@@ -335,10 +335,10 @@ def _percent(value) -> bool:
 
 
 def _cred_key_facts() -> dict:
-    """The credibility notebooks' default key facts (the shipped "hand" ones) when their file ships, else the supporting sentences."""
+    """The credibility notebooks' default key facts (the shipped "agents" ones) when their file ships, else the supporting sentences."""
     from covlib.papers import credibility as C
 
-    return {} if C.key_facts_path("hand").exists() else {"key_facts": "supporting"}
+    return {} if C.key_facts_path("agents").exists() else {"key_facts": "supporting"}
 
 
 def _cred_interval(est: dict, n: int | None = None) -> None:
@@ -420,18 +420,18 @@ def test_04_credibility_models_smoke(smoke_root):
     if key_facts:  # the supporting sentences: no second source to compare with
         assert m["key_facts"] == "HotpotQA gold supporting sentences" and not m["compare"]["key_fact_source"]
         assert "key facts" in md and "HotpotQA gold supporting sentences" in md
-    else:  # Table 1 under the shipped ("hand") key facts and under the supporting sentences, both saved
-        assert m["key_fact_source"] == "hand" and m["key_facts"] != "HotpotQA gold supporting sentences"
+    else:  # Table 1 under the shipped ("agents") key facts and under the supporting sentences, both saved
+        assert m["key_fact_source"] == "agents" and m["key_facts"] != "HotpotQA gold supporting sentences"
         assert m["compare"]["key_fact_source"] == "supporting"
         assert m["compare"]["key_facts"] == "HotpotQA gold supporting sentences"
         assert_outputs(smoke_root, [], ["tab-04-credibility-models-supporting"])
         other = (smoke_root / "tables" / "tab-04-credibility-models-supporting.md").read_text()
         assert "HotpotQA gold supporting sentences" in other and "key_fact_source=supporting" in other
-        assert "key_fact_source=hand" in md
+        assert "key_fact_source=agents" in md
         (other_est,) = m["compare"]["intervals"].values()
         _cred_interval(other_est["R"], 8)
-        _cred_interval(other_est["R_minus_hand"], 8)
-        _ci_column(smoke_root, "tab-04-credibility-models-supporting", "R (supporting − hand, paired)")
+        _cred_interval(other_est["R_minus_agents"], 8)
+        _ci_column(smoke_root, "tab-04-credibility-models-supporting", "R (supporting − agents, paired)")
     sheet = (smoke_root / "build" / "ratings" / "04-rating-sheet.csv").read_text().splitlines()
     assert sheet[0].startswith("question_id,model,question,sentences,rater,helpful,completeness") and len(sheet) >= 9
 
@@ -452,7 +452,10 @@ def test_05_knowledge_precision_smoke(smoke_root):
     _ci_column(smoke_root, "tab-05-knowledge-precision", "R")
     _ci_column(smoke_root, "tab-05-knowledge-precision", "R change vs 2 refs (paired)")
     (claim,) = _cred_claims(m, {"cred-noise-lowers-recall"})["cred-noise-lowers-recall"]
-    assert claim["value"] == pytest.approx(recall["2"] - recall["5"]) and claim["n"] == 8  # fewest − most, paired
+    # the verdict reads the judge-corrected difference; the raw one (fewest − most, paired) is kept beside it
+    assert claim["raw"]["value"] == pytest.approx(recall["2"] - recall["5"]) and claim["n"] == 8
+    assert claim["unit"].startswith("judge-corrected") and claim["test"].startswith("paired bootstrap, judge-corrected")
+    assert claim["low"] <= claim["value"] <= claim["high"]
     assert "2 vs 5 references" in claim["scope"]
     (name,) = m["models"]
     assert m["drop"]["from"] == 2 and m["drop"]["to"] == 5  # the smoke sizes lack 10: fewest → most, said so
@@ -482,8 +485,9 @@ def test_06_knowledge_recall_smoke(smoke_root):
     by_claim = _cred_claims(m, {"cred-complete-beats-partial", "cred-partial-beats-closed"})
     (better,) = by_claim["cred-complete-beats-partial"]
     (some,) = by_claim["cred-partial-beats-closed"]
-    assert better["value"] == pytest.approx(settings["complete"]["R"] - settings["partial"]["R"])
-    assert some["value"] == pytest.approx(settings["partial"]["R"] - settings["closed-book"]["R"])
+    assert better["raw"]["value"] == pytest.approx(settings["complete"]["R"] - settings["partial"]["R"])
+    assert some["raw"]["value"] == pytest.approx(settings["partial"]["R"] - settings["closed-book"]["R"])
+    assert all(c["unit"].startswith("judge-corrected") and c["low"] <= c["value"] <= c["high"] for c in (better, some))
     assert "61.37" in (smoke_root / "tables" / "tab-06-knowledge-recall.md").read_text()
 
 
@@ -513,6 +517,7 @@ def test_07_reflection_completion_smoke(smoke_root):
     (helps,) = by_claim["cred-self-completion-helps"]
     # the embedded model is outside the claim's population: declared data, not its name or its score
     assert "(the claim is about models tuned on human preference feedback (RLHF)" in helps["untestable"]
+    assert "the test questions' gold included" in helps["near_oracle"]  # BM25 over the questions' own paragraphs
     (strength,) = by_claim["cred-reflection-tracks-strength"]
     assert "needs models of 2 or more distinct known sizes" in strength["untestable"]
     for column in ("BM25 F1", "self-compl. F1", "ΔF1 self-compl. − BM25 (paired)", "reflection Acc"):
@@ -710,7 +715,8 @@ def test_12_claims_smoke(smoke_root):
     for r in primary:
         if r["verdict"] == "inconclusive at this n" and r["test"] == "exact McNemar":
             assert r["better"] is not None and r["worse"] is not None and "p = " in r["reason"]
-            assert r["n_needed"] is None or (r["n_needed"] >= 1 and "would need n≈" in r["reason"])
+            assert r["n_needed"] is None or (r["n_needed"] >= 1 and "would need at least n≈" in r["reason"])
+            assert r["fragility"] is None or r["fragility"] >= 1
     untestable = {r["id"]: r["reason"] for r in m["ledger"] if r["verdict"] == "not testable here"}
     assert "cred-human-correlation" in untestable  # no ratings in smoke
 

@@ -7,13 +7,14 @@ Every number a table reports carries its n and a 95% interval, chosen by the dat
 | a proportion (0/1 values) | Wilson (`mean_interval`), exact Clopper-Pearson against chance (`above_chance`) | exact binomial |
 | a mean of other values | seeded percentile bootstrap over questions (`mean_interval`, `bootstrap`) | - |
 | a statistic of pairs grouped by question (a judge's F1) | bootstrap resampling whole questions (`cluster_bootstrap`) | - |
-| paired 0/1 outcomes (EM, accuracy) | Newcombe's hybrid score interval (`paired_difference`) | exact McNemar, with the discordant counts |
+| paired 0/1 outcomes (EM, accuracy) | Newcombe's hybrid score interval (`paired_difference`) | exact McNemar, with the discordant counts (fragility: `power.fragility`) |
 | paired continuous values | paired BCa bootstrap (`paired_difference`) | sign-flip permutation |
 | two independent samples | percentile bootstrap of each (`independent_difference`) | permutation |
-| a correlation | Fisher z (`correlation`; not with fewer than 4 points) | Fisher z |
+| a statistic of paired columns (two AUCs) | paired percentile bootstrap (`paired_statistic_difference`) | the same bootstrap: its interval decides |
+| a correlation | Fisher z (`correlation`; not with fewer than 4 points: then no p either) | Fisher z |
 | two correlations sharing a variable | Zou (2007) (`correlation_difference`) | - |
 
-Multiplicity and power (`holm`, `questions_needed`) live in `covlib.core.power`. Each estimate is a dict {"value", "low", "high", "n", ...} of plain
+Multiplicity, power and fragility (`holm`, `questions_needed`, `fragility`) live in `covlib.core.power`. Each estimate is a dict {"value", "low", "high", "n", ...} of plain
 floats (JSON-ready); tests add "p" and "test".
 """
 
@@ -244,7 +245,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0
     """mean(a - b) over the questions where both are finite (x `scale`), with its 95% interval and a two-sided p.
 
     Both columns 0/1 (EM, accuracy, correctness): the discordant counts `better` (a right, b wrong)
-    and `worse`, the exact McNemar p (what a verdict reads) and Newcombe's interval of the
+    and `worse`, `both` (right in both), the exact McNemar p (what a verdict reads) and Newcombe's interval of the
     difference (`newcombe_interval`; at a borderline table such as 7 better / 1 worse of 60 it can
     exclude 0 while the exact p is above 0.05: the verdict follows the exact test). Otherwise: a
     paired BCa bootstrap interval, the sign-flip permutation p and the sd of the differences (for
@@ -261,7 +262,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0
         low, high = newcombe_interval(both, better, worse, n - both - better - worse)
         return {"value": (better - worse) / n * scale, "low": low * scale, "high": high * scale, "n": n,
                 "p": mcnemar_exact(better, worse), "test": "exact McNemar", "better": better, "worse": worse,
-                "scale": scale}
+                "both": both, "scale": scale}
     d = x - y
     low, high = _bca(d, seed, n_boot)
     return {"value": float(d.mean() * scale), "low": low * scale, "high": high * scale, "n": n,
@@ -270,28 +271,34 @@ def paired_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0
 
 
 def paired_statistic_difference(statistic: Any, a: Sequence[Sequence[float]], b: Sequence[Sequence[float]],
-                                seed: int = 0, n_boot: int = N_BOOT, n_perm: int = 1999) -> dict[str, Any]:
-    """statistic(*a) - statistic(*b) on the same questions (e.g. two AUCs): paired percentile bootstrap, swap p.
+                                seed: int = 0, n_boot: int = N_BOOT) -> dict[str, Any]:
+    """statistic(*a) - statistic(*b) on the same questions (e.g. two AUCs): a paired percentile bootstrap decides.
 
-    `a` and `b` are lists of per-question columns; the p swaps each question's a and b values at
-    random (the paired permutation test), seeded.
+    `a` and `b` are lists of per-question columns; each resample draws the same questions for both.
+    The p is the bootstrap's own (twice the smaller share of draws on either side of 0), so it is
+    below 0.05 exactly when the 95% interval excludes 0: the test of equal statistics, not of
+    exchangeable columns (a swap permutation's null, which a change in spread alone can reject).
     """
     cols_a = [np.asarray(c, dtype=np.float64).ravel() for c in a]
     cols_b = [np.asarray(c, dtype=np.float64).ravel() for c in b]
     n = cols_a[0].size
     if any(c.size != n for c in cols_a + cols_b) or len(cols_a) != len(cols_b):
         raise ValueError("paired_statistic_difference needs columns of one length, as many for a as for b")
-    est = bootstrap(lambda *c: statistic(*c[:len(cols_a)]) - statistic(*c[len(cols_a):]), *cols_a, *cols_b,
-                    seed=seed, n_boot=n_boot)
+    k = len(cols_a)
+    difference = lambda *c: statistic(*c[:k]) - statistic(*c[k:])  # noqa: E731
+    value = float(difference(*cols_a, *cols_b))
+    out = {"value": value, "low": float("nan"), "high": float("nan"), "n": int(n), "p": float("nan"),
+           "test": "paired bootstrap (its 95% interval decides)"}
+    if n < 2:
+        return out
     rng = np.random.default_rng(seed)
-    observed, hits = abs(est["value"]), 0
-    for _ in range(n_perm):
-        swap = rng.random(n) < 0.5
-        pa = [np.where(swap, y, x) for x, y in zip(cols_a, cols_b)]
-        pb = [np.where(swap, x, y) for x, y in zip(cols_a, cols_b)]
-        hits += abs(statistic(*pa) - statistic(*pb)) >= observed - 1e-9
-    return {**est, "p": float((1 + hits) / (n_perm + 1)) if n > 1 else float("nan"),
-            "test": "paired swap permutation (percentile interval)"}
+    draws = np.array([difference(*(c[idx] for c in cols_a + cols_b)) for idx in rng.integers(0, n, (n_boot, n))])
+    draws = draws[np.isfinite(draws)]
+    if draws.size < n_boot // 2:
+        return out
+    low, high = np.quantile(draws, [(1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2])
+    p = min(1.0, 2 * min(np.mean(draws <= 0), np.mean(draws >= 0))) if value != 0 else 1.0
+    return {**out, "low": float(low), "high": float(high), "p": float(p)}
 
 
 def independent_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0, seed: int = 0,
@@ -334,7 +341,7 @@ MIN_CORRELATION_N = 4  # a Fisher-z interval needs n - 3 >= 1
 
 
 def correlation(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Pearson r with its Fisher-z 95% interval and the Fisher-z p; NaN interval with fewer than 4 points (n: the count)."""
+    """Pearson r with its Fisher-z 95% interval and the Fisher-z p; NaN interval and p with fewer than 4 points."""
     a, b = _finite(x, y)
     n = int(a.size)
     nan = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": n, "p": float("nan"),
@@ -345,7 +352,9 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
 
     r, p = stats.pearsonr(a, b)
     r = float(np.clip(r, -1.0, 1.0))
-    if n < MIN_CORRELATION_N or abs(r) == 1.0:
+    if n < MIN_CORRELATION_N:  # no interval, so no p: a verdict needs both (`report.claims.verdict`)
+        return {**nan, "value": r}
+    if abs(r) == 1.0:
         return {**nan, "value": r, "p": float(p)}
     z, half = np.arctanh(r), stats.norm.ppf(1 - (1 - CONFIDENCE) / 2) / np.sqrt(n - 3)
     p = 2 * stats.norm.sf(abs(z) * np.sqrt(n - 3))  # the Fisher-z test, so p and interval agree

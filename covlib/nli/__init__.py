@@ -53,7 +53,7 @@ from __future__ import annotations
 from covlib.nli.base import EMPTY_PAIR, JUDGE_CHOICES, LABELS, ONNX_DIR, Judge, two_label
 from covlib.nli.evaluation import (confusion_columns, decision_accuracy, evaluate, f1_difference, judge_note,
                                    nli_confusion, nli_scores)
-from covlib.nli.judge_error import STRATA, JudgeRates, judge_rates, rates_from_decisions, stratum, weighted_difference
+from covlib.nli.judge_error import MIN_CELL, STRATA, JudgeRates, judge_rates, rates_from_decisions, stratum, weighted_difference
 from covlib.nli.labelled import KEYFACT_TEST_SHA256, load_keyfact_test_pairs
 from covlib.nli.judges import LLM_TEMPLATE, HFNLIJudge, LLMJudge, TrueT5Judge, map_nli_labels, true_input
 from covlib.nli.onnx_judge import (BACKEND_ENV, ONNXNLIJudge, export_onnx, onnx_path, onnx_up_to_date,
@@ -81,6 +81,6 @@ __all__ = [
     # evaluation
     "confusion_columns", "decision_accuracy", "evaluate", "f1_difference", "judge_note", "nli_confusion", "nli_scores",
     # the judge's error on the frozen key-fact test set, and rates corrected for it
-    "STRATA", "JudgeRates", "judge_rates", "rates_from_decisions", "stratum", "weighted_difference", "KEYFACT_TEST_SHA256",
+    "MIN_CELL", "STRATA", "JudgeRates", "judge_rates", "rates_from_decisions", "stratum", "weighted_difference", "KEYFACT_TEST_SHA256",
     "load_keyfact_test_pairs",
 ]

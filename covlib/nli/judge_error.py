@@ -2,13 +2,17 @@
 
 Key-fact recall and precision count a judge's "entailed" decisions. A judge that says "entailed" where the labels
 do not inflates them; one that misses entailed pairs deflates them. The test set measures, for each stratum of pairs
-(`stratum`: how much of the key fact's wording the premise holds, and number conflicts, computed from the text alone)
-and each decision, how often the pair is truly entailed: P(entailed | stratum, said) and P(entailed | stratum, not
-said). A table's own pairs fall into the same strata, so each of its judge decisions can be replaced by that
-probability: the double-sampling estimator (Tenenbein 1970), a Rogan-Gladen-style correction that never leaves
-[0, 1] and lets the judge err differently on different pairs. Probabilities are Jeffreys posterior means
-((x + 1/2) / (n + 1)); their uncertainty enters intervals as Beta posterior draws (`JudgeRates.entailed_draws`),
-so a cell with few pairs, or no entailed pair among those drawn, widens the interval instead of reading as certain.
+(`stratum`: how much of the key fact's wording the premise holds, and number conflicts, computed from the text alone),
+the judge's sensitivity and specificity there (`JudgeRates.error_posteriors`). A table's own pairs fall into the same
+strata; its share of "entailed" decisions in a stratum, with those two rates, gives the share truly entailed there
+(Rogan and Gladen 1978, per stratum, kept in [0, 1]), and with it each decision's probability of being right
+(`covlib.papers.credibility.intervals.judge_corrected`). Sensitivity and specificity are what carries from the test
+set to a table: the probability that an "entailed" is right depends on how many pairs are truly entailed, which
+differs between tables (0 of 32 closed-book whole-answer test pairs are entailed, 31 of 76 with two references).
+
+Rates are Jeffreys posteriors, Beta(x + 1/2, n - x + 1/2), their uncertainty drawn into intervals. A stratum with
+fewer than `MIN_CELL` test pairs of a class borrows that class's rate pooled over every stratum (`pooled`, said in the
+tables): no rate rests on a handful of pairs or on the prior alone.
 
 Rates are measured apart for whole answers (recall's premise) and single sentences (precision's): the trained judge
 rejects 96% of the non-entailed sentence pairs but 41% of the non-entailed whole-answer pairs. Sensitivity,
@@ -32,6 +36,7 @@ from covlib.nli.scoring import entailed, probabilities
 
 
 STRATA = ("conflict", "high", "mid", "low")
+MIN_CELL = 10  # test pairs of a class (entailed, not entailed) a stratum needs to carry its own rate of that class
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 
 
@@ -62,21 +67,33 @@ class JudgeRates:
     n_pairs: int
     cells: dict = field(default_factory=dict)  # stratum -> np.array([tp, fp, fn, tn])
 
-    def entailed_given(self, stratum: str, said: bool) -> float:
-        """P(truly entailed | stratum, the judge's decision): the Jeffreys posterior mean (x + 1/2) / (n + 1)."""
-        tp, fp, fn, tn = self.cells.get(stratum, np.zeros(4))
-        hit, n = (tp, tp + fp) if said else (fn, fn + tn)
-        return float((hit + 0.5) / (n + 1))
-
-    def entailed_draws(self, n_draws: int, seed: int = 0) -> dict[tuple[str, bool], np.ndarray]:
-        """`n_draws` Beta posterior draws (Jeffreys prior) of P(entailed | stratum, decision) for every stratum."""
-        rng = np.random.default_rng(seed)
+    def error_posteriors(self, min_cell: int = MIN_CELL) -> dict[str, dict[str, Any]]:
+        """Per stratum, Jeffreys Beta(a, b) parameters of the judge's sensitivity and specificity there; a stratum
+        with fewer than `min_cell` entailed (not entailed) test pairs takes that rate pooled over every stratum,
+        named in its `pooled` list."""
+        total = np.sum([self.cells.get(name, np.zeros(4)) for name in STRATA], axis=0)
         out = {}
         for name in STRATA:
             tp, fp, fn, tn = self.cells.get(name, np.zeros(4))
-            out[(name, True)] = rng.beta(tp + 0.5, fp + 0.5, n_draws)
-            out[(name, False)] = rng.beta(fn + 0.5, tn + 0.5, n_draws)
+            pooled = []
+            if tp + fn < min_cell:
+                tp, fn = total[0], total[2]
+                pooled.append("sensitivity")
+            if fp + tn < min_cell:
+                fp, tn = total[1], total[3]
+                pooled.append("specificity")
+            out[name] = {"sensitivity": (tp + 0.5, fn + 0.5), "specificity": (tn + 0.5, fp + 0.5), "pooled": pooled}
         return out
+
+    def error_draws(self, n_draws: int, seed: int = 0, min_cell: int = MIN_CELL) -> tuple[np.ndarray, np.ndarray]:
+        """(sensitivity, specificity), each (strata, 1 + n_draws) in `STRATA` order: the posterior means, then draws."""
+        rng = np.random.default_rng(seed)
+        post = self.error_posteriors(min_cell)
+        out = []
+        for rate in ("sensitivity", "specificity"):
+            out.append(np.array([[a / (a + b), *rng.beta(a, b, n_draws)]
+                                 for a, b in (post[name][rate] for name in STRATA)]))
+        return out[0], out[1]
 
     def rates(self) -> dict[str, float]:
         """Weighted sensitivity, specificity, precision and F1 of "entailed" over the whole set (`_weighted_rates`)."""

@@ -114,7 +114,7 @@ KEYFACT_PAIRS = "keyfact_nli_pairs-v1.jsonl"  # in paths.resources_dir(); its fi
 # What made the file, in the words its header, the notebooks and the docs quote (a test keeps them equal).
 KEYFACT_PAIRS_PROVENANCE = (
     "Premises: the embedded model's answers and answer sentences with complete, partial and no references, written "
-    "unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_hand-v1.jsonl in their wording "
+    "unlabelled by scripts/keyfact_pairs.py. Hypotheses: key facts of key_facts_agents-v1.jsonl in their wording "
     "before an AI coding assistant rewrote 50 of them (the review sheet's v1_key_fact; 67 of the 359 pairs hold a "
     "fact since reworded), kept frozen as a development set. Labelled twice by AI coding agents without any "
     "judge's output (both labels in `labels`: they agree on 357 pairs, Cohen's kappa 0.96; the 2 splits "
@@ -137,6 +137,8 @@ KEYFACT_TEST_PAIRS = "keyfact_nli_test-v1.jsonl"  # in paths.resources_dir(); it
 KEYFACT_TEST_GUIDELINE = "docs/keyfact_labelling.md"  # the labelling guideline, committed with the labels
 # SHA-256 of the test file's bytes, committed before any judge ran on it (git log shows the order).
 KEYFACT_TEST_SHA256 = "07924e5571cd41a7eb389ccd15f73d2499c1fe656ab21297d335bac7adc6cc98"
+# Its header is frozen with the file's bytes (KEYFACT_TEST_SHA256), so it still names the shipped key facts by their
+# file's old name, key_facts_hand-v1.jsonl: the same facts, now key_facts_agents-v1.jsonl (source "agents").
 KEYFACT_TEST_PROVENANCE = (
     "Premises: the embedded model's answers and answer sentences (160 new tokens, seed 0; 2, 5 and 10 references "
     "with both gold, 5 with one gold dropped, and none) to the 40 shared HotpotQA questions the development pairs do "

@@ -13,13 +13,18 @@ correlations). Notebook 12 reads them all (`collect`):
   at p < 0.05 two-sided;
 - every other scope is a **secondary** row, its p Holm-adjusted within the claim's secondary rows;
 - a row that repeats another claim's comparison on the same questions (`same_as`) points to it and
-  is not counted again; a row on a near-oracle corpus (`near_oracle`) is shown, not counted as support.
+  is not counted again; a row on a near-oracle corpus (`near_oracle`), or of a raw judge-counted measure whose bias
+  may differ between its arms (`judge_bound`), is shown, not counted as support.
 
 Verdicts: `supported` / `contradicted` (p below the level and the 95% interval clear of 0, the sign
-for / against the claim; a p below the level with an interval holding 0 is borderline: inconclusive),
-`inconclusive at this n` (with the n at which the paper's own effect would be detected with 80%
-power, and whether the `full` profile reaches it), `not testable here` (the reason: nothing ran,
-the mechanism the claim is about never ran, the model is outside the claim's scope).
+for / against the claim; a p below the level with an interval holding 0 is borderline: inconclusive;
+an interval clear of 0 beside a p at or above the level says the test decides), `inconclusive at
+this n` (with the n at which the paper's own effect would be detected with 80% power, for paired 0/1
+outcomes over a range of discordances, `power_note`, and whether the `full` profile reaches it),
+`not testable here` (the reason: nothing ran, the mechanism the claim is about never ran, both arms
+at the floor or ceiling, no interval for the test, the model is outside the claim's scope). Each
+paired 0/1 row carries its fragility (`power.fragility`); `READING` is what the front page says of
+every ledger.
 """
 
 from __future__ import annotations
@@ -36,6 +41,16 @@ from covlib.core import paths, power
 from covlib.core.claim import Claim, ClaimSet
 
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
+# What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
+READING = (
+    "Fragility: the fewest questions whose outcome, changed in one setting, would flip a paired 0/1 verdict (the "
+    "fragility index of clinical trials). A verdict with fragility 1 is not a finding: one question decides it.",
+    "Paired 0/1 differences are decided by the exact McNemar test; the interval beside them is Newcombe's, an "
+    "approximation with the right coverage that can exclude 0 where the exact p is 0.05 or more: the row then "
+    "says the test decides.",
+    "ve-beats-cot-sc's primary row is the paper's Dataset setting: the questions' own gold paragraphs as "
+    "knowledge, an oracle-like setting, not open retrieval.",
+)
 ALPHA = 0.05  # two-sided level of every verdict (the primary row's p; a secondary row's Holm-adjusted p)
 
 
@@ -53,30 +68,70 @@ def _test_words(record: dict[str, Any]) -> str:
     return str(record.get("test", "test"))
 
 
+def _floor(record: dict[str, Any]) -> str:
+    """Why a paired 0/1 record measured nothing ('' when it did): no question changed and both arms at 0 or at n."""
+    if record.get("test") != "exact McNemar" or record["better"] + record["worse"] or "both" not in record:
+        return ""
+    n, both = record["n"], record["both"]
+    if both in (0, n):
+        where = "the floor (0" if both == 0 else f"the ceiling ({n}"
+        return f"not measured here: both arms at {where} of {n} right in each), so no question could change"
+    return ""
+
+
 def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
-    """(verdict, reason) of one recorded estimate at level ALPHA, from its p (or `p`: the Holm-adjusted one)."""
+    """(verdict, reason) of one recorded estimate at level ALPHA, from its p (or `p`: the Holm-adjusted one) and
+    its 95% interval: a verdict needs both, and the test named in the record decides where they disagree."""
     if record.get("untestable"):
         return "not testable here", str(record["untestable"])
+    if _floor(record):
+        return "not testable here", _floor(record)
     value = _number(record.get("value"))
     p = _number(record.get("p") if p is None else p)
+    low, high = _number(record.get("low")), _number(record.get("high"))
     if math.isnan(value):
         return "inconclusive at this n", f"no estimate (n={record.get('n')})"
-    if math.isnan(p):  # an interval without a test (e.g. two correlations): read the interval
-        low, high = _number(record.get("low")), _number(record.get("high"))
-        if math.isnan(low) or math.isnan(high):
-            return "inconclusive at this n", f"no interval (n={record.get('n')})"
-        if low > 0 or high < 0:
+    if math.isnan(low) or math.isnan(high):  # a p alone (a correlation of 3 models) decides nothing
+        return "not testable here", (f"no 95% interval ({record.get('test', 'no test')}, n={record.get('n')}): "
+                                     "a verdict needs the interval its test gives")
+    excludes = low > 0 or high < 0
+    if math.isnan(p):  # an interval without a test (e.g. two correlations): the interval decides
+        if excludes:
             return ("supported" if low > 0 else "contradicted"), "the 95% interval excludes 0"
         return "inconclusive at this n", "the 95% interval holds 0"
     words = f"{_test_words(record)} p = {p:.3g}"
-    low, high = _number(record.get("low")), _number(record.get("high"))
-    if p < ALPHA and value != 0 and (math.isnan(low) or low > 0 or high < 0):
+    if p < ALPHA and value != 0 and excludes:
         return ("supported" if value > 0 else "contradicted"), words
     if p < ALPHA and value != 0:  # the test and its interval disagree: a borderline result decides nothing
         return "inconclusive at this n", f"{words}, but the 95% interval [{low:.3g}, {high:.3g}] holds 0"
     if record.get("test") == "exact McNemar" and record["better"] + record["worse"] == 0:
         return "inconclusive at this n", f"no question changed between the two settings (p = 1, n = {record['n']})"
+    if excludes:  # the interval is not the test's inversion (Newcombe's for McNemar): the test decides
+        return "inconclusive at this n", (f"{words}: the test decides; its 95% interval [{low:.3g}, {high:.3g}] "
+                                          f"excludes 0 but is {_interval_words(record)}, not the test inverted")
     return "inconclusive at this n", words
+
+
+def _interval_words(record: dict[str, Any]) -> str:
+    if record.get("test") == "exact McNemar":
+        return "Newcombe's approximate interval of the difference"
+    return f"the interval beside the {record.get('test', 'test')}"
+
+
+def interval_agrees(record: dict[str, Any], p: float | None = None) -> bool:
+    """Whether the record's 95% interval excludes 0 exactly when its p is below ALPHA (or it has no p or no interval)."""
+    p = _number(record.get("p") if p is None else p)
+    low, high = _number(record.get("low")), _number(record.get("high"))
+    if math.isnan(p) or math.isnan(low) or math.isnan(high):
+        return True
+    return (low > 0 or high < 0) == (p < ALPHA)
+
+
+def fragility(record: dict[str, Any]) -> int | None:
+    """A paired 0/1 record's fragility (`power.fragility`: the fewest outcomes whose change flips its verdict)."""
+    if record.get("test") != "exact McNemar" or record.get("untestable") or _floor(record):
+        return None
+    return power.fragility(record["better"], record["worse"], record["n"], ALPHA)
 
 
 @lru_cache(maxsize=None)
@@ -92,20 +147,55 @@ def notebook_default(notebook: str, parameter: str) -> int | None:
     return None
 
 
+def _share(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _mcnemar_words(c: Claim, record: dict[str, Any], full: int | None) -> tuple[int | None, str]:
+    """(n needed under the stated discordance, words): the floor marked a minimum, the range, what `full` affords."""
+    sizes = power.mcnemar_sizes(c.paper_effect, record, full)
+    at = ", ".join(f"{n:,} if {_share(psi)} of questions change" for psi, n in sizes["at"].items())
+    words = (f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need at least n≈{sizes['floor']:,} (if no "
+             f"question got worse: the least possible discordance, {_share(sizes['effect_share'])})"
+             + (f"; {at}" if at else ""))
+    stated = sizes["observed"]
+    if stated is not None:
+        words += (f"; at this run's discordance ({record['better'] + record['worse']} of {record['n']} questions "
+                  f"changed, {_share(sizes['observed_share'])}) n≈{stated:,}")
+    else:
+        words += "; this run's discordance is at that floor, so it does not say which applies"
+    if full is not None:
+        words += f"; `full` runs n={full:,}"
+        if stated is not None:
+            words += " (enough)" if full >= stated else " (not enough)"
+        elif sizes["affordable"] == 0.0:
+            words += " (not enough)"
+        else:
+            words += f" (enough only if at most {_share(sizes['affordable'])} of questions change)"
+    return (stated if stated is not None else sizes["floor"]), words
+
+
 def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
-    """The n at which the paper's own effect would be detected (80% power) and what `full` runs, in words too."""
-    need = power.questions_needed(c.paper_effect, record) if c.paper_effect is not None else None
+    """The n at which the paper's own effect would be detected (80% power) and what `full` runs, in words too.
+
+    For paired 0/1 outcomes Connor's n depends on the share of questions that change: at the least
+    possible share it is a minimum, so the note gives the range (`power.mcnemar_sizes`), the n at
+    this run's own discordance when that is above the floor, and says "enough" only under it.
+    """
     full = notebook_default(c.notebook, c.n_parameter)
     if full is not None and isinstance(record.get("pooled"), int):  # questions pooled over datasets, n each
         full *= record["pooled"]
     if full is not None and isinstance(record.get("available"), int):
         full = min(full, record["available"])
+    need = power.questions_needed(c.paper_effect, record) if c.paper_effect is not None else None
     if c.paper_effect is None:
         words = "the paper gives no effect size in our unit to size a study by"
     elif need is None:
         why = ("no spread observed" if record.get("test", "").startswith(("sign-flip", "exact McNemar"))
                else f"no sample-size formula for {record.get('test', 'this test')}")
         words = f"the paper's {c.paper_effect:+g} cannot be sized from this run ({why})"
+    elif record.get("test") == "exact McNemar":
+        need, words = _mcnemar_words(c, record, full)
     else:
         reach = "" if full is None else f"; `full` runs n={full}" + (" (enough)" if full >= need else " (not enough)")
         words = f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need n≈{need}{reach}"
@@ -118,11 +208,13 @@ def _row(c: Claim, r: dict[str, Any], role: str, meta: dict[str, Any], profile: 
             "ours": r.get("value"), "low": r.get("low"), "high": r.get("high"), "n": r.get("n"),
             "p": r.get("p"), "p_holm": None, "better": r.get("better"), "worse": r.get("worse"),
             "test": r.get("test"), "note": r.get("note", ""), "counted": False,
+            "fragility": fragility(r) if role == "primary" else None,  # at the level the primary is read at
+            "interval_agrees": interval_agrees(r),
             "model": r.get("model") or meta.get("model"), "profile": profile, "notebook": c.notebook}
 
 
 def _independent(r: dict[str, Any]) -> bool:
-    return not (r.get("untestable") or r.get("same_as") or r.get("near_oracle"))
+    return not (r.get("untestable") or r.get("same_as") or r.get("near_oracle") or r.get("judge_bound"))
 
 
 def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile: Any) -> list[dict[str, Any]]:
@@ -137,16 +229,23 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
         row = _row(c, r, "primary" if r is primary else "secondary", meta, profile)
         row["same_as"], row["near_oracle"] = r.get("same_as"), bool(r.get("near_oracle"))
         row["verdict"], row["reason"] = verdict(r)
-        if r is not primary and _independent(r):
+        if r is not primary and _independent(r) and row["verdict"] != "not testable here":  # a test that ran
             family.append((row, r))
         if r.get("near_oracle"):
             if r is primary:  # the headline setting ran only on a corpus holding the questions' own evidence
                 row["verdict"] = "not testable here"
             row["reason"] = f"near-oracle corpus, not independent support ({r['near_oracle']}); " + row["reason"]
+        if r.get("judge_bound"):  # a raw judge-counted measure whose bias may differ between the arms: shown only
+            if r is primary:
+                row["verdict"] = "not testable here"
+            row["reason"] = f"judge-bound, not counted ({r['judge_bound']}); " + row["reason"]
         if r is primary and row["verdict"] == "inconclusive at this n":
             row.update(power_note(c, r))
             row["reason"] += f"; {row['power']}"
-        row["counted"] = _independent(r) and math.isfinite(_number(r.get("p")))
+        if row["fragility"] == 1 and row["verdict"] in ("supported", "contradicted"):
+            row["reason"] += "; fragility 1: one question's outcome changed would flip it, so it is not a finding"
+        row["counted"] = (_independent(r) and math.isfinite(_number(r.get("p")))
+                          and row["verdict"] != "not testable here")
         rows.append(row)
     adjusted = power.holm([_number(r.get("p")) for _, r in family])
     for (row, r), p in zip(family, adjusted):
@@ -226,7 +325,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in primaries:
         if r not in repeated:
             counts[r["verdict"]] += 1
-    return {"n_claims": len({r["id"] for r in rows}), "n_primary": len(primaries),
+    fragile = [r for r in primaries if r not in repeated and r.get("fragility") == 1
+               and r["verdict"] in ("supported", "contradicted")]
+    return {"n_claims": len({r["id"] for r in rows}), "n_primary": len(primaries), "n_fragile": len(fragile),
             "n_tests": sum(1 for r in rows if r["counted"]),
             "n_secondary": sum(1 for r in rows if r["role"] == "secondary"),
             "primary_verdicts": counts, "n_same_comparison": len(repeated)}
@@ -244,7 +345,8 @@ def ledger_label(row: dict[str, Any], width: int = 48) -> str:
 
 
 def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
-    """A forest plot of the primary rows: each estimate with its 95% interval, coloured by verdict, 0 marked."""
+    """A forest plot of the primary rows: each estimate with its 95% interval (dashed where the test, not the
+    interval, decides), coloured by verdict, 0 marked."""
     import matplotlib.pyplot as plt
 
     shown = [r for r in rows if r["role"] == "primary" and math.isfinite(_number(r.get("ours")))]
@@ -253,8 +355,8 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     for y, r in enumerate(reversed(shown)):
         low, high = _number(r.get("low")), _number(r.get("high"))
         color = VERDICT_COLORS[r["verdict"]]
-        if math.isfinite(low) and math.isfinite(high):
-            ax.plot([low, high], [y, y], color=color, lw=2)
+        if math.isfinite(low) and math.isfinite(high):  # dashed: an approximate interval the test overrules
+            ax.plot([low, high], [y, y], color=color, lw=2, ls="-" if r.get("interval_agrees", True) else "--")
         ax.plot([r["ours"]], [y], "o", color=color)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(shown)))

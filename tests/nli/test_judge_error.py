@@ -77,17 +77,21 @@ def test_rates_are_measured_apart_for_whole_answers_and_sentences():
 
 
 
-def test_the_probability_of_entailment_given_a_decision_is_read_per_stratum():
-    # high: 3 said (2 right), 1 not said (entailed); low: 4 not said, none entailed
-    pairs = _pairs([True, True, False, True, False, False, False, False], list("aabbabab"),
-                   strata=["high"] * 4 + ["low"] * 4)
-    rates = nli.rates_from_decisions("j", [True, True, True, False, False, False, False, False], pairs)
-    assert rates.entailed_given("high", True) == pytest.approx(2.5 / 4)  # Jeffreys: (2 + 1/2) / (3 + 1)
-    assert rates.entailed_given("high", False) == pytest.approx(1.5 / 2)
-    assert rates.entailed_given("low", False) == pytest.approx(0.5 / 5)  # none seen: small, not zero
-    assert rates.entailed_given("mid", True) == pytest.approx(0.5)  # nothing measured: the prior's mean
-    draws = rates.entailed_draws(4000, seed=1)
-    assert draws[("low", False)].mean() == pytest.approx(0.1, abs=0.02) and draws[("low", False)].max() > 0.3
+def test_sensitivity_and_specificity_are_read_per_stratum_and_pooled_where_a_class_is_sparse():
+    # high: 12 entailed (said 9), 12 not (said 4); low: 12 not entailed (said 1), none entailed
+    gold = [True] * 12 + [False] * 12 + [False] * 12
+    said = [True] * 9 + [False] * 3 + [True] * 4 + [False] * 8 + [True] + [False] * 11
+    pairs = _pairs(gold, [f"q{i % 6}" for i in range(36)], strata=["high"] * 24 + ["low"] * 12)
+    post = nli.rates_from_decisions("j", said, pairs).error_posteriors()
+    assert post["high"] == {"sensitivity": (9.5, 3.5), "specificity": (8.5, 4.5), "pooled": []}
+    # low has 12 pairs, none entailed: its specificity is its own, its sensitivity the pooled one (not the prior's 0.5)
+    assert post["low"] == {"sensitivity": (9.5, 3.5), "specificity": (11.5, 1.5),
+                           "pooled": ["sensitivity"]}
+    assert post["mid"]["pooled"] == ["sensitivity", "specificity"]  # nothing measured there: pooled both
+    sens, spec = nli.rates_from_decisions("j", said, pairs).error_draws(4000, seed=1)
+    assert sens.shape == spec.shape == (len(nli.STRATA), 4001)
+    high = nli.STRATA.index("high")
+    assert sens[high, 0] == pytest.approx(9.5 / 13) and sens[high, 1:].mean() == pytest.approx(9.5 / 13, abs=0.01)
 
 
 def test_the_stratum_of_a_pair_is_what_the_test_set_was_drawn_by():
@@ -108,22 +112,81 @@ def _table_row(recall_pairs, precision_pairs, n_sentences):
             "n_sentences": n_sentences, "n_key_facts": 2}
 
 
-def test_each_decision_is_replaced_by_the_probability_its_pair_is_entailed():
-    from covlib.papers.credibility.intervals import judge_corrected
+def test_each_decision_is_replaced_by_its_probability_at_the_tables_own_share_entailed():
+    from covlib.papers.credibility.intervals import entailed_given, judge_corrected
 
-    pairs = _pairs([True, False, False, False], list("abab"), strata=["high"] * 4)
-    rates = nli.rates_from_decisions("j", [True, True, False, False], pairs)  # high: said 1 of 2 right, not said 0 of 2
-    said_q, not_q = 1.5 / 3, 0.5 / 3
-    rows = [_table_row([["high", True], ["high", False]], [[0, "high", True], [0, "high", False], [1, "high", False],
-                                                           [1, "high", False]], 2),
+    # high: 20 entailed (said 16), 20 not (said 4): sensitivity and specificity 16.5/21 and 16.5/21 (Jeffreys)
+    gold = [True] * 20 + [False] * 20
+    said = [True] * 16 + [False] * 4 + [True] * 4 + [False] * 16
+    rates = nli.rates_from_decisions("j", said, _pairs(gold, [f"q{i % 5}" for i in range(40)], strata=["high"] * 40))
+    se = sp = 16.5 / 21
+    # a table saying "entailed" to 3 of 4 high pairs: Rogan-Gladen's share (3/4 + sp - 1) / (se + sp - 1)
+    share = (0.75 + sp - 1) / (se + sp - 1)
+    yes, no = se * share / (se * share + (1 - sp) * (1 - share)), (1 - se) * share / ((1 - se) * share + sp * (1 - share))
+    rows = [_table_row([["high", True], ["high", True]], [[0, "high", True], [1, "high", False]], 2),
+            _table_row([["high", True], ["high", False]], [], 1),
             _table_row([], [], 0)]  # an empty answer: nothing judged, kept as 0
     out = judge_corrected(rows, {"answer": rates, "sentence": rates}, n_boot=300)
-    assert out["R_corrected"]["value"] == pytest.approx(100 * ((said_q + not_q) / 2 + 0) / 2)
-    first = 1 - (1 - said_q) * (1 - not_q)  # a sentence counts when any of its facts is entailed
-    second = 1 - (1 - not_q) ** 2
-    assert out["P_corrected"]["value"] == pytest.approx(100 * ((first + second) / 2 + 0) / 2)
-    assert out["R_corrected"]["observed"] == pytest.approx(25.0)
+    assert out["R_corrected"]["value"] == pytest.approx(100 * (yes + (yes + no) / 2 + 0) / 3)
+    assert out["R_corrected"]["observed"] == pytest.approx(100 * (1 + 0.5 + 0) / 3)
     assert out["R_corrected"]["low"] <= out["R_corrected"]["value"] <= out["R_corrected"]["high"]
+    # the decisions' probabilities sum to the table's share entailed: nothing is lost or added
+    q = entailed_given(np.array([[3.0]]), np.array([[4.0]]), np.array([[se]]), np.array([[sp]]))
+    assert 3 * q[0, 0] + q[1, 0] == pytest.approx(4 * share)
+    # a table with nothing said where the judge's specificity is high reads 0 entailed there, not a prior's floor
+    assert entailed_given(np.array([[0.0]]), np.array([[12.0]]), np.array([[0.9]]), np.array([[0.96]]))[1, 0] == 0.0
+
+
+def test_a_sparse_stratum_sets_no_floor_on_the_corrected_recall():
+    """The old correction put P(entailed | not said) = 0.5/13 on every low-stratum pair (a Jeffreys prior on 12 pairs),
+    +2.4 points on a recall it should leave alone: the corrected recall of a table whose judge is right is now its own."""
+    from covlib.papers.credibility.intervals import judge_corrected
+
+    test_gold = [True] * 30 + [False] * 30 + [False] * 12
+    test_said = [True] * 27 + [False] * 3 + [True] * 3 + [False] * 27 + [False] * 12
+    rates = nli.rates_from_decisions("j", test_said, _pairs(test_gold, [f"q{i % 12}" for i in range(72)],
+                                                            strata=["high"] * 60 + ["low"] * 12))
+    rows = [_table_row([["high", i % 7 == 0], ["low", False], ["low", False]], [], 0) for i in range(70)]
+    est = judge_corrected(rows, {"answer": rates, "sentence": rates}, n_boot=400)["R_corrected"]
+    high_share = 10 / 70  # the high pairs said "entailed": none of the low ones, where specificity is 12.5/13
+    assert est["value"] <= 100 * high_share / 3 + 0.5 and est["pooled"]["low"] == ["sensitivity"]
+
+
+def test_the_corrected_recall_holds_where_a_tables_prevalence_differs_from_the_test_sets():
+    """Sensitivity and specificity held per stratum, the table's share entailed half the test set's (and a stratum of
+    12 test pairs): the corrected recall is unbiased and its interval covers the truth; carrying the test set's
+    predictive values over (the old correction) was biased by about +8 points and covered 22% of the time."""
+    from covlib.papers.credibility.intervals import judge_corrected
+
+    rng = np.random.default_rng(3)
+    sens, spec = {"high": 0.9, "mid": 0.75, "low": 0.75, "conflict": 0.8}, {"high": 0.6, "mid": 0.85, "low": 0.9,
+                                                                             "conflict": 0.7}
+    test_counts = {"high": (60, 60), "mid": (20, 60), "low": (0, 12), "conflict": (10, 20)}  # (entailed, not) pairs
+    test_prev = {s: e / (e + ne) for s, (e, ne) in test_counts.items()}
+    table_prev = {s: p / 2 for s, p in test_prev.items()}
+    mix = {"high": 0.4, "mid": 0.3, "low": 0.2, "conflict": 0.1}
+    errors, covered = [], 0
+    for sim in range(40):
+        gold, said, strata = [], [], []
+        for s, (e, ne) in test_counts.items():
+            for g in [True] * e + [False] * ne:
+                gold.append(g)
+                said.append(bool(rng.random() < (sens[s] if g else 1 - spec[s])))
+                strata.append(s)
+        rates = nli.rates_from_decisions("sim", said, _pairs(gold, [f"q{i % 40}" for i in range(len(gold))],
+                                                             strata=strata))
+        rows, truth = [], []
+        for _ in range(120):
+            names = rng.choice(list(mix), 3, p=list(mix.values()))
+            g3 = [bool(rng.random() < table_prev[s]) for s in names]
+            s3 = [bool(rng.random() < (sens[s] if g else 1 - spec[s])) for s, g in zip(names, g3)]
+            rows.append(_table_row([[str(n), s] for n, s in zip(names, s3)], [], 0))
+            truth.append(np.mean(g3))
+        est = judge_corrected(rows, {"answer": rates, "sentence": rates}, seed=sim, n_boot=400)["R_corrected"]
+        true_recall = 100 * sum(mix[s] * table_prev[s] for s in mix)
+        errors.append(est["value"] - true_recall)
+        covered += est["low"] <= true_recall <= est["high"]
+    assert abs(np.mean(errors)) < 2.0 and covered / 40 >= 0.85
 
 
 def test_the_corrected_recall_covers_the_truth_where_the_judges_error_depends_on_the_stratum():
@@ -158,3 +221,36 @@ def test_the_corrected_recall_covers_the_truth_where_the_judges_error_depends_on
         raw_covered += raw["low"] <= 100 * true_recall <= raw["high"]
     assert covered / 60 >= 0.85
     assert raw_covered / 60 <= 0.3
+
+
+def test_a_difference_between_reference_conditions_reads_the_corrected_recall_not_the_judges_bias():
+    """Two conditions with the same true recall; the judge inflates the one whose pairs overlap the premise more
+    (raw recall's bias differs by condition, as it does by 15 to 39 points on the test set): the raw paired
+    difference is "significant", the judge-corrected one (`corrected_difference`, the claims' estimate) is not."""
+    from covlib.papers.credibility.intervals import corrected_difference
+    from covlib.report import claims as ledger
+
+    rng = np.random.default_rng(5)
+    sens, spec = {"high": 0.95, "mid": 0.8}, {"high": 0.45, "mid": 0.95}
+    gold, said, strata = [], [], []
+    for s in ("high", "mid"):
+        for g in [True] * 40 + [False] * 40:
+            gold.append(g), strata.append(s)
+            said.append(bool(rng.random() < (sens[s] if g else 1 - spec[s])))
+    rates = nli.rates_from_decisions("sim", said, _pairs(gold, [f"q{i % 40}" for i in range(160)], strata=strata))
+    rates = {"answer": rates, "sentence": rates}
+
+    def arm(stratum: str) -> list[dict]:
+        rows = []
+        for i in range(150):
+            g3 = [bool(rng.random() < 0.3) for _ in range(3)]
+            s3 = [bool(rng.random() < (sens[stratum] if g else 1 - spec[stratum])) for g in g3]
+            rows.append({**_table_row([[stratum, s] for s in s3], [], 0), "question_id": f"q{i}"})
+        return rows
+
+    many, few = arm("high"), arm("mid")
+    est = corrected_difference(many, few, rates, seed=2)
+    assert est["raw"]["p"] < 0.001 and est["raw"]["value"] > 15  # the judge's bias alone
+    assert est["low"] < 0 < est["high"] and est["p"] >= 0.05 and est["test"].startswith("paired bootstrap")
+    rec = {"claim": "cred-complete-beats-partial", "scope": "hotpotqa", "unit": "points", **est}
+    assert ledger.verdict(rec)[0] == "inconclusive at this n"

@@ -173,7 +173,27 @@ def test_an_inconclusive_primary_says_what_n_the_papers_effect_needs(tmp_path):
     (row,) = [r for r in rows if r["id"] == "ve-cot-beats-standard"]
     assert row["n_needed"] == power.questions_needed(8.7, est) and row["n_needed"] > 60
     assert row["n_full"] == 250  # notebook 03's default n_hotpotqa, read from the notebook
-    assert f"would need n≈{row['n_needed']}" in row["reason"] and "`full` runs n=250" in row["reason"]
+    assert f"at this run's discordance (10 of 60 questions changed, 17%) n≈{row['n_needed']}" in row["reason"]
+    assert "`full` runs n=250 (enough)" in row["reason"] and "would need at least n≈88" in row["reason"]
+
+
+def test_a_power_note_at_the_least_discordance_is_a_minimum_with_its_range(tmp_path):
+    """The least possible discordance (no question worse) gives Connor's smallest n: a floor, not the n. The note
+    gives the range and says "enough" only where `full` affords the discordance it states."""
+    est = stats.paired_difference(*_paired(3, 0), scale=100)  # 3 of 60 changed: 5%, below the paper's 8.7
+    (row,) = [r for r in _ledger(tmp_path, "03_verify_and_edit_tables", [_record("ve-cot-beats-standard", "hotpotqa",
+                                                                                  est)])
+              if r["id"] == "ve-cot-beats-standard"]
+    assert "at least n≈88" in row["reason"] and "206 if 20% of questions change" in row["reason"]
+    assert "309 if 30%" in row["reason"] and "(enough)" not in row["reason"]
+    assert "`full` runs n=250 (enough only if at most 24% of questions change)" in row["reason"]
+    est = stats.paired_difference(*_paired(2, 1, n=800), scale=100)
+    rec = covrag_claims.estimate("covrag-col-beats-no-col", "multi-iteration accuracy", est, "accuracy points",
+                                 model="m")
+    (row,) = [r for r in _ledger(tmp_path, "10_covrag_finetune", [rec]) if r["id"] == "covrag-col-beats-no-col"]
+    assert "at least n≈210" in row["reason"] and "571 if 10%" in row["reason"] and "1,145 if 20%" in row["reason"]
+    assert "`full` runs n=400 (enough only if at most 7% of questions change)" in row["reason"]
+    assert power.mcnemar_sizes(3.7, est, 800)["affordable"] == pytest.approx(0.14, abs=0.005)
 
 
 def test_questions_needed_matches_the_textbook_formulas():
@@ -194,8 +214,66 @@ def test_correlations_use_fisher_z_and_refuse_three_points():
     assert (r["low"], r["high"]) == pytest.approx((np.tanh(z - half), np.tanh(z + half)), abs=1e-6)
     three = stats.correlation([1, 2, 3], [1, 3, 2])
     assert three["n"] == 3 and np.isnan(three["low"]) and np.isnan(three["high"])
+    assert np.isnan(three["p"])  # no interval, so no p either: scipy's t-test p is not the Fisher-z test
     assert claims.verdict(credibility_claims.estimate("cred-human-correlation", "x", three, "Pearson r"))[0] \
+        == "not testable here"
+
+
+def test_a_p_without_its_interval_decides_nothing():
+    """A recorded p with no interval (scipy's p for a correlation of 3 models) was read as "supported"."""
+    rec = credibility_claims.estimate("cred-human-correlation", "recall", {
+        "value": 0.99, "low": float("nan"), "high": float("nan"), "n": 3, "p": 0.01, "test": "Pearson, Fisher-z"},
+        "Pearson r")
+    verdict, reason = claims.verdict(rec)
+    assert verdict == "not testable here" and "a verdict needs the interval its test gives" in reason
+
+
+@pytest.mark.parametrize("better, worse", [(4, 0), (5, 0), (6, 1), (7, 1), (8, 2), (9, 2), (10, 3), (11, 3), (12, 4),
+                                           (14, 5)])
+def test_an_interval_that_excludes_zero_beside_an_inconclusive_exact_test_says_the_test_decides(better, worse):
+    est = stats.paired_difference(*_paired(better, worse, both=25, n=60), scale=100)
+    assert est["low"] > 0 and est["p"] >= 0.05  # Newcombe's interval is not the exact test inverted
+    rec = _record("ve-beats-cot-sc", "hotpotqa, dataset", est)
+    verdict, reason = claims.verdict(rec)
+    assert verdict == "inconclusive at this n" and "the test decides" in reason and "Newcombe" in reason
+    assert not claims.interval_agrees(rec)
+
+
+def test_both_arms_at_the_floor_measured_nothing(tmp_path):
+    floor = stats.paired_difference([0] * 10, [0] * 10, scale=100)
+    ceiling = stats.paired_difference([1] * 10, [1] * 10, scale=100)
+    rows = _ledger(tmp_path, "10_covrag_finetune", [
+        covrag_claims.estimate("covrag-col-beats-no-col", "multi-iteration accuracy", floor, "accuracy points",
+                               model="m"),
+        covrag_claims.estimate("covrag-s-beats-qa-only", "single-iteration accuracy", ceiling, "accuracy points",
+                               model="m")])
+    got = {r["id"]: r for r in rows if r["id"] in ("covrag-col-beats-no-col", "covrag-s-beats-qa-only")}
+    assert got["covrag-col-beats-no-col"]["verdict"] == "not testable here"
+    assert "both arms at the floor (0 of 10 right in each)" in got["covrag-col-beats-no-col"]["reason"]
+    assert "the ceiling (10 of 10" in got["covrag-s-beats-qa-only"]["reason"]
+    assert not any(r["counted"] for r in got.values()) and "enough" not in got["covrag-col-beats-no-col"]["reason"]
+    some = stats.paired_difference([1] * 3 + [0] * 7, [1] * 3 + [0] * 7, scale=100)  # 3 right in both: measured
+    assert claims.verdict(covrag_claims.estimate("covrag-col-beats-no-col", "x", some, "points"))[0] \
         == "inconclusive at this n"
+
+
+def test_each_paired_verdict_shows_its_fragility_and_fragility_one_is_not_a_finding(tmp_path):
+    assert power.fragility(6, 0, 60) == 1 and power.fragility(7, 1, 60) == 1  # 6/0 -> 5/0; 7/1 -> 8/1 or 7/0
+    assert power.fragility(20, 2, 60) == 7 and power.fragility(0, 0, 10) == 6 and power.fragility(0, 0, 3) is None
+    for b, w in ((20, 2), (9, 0), (3, 1)):  # flipping it takes exactly that many changes, and no fewer
+        k, sig = power.fragility(b, w, 60), stats.mcnemar_exact(b, w) < 0.05
+        moves = {(b, w)}
+        for _ in range(k):
+            moves = {(x + dx, y + dy) for x, y in moves for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))
+                     if x + dx >= 0 and y + dy >= 0}
+            flipped = [m for m in moves if (stats.mcnemar_exact(*m) < 0.05) != sig]
+            assert bool(flipped) == (_ == k - 1)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(6, 0), scale=100))])
+    (row,) = [r for r in rows if r["id"] == "ve-beats-cot-sc"]
+    assert row["verdict"] == "supported" and row["fragility"] == 1 and "not a finding" in row["reason"]
+    assert claims.summary(rows)["n_fragile"] == 1
+    assert any("fragility 1 is not a finding" in line for line in claims.READING)
 
 
 # --------------------------------------------------------------------------- 6-8, 11: the claims themselves
@@ -272,6 +350,10 @@ def test_the_book_front_page_shows_primary_rows_escaped_and_the_test_count(tmp_p
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
     assert page.index("Contents") < page.index("Claims ledger") < page.index("What each notebook reproduces")
     assert "9 / 0" in page and "hidden scope" not in page and re.search(r"ran 2 tests", page)
+    # what every reader must know: fragility 1 is not a finding, which test decides, the oracle-like primary
+    assert "<th>fragility</th>" in page and "A verdict with fragility 1 is not a finding" in page
+    assert "the row then says the test decides" in page and "ve-beats-cot-sc&#x27;s primary row is the paper&#x27;s " \
+        "Dataset setting" in page
 
 
 def test_the_full_profile_n_counts_every_pooled_dataset(tmp_path):
@@ -343,3 +425,20 @@ def test_a_p_below_the_level_with_an_interval_holding_zero_decides_nothing():
                                                              "p": 0.031, "test": "permutation"}, "consistency")
     verdict, reason = claims.verdict(rec)
     assert verdict == "inconclusive at this n" and "holds 0" in reason
+
+
+def test_an_auc_difference_is_decided_by_its_paired_bootstrap_not_a_swap_permutation():
+    """The swap permutation's null is exchangeable arms, not equal AUC: it printed p = 0.147 beside an interval
+    [-11.02, -0.11]. Now the p is the bootstrap's own, so the two agree on every table."""
+    rng = np.random.default_rng(4)
+    disagree = 0
+    for _ in range(25):
+        correct = (rng.random(40) < 0.5).astype(float)
+        conf_a = np.clip(0.5 + 0.3 * (correct - 0.5) + rng.normal(0, 0.25, 40), 0, 1)
+        conf_b = np.where(rng.random(40) < 0.3, rng.random(40), conf_a)  # only some questions' confidence moves
+        recs = [[type("R", (), {"id": i, "correct": c, "confidence": x})() for i, (c, x) in enumerate(zip(correct, conf))]
+                for conf in (conf_a, conf_b)]
+        est = ve.auc_difference(*recs, seed=1)
+        assert est["test"].startswith("paired bootstrap")
+        disagree += (est["p"] < 0.05) != (est["low"] > 0 or est["high"] < 0)
+    assert disagree == 0

@@ -123,7 +123,7 @@ def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
     names = zipfile.ZipFile(wheel).namelist()
     packages = {str(f.relative_to(ROOT)) for f in (ROOT / "covlib").rglob("__init__.py")}
     assert packages <= set(names), f"subpackages missing from the wheel: {sorted(packages - set(names))}"
-    assert "covlib/runs/exercises.py" in names and "covlib/resources/key_facts_hand-v1.jsonl" in names
+    assert "covlib/runs/exercises.py" in names and "covlib/resources/key_facts_agents-v1.jsonl" in names
     assert not [n for n in names if n.startswith("teaching/")], "the course and the grader stay out of the wheel"
     assert not [n for n in names if n.endswith((".ipynb", ".py")) and not n.startswith("covlib/")], names
     assert not [n for n in names if "notebooks" in n or "tests/" in n], names

@@ -9,8 +9,8 @@ self-completion (ask the search engine for what is missing, then answer again).
 
 Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all questions:
 
-1. key facts: the shipped ones (`DEFAULT_KEY_FACTS = "hand"`, who made them:
-   `key_facts.HAND_KEY_FACTS_PROVENANCE`), `supporting_key_facts`
+1. key facts: the shipped ones (`DEFAULT_KEY_FACTS = "agents"`, who made them:
+   `key_facts.AGENT_KEY_FACTS_PROVENANCE`), `supporting_key_facts`
    (gold supporting sentences, a labelled option that rewards copying) or `llm_key_facts`
    (the paper's two prompts); `export_review_sheet` / `read_review_sheet` are the human
    filtering step;
@@ -52,7 +52,7 @@ from covlib.papers.credibility.prompts import (ANSWER_INSTRUCTION, CLOSED_BOOK_I
                                                key_facts_prompt, reasoning_prompt)
 from covlib.papers.credibility.paper import (PAPER_MODELS, PAPER_PEARSON, PAPER_RECALL_DROP_5_TO_10, PAPER_TABLE1,
                                              PAPER_TABLE2, PAPER_TABLE3, PAPER_TABLE4, load_questions)
-from covlib.papers.credibility.key_facts import (DEFAULT_KEY_FACTS, HAND_KEY_FACTS, HAND_REVIEW_SHEET,
+from covlib.papers.credibility.key_facts import (AGENT_KEY_FACTS, AGENT_REVIEW_SHEET, DEFAULT_KEY_FACTS,
                                                  KEY_FACTS_VERSION, KeyFactExtraction, KeyFactList, KeyFacts,
                                                  REVIEW_COLUMNS, SOURCES,
                                                  build_key_facts, export_review_sheet, key_facts_path, llm_key_facts,
@@ -63,7 +63,7 @@ from covlib.papers.credibility.references import (ReferenceSet, bm25_references,
 from covlib.papers.credibility.answers import (Answers, Reflection, Run, Scores, answer_runs, generate_answers,
                                                score_runs)
 from covlib.papers.credibility.metrics import (citation_scores, f1, plain_answer, score_answers, summarize)
-from covlib.papers.credibility.intervals import (ROW_KEYS, gold_recall, human_correlation_intervals, interval_columns,
+from covlib.papers.credibility.intervals import (ROW_KEYS, corrected_difference, gold_recall, human_correlation_intervals, interval_columns,
                                                  intervals, judge_corrected, paired, per_question, recall_drop, reflection_correct,
                                                  reflection_intervals)
 from covlib.papers.credibility.improvements import (COMPLETION_ROUNDS, Completed, CompletionRound, SelfCompletion,
@@ -73,8 +73,9 @@ from covlib.papers.credibility.ratings import (COMPLETENESS_LEVELS, RATING_COLUM
                                                human_correlation, human_scores, read_ratings)
 from covlib.papers.credibility import trace
 
-__all__ = ["ANSWER_INSTRUCTION", "Answers", "CLOSED_BOOK_INSTRUCTION", "COMPLETENESS_LEVELS", "COMPLETION_INSTRUCTION",
-           "COMPLETION_ROUNDS", "Completed", "CompletionRound", "DEFAULT_KEY_FACTS", "HAND_KEY_FACTS", "HAND_REVIEW_SHEET",
+__all__ = ["AGENT_KEY_FACTS", "AGENT_REVIEW_SHEET", "ANSWER_INSTRUCTION", "Answers", "CLOSED_BOOK_INSTRUCTION",
+           "COMPLETENESS_LEVELS", "COMPLETION_INSTRUCTION", "COMPLETION_ROUNDS", "Completed", "CompletionRound",
+           "DEFAULT_KEY_FACTS",
            "KEY_FACTS_INSTRUCTION", "KEY_FACTS_VERSION", "KeyFactExtraction", "KeyFactList", "KeyFacts", "PAPER_MODELS", "PAPER_PEARSON",
            "PAPER_RECALL_DROP_5_TO_10", "PAPER_TABLE1", "PAPER_TABLE2", "PAPER_TABLE3", "PAPER_TABLE4",
            "QUERY_MARKER", "RATING_COLUMNS", "REASONING_INSTRUCTION", "REFLECTION_INSTRUCTION", "REFUSAL",
@@ -82,7 +83,7 @@ __all__ = ["ANSWER_INSTRUCTION", "Answers", "CLOSED_BOOK_INSTRUCTION", "COMPLETE
            "bm25_references", "build_key_facts", "citation_scores", "closed_book", "completion_prompt",
            "export_rating_sheet", "export_review_sheet", "f1", "generate_answers", "gold_recall", "hits_set",
            "human_correlation", "human_correlation_intervals", "human_scores", "interval_columns", "intervals",
-           "judge_corrected",
+           "judge_corrected", "corrected_difference",
            "is_refusal", "key_facts_path", "key_facts_prompt", "llm_key_facts", "load_key_facts", "load_questions",
            "paired", "parse_key_facts", "parse_queries", "partial", "per_question", "plain_answer", "read_ratings",
            "read_review_sheet", "reasoning_prompt", "recall_drop", "reflection_correct", "reflection_intervals",

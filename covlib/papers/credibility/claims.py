@@ -27,6 +27,11 @@ PAPER = "Credibility"
 RLHF_SCOPE = "models tuned on human preference feedback (RLHF), as the paper's ChatGPT and ChatGLM"
 INSTRUCTION_SCOPE = "instruction-tuned models"
 
+# Why a raw key-fact F1 (or citation) difference cannot decide a claim (its records carry it as `judge_bound`: shown, not counted).
+JUDGE_BOUND = ("raw key-fact and citation metrics count the judge's own decisions, whose error differs between the arms' answers (on "
+               "held-out key-fact test questions raw recall's bias ranges from +19 to +61 points by reference "
+               "condition), and no judge-corrected F1 or citation rate is computed")
+
 CLAIMS: tuple[Claim, ...] = (
     Claim("cred-instruction-beats-foundation", PAPER,
           "Instruction-tuned models give answers of higher key-fact F1 than foundation models",

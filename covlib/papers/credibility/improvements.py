@@ -18,7 +18,7 @@ from covlib.generation import Generator
 from covlib.retrieval import Hit, Retriever
 
 from covlib.papers.credibility.answers import Answers, Run, generate_answers
-from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, RLHF_SCOPE, estimate, outside, parameter_count,
+from covlib.papers.credibility.claims import (INSTRUCTION_SCOPE, JUDGE_BOUND, RLHF_SCOPE, estimate, outside, parameter_count,
                                               size_label, size_tiers, untestable)
 from covlib.papers.credibility.intervals import reflection_correct
 from covlib.papers.credibility.prompts import QUERY_MARKER, completion_prompt, is_refusal
@@ -225,21 +225,22 @@ def self_complete(generator: Generator, examples: Sequence[Example], retriever: 
 
 def _above_chance(g: Generator, replies: Sequence[str], insufficient: Sequence[bool], scope: str,
                   meta: dict[str, Any]) -> dict[str, Any]:
-    """`cred-reflection-above-chance` for one model: outside the claim, never decided, or an exact binomial test."""
+    """`cred-reflection-above-chance` for one model: outside the claim, no reply, or an exact binomial test (a
+    constant decision too: it is a measured absence of discrimination, said in the record's note)."""
     name, n = g.name, len(replies)
     refused = [is_refusal(a) for a in replies]
     k, partial_share = sum(refused), float(np.mean(insufficient))
     why = outside(INSTRUCTION_SCOPE, g)
     if not why and not any((a or "").strip() for a in replies):
         why = f"{name} replied with no text to any of the {n} questions: self-reflection produced no answer"
-    if not why and k in (0, n):
-        why = (f"{name} refused {k} of {n} questions ({sum(map(bool, insufficient))} had partial references): the "
-               "same decision every time, so its accuracy is the share of one group by construction and "
-               "self-reflection never discriminated")
     if why:
         return untestable("cred-reflection-above-chance", why, scope=scope, model=name, refused=k, **meta)
     chance = max(partial_share, 1 - partial_share)  # the better constant decision (0.5 with equal groups)
     est = stats.above_chance(reflection_correct(refused, insufficient), chance=chance, scale=100)
+    if k in (0, n):  # a constant decision is measured: no discrimination at all, not a missing measurement
+        meta = {**meta, "note": (f"{name} refused {k} of {n} questions ({sum(map(bool, insufficient))} had partial "
+                                 "references): the same decision every time, so self-reflection did not "
+                                 "discriminate; " + str(meta.get("note", ""))).rstrip("; ")}
     return estimate("cred-reflection-above-chance", scope, est, "accuracy points above chance", model=name,
                            refused=k, **meta)
 
@@ -298,5 +299,5 @@ def completion_claims(generators: Sequence[Generator], completed: dict[str, Sequ
         counts = {"model": g.name, "refused": refused, "asked": asked, **meta}
         out.append(untestable("cred-self-completion-helps", why, scope=scope, **counts) if why else
                    estimate("cred-self-completion-helps", scope, gain[g.name],
-                                   "key-fact F1 points (per-question mean)", **counts))
+                                   "key-fact F1 points (per-question mean)", judge_bound=JUDGE_BOUND, **counts))
     return out

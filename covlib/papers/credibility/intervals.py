@@ -9,7 +9,7 @@ import numpy as np
 from covlib import nli
 from covlib.core import metrics, stats
 
-from covlib.papers.credibility.claims import estimate, model_card, untestable
+from covlib.papers.credibility.claims import JUDGE_BOUND, estimate, model_card, untestable
 from covlib.papers.credibility.metrics import f1
 
 
@@ -86,35 +86,109 @@ def _corrected_values(cells: list[np.ndarray], fixed: list[float], q: np.ndarray
     return out
 
 
+def entailed_given(said: np.ndarray, total: np.ndarray, sens: np.ndarray, spec: np.ndarray) -> np.ndarray:
+    """P(truly entailed | stratum, decision) in a table: (2 x strata, columns) in `_cell_counts`' order.
+
+    `said` and `total` are the table's "entailed" decisions and pairs per stratum (strata, columns); its share
+    truly entailed there is Rogan-Gladen's (said/total + spec - 1) / (sens + spec - 1), kept in [0, 1]; Bayes'
+    rule with that share gives each decision's probability. Where the judge is no better than chance
+    (sens + spec <= 1) every decision reads the observed share.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.where(total > 0, said / np.maximum(total, 1), 0.0)
+        informative = sens + spec > 1
+        share = np.where(informative, np.clip((observed + spec - 1) / (sens + spec - 1), 0.0, 1.0), observed)
+        yes = np.where(informative, sens * share / (sens * share + (1 - spec) * (1 - share)), share)
+        no = np.where(informative, (1 - sens) * share / ((1 - sens) * share + spec * (1 - share)), share)
+    q = np.empty((2 * said.shape[0], said.shape[1]))
+    q[0::2], q[1::2] = np.nan_to_num(yes, nan=0.0), np.nan_to_num(no, nan=0.0)  # 0/0: no pair entailed there
+    return q
+
+
+def _corrected(rows: Sequence[dict[str, Any]], rate: nli.JudgeRates, metric: str, weights: np.ndarray,
+               sens: np.ndarray, spec: np.ndarray) -> np.ndarray:
+    """The metric per row (rows x columns) with each decision replaced by its probability of being right in the
+    table that `weights` (columns x rows: each row's multiplicity; one column per resample) makes of `rows`."""
+    cells, fixed = _corrected_rows(rows, metric)
+    totals = np.array([c.sum(axis=0) for c in cells]).reshape(len(cells), -1)
+    counts = weights @ totals  # (columns, cells): the table's decisions by stratum
+    said, total = counts[:, 0::2].T, (counts[:, 0::2] + counts[:, 1::2]).T
+    q = entailed_given(said, total, sens, spec)
+    return _corrected_values(cells, fixed, q, [int(r.get("n_sentences", 1)) for r in rows], metric)
+
+
+_CORRECTED = (("R_corrected", "recall", "answer"), ("P_corrected", "precision", "sentence"))
+
+
+def _resampled(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates], metric: str, keep: np.ndarray,
+               seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
+    """(point value per row, the mean per bootstrap draw): questions resampled among `keep`, rates drawn."""
+    kind = {m: k for _, m, k in _CORRECTED}[metric]
+    sens, spec = rates[kind].error_draws(n_boot, seed=seed)
+    idx = np.flatnonzero(keep)
+    weights = np.zeros((n_boot, len(rows)))
+    picks = idx[np.random.default_rng([seed, 1]).integers(0, idx.size, (n_boot, idx.size))]
+    np.add.at(weights, (np.arange(n_boot)[:, None], picks), 1.0)
+    point = _corrected(rows, rates[kind], metric, keep[None, :].astype(float), sens[:, :1], spec[:, :1])[:, 0]
+    values = _corrected(rows, rates[kind], metric, weights, sens[:, 1:], spec[:, 1:])
+    return point, (weights * np.nan_to_num(values.T)).sum(axis=1) / idx.size
+
+
 def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates], seed: int = 0,
                     n_boot: int = stats.N_BOOT) -> dict[str, dict[str, Any]]:
-    """Key-fact recall and precision in % with each of the judge's decisions replaced by the probability that its pair
-    is truly entailed, given the pair's stratum and the decision (`nli.JudgeRates.entailed_given`, measured on the
-    frozen test set: whole answers for recall, sentences for precision); the interval draws those probabilities from
-    their posteriors and resamples questions. Rows the judge never saw (an empty answer) keep their value."""
+    """Key-fact recall and precision in %, corrected for the judge's measured error (`nli.JudgeRates`).
+
+    In each stratum the table's own share truly entailed is estimated from its share of "entailed" decisions and
+    the judge's sensitivity and specificity there (measured on the frozen test set: whole answers for recall,
+    sentences for precision; `entailed_given`), and each decision is replaced by its probability of being right
+    at that share. The interval resamples questions (the shares re-estimated on each resample) and draws the
+    rates from their posteriors. Rows the judge never saw (an empty answer) keep their value; `pooled` names the
+    strata whose rate is pooled over all strata (`nli.MIN_CELL`)."""
     out = {}
-    rng = np.random.default_rng(seed)
-    for key, metric, kind in (("R_corrected", "recall", "answer"), ("P_corrected", "precision", "sentence")):
-        r = rates[kind]
+    for key, metric, kind in _CORRECTED:
         cells, fixed = _corrected_rows(rows, metric)
-        n_s = [int(row.get("n_sentences", 1)) for row in rows]
-        point = np.array([[r.entailed_given(name, said)] for name in nli.STRATA for said in (True, False)])
-        values = _corrected_values(cells, fixed, point, n_s, metric)[:, 0]
-        draws = r.entailed_draws(n_boot, seed=seed)
-        q = np.array([draws[(name, said)] for name in nli.STRATA for said in (True, False)])
-        per_draw = _corrected_values(cells, fixed, q, n_s, metric)
-        keep = np.isfinite(values)
+        keep = np.isfinite(fixed)
+        pooled = {name: p["pooled"] for name, p in rates[kind].error_posteriors().items() if p["pooled"]}
         if not keep.any():
-            out[key] = {**stats.mean_interval([]), "judge": r.judge}
+            out[key] = {**stats.mean_interval([]), "judge": rates[kind].judge, "pooled": pooled}
             continue
-        idx = np.flatnonzero(keep)
-        picks = idx[rng.integers(0, idx.size, (n_boot, idx.size))]
-        boot = per_draw[picks, np.arange(n_boot)[:, None]].mean(axis=1)
+        point, boot = _resampled(rows, rates, metric, keep, seed, n_boot)
         low, high = np.quantile(boot, [0.025, 0.975])
-        out[key] = {"value": 100 * float(values[keep].mean()), "low": 100 * float(low), "high": 100 * float(high),
+        out[key] = {"value": 100 * float(point[keep].mean()), "low": 100 * float(low), "high": 100 * float(high),
                     "n": int(keep.sum()), "observed": 100 * float(np.mean(np.array(fixed)[keep])),
-                    "test_pairs": r.n_pairs, "judge": r.judge}
+                    "test_pairs": rates[kind].n_pairs, "judge": rates[kind].judge, "pooled": pooled}
     return out
+
+
+def corrected_difference(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
+                         rates: dict[str, nli.JudgeRates], metric: str = "recall", seed: int = 0,
+                         n_boot: int = stats.N_BOOT) -> dict[str, Any]:
+    """Judge-corrected `metric` ('recall' or 'precision') of a − b in points, paired over the same questions.
+
+    Each arm is corrected at its own share truly entailed (`judge_corrected`), so a judge whose errors inflate one
+    reference condition more than another (raw recall's bias differs by up to about 24 points between them) does
+    not decide the difference. The same questions and the same rate draws enter both arms; the percentile
+    interval decides, and the p is the bootstrap's (below 0.05 exactly when the interval excludes 0). `raw` is
+    the uncorrected paired difference (`stats.paired_difference`), shown beside it.
+    """
+    _aligned(rows_a, rows_b)
+    key = ROW_KEYS.get(metric, metric)
+    fa, fb = (np.array([float(r[key]) for r in rs]) for rs in (rows_a, rows_b))
+    keep = np.isfinite(fa) & np.isfinite(fb)
+    raw = stats.paired_difference(fa, fb, scale=100, seed=seed)
+    out = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(keep.sum()),
+           "p": float("nan"), "test": "paired bootstrap, judge-corrected (its 95% interval decides)",
+           "judge": rates[{m: k for _, m, k in _CORRECTED}[key]].judge,
+           "raw": {k: raw.get(k) for k in ("value", "low", "high", "p", "test")}}
+    if keep.sum() < 2:
+        return out
+    (pa, da), (pb, db) = (_resampled(rs, rates, key, keep, seed, n_boot) for rs in (rows_a, rows_b))
+    diff, draws = 100 * (pa - pb)[keep], 100 * (da - db)
+    value = float(diff.mean())
+    low, high = np.quantile(draws, [0.025, 0.975])
+    p = min(1.0, 2 * min(np.mean(draws <= 0), np.mean(draws >= 0))) if value != 0 else 1.0
+    return {**out, "value": value, "low": float(low), "high": float(high), "p": float(p),
+            "sd": float(diff.std(ddof=1)), "scale": 1.0}
 
 
 def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:
@@ -279,4 +353,5 @@ def tuning_claims(generators: Sequence[Any], rows: dict[str, Sequence[dict[str, 
                                   f"foundation model with a declared card (ran {ran})", scope=f"F1, {scope}", **meta)]
     return [estimate("cred-instruction-beats-foundation", f"{label}, {scope}, {ran}",
                             kind_difference(rows, tuned, base, metric, seed=seed), f"{label} points (per-question mean)",
-                            **meta) for label, metric in KIND_METRICS.items()]
+                            judge_bound=JUDGE_BOUND, **meta)
+            for label, metric in KIND_METRICS.items()]

@@ -22,17 +22,17 @@ from covlib.papers.credibility.prompts import key_facts_prompt, reasoning_prompt
 
 
 KEY_FACTS_VERSION = 1
-# Where a notebook's key facts come from. "hand": the shipped facts for the 100 shared HotpotQA questions
-# (who made them: HAND_KEY_FACTS_PROVENANCE; the name "hand" is the source's key, kept for old runs); the default.
+# Where a notebook's key facts come from. "agents": the shipped facts for the 100 shared HotpotQA questions, drafted
+# and reviewed by AI coding agents (AGENT_KEY_FACTS_PROVENANCE; the key was "hand" before, refused now); the default.
 # "supporting": HotpotQA's gold supporting sentences, verbatim sentences of the gold references (copying the
 # references scores best on them: a labelled option). "llm": the paper's two prompts with any covlib model.
-SOURCES = ("hand", "supporting", "llm")
-DEFAULT_KEY_FACTS = "hand"
-HAND_KEY_FACTS = "key_facts_hand-v1.jsonl"  # in paths.resources_dir()
-HAND_REVIEW_SHEET = "key_facts_hand-review.csv"
+SOURCES = ("agents", "supporting", "llm")
+DEFAULT_KEY_FACTS = "agents"
+AGENT_KEY_FACTS = "key_facts_agents-v1.jsonl"  # in paths.resources_dir()
+AGENT_REVIEW_SHEET = "key_facts_agents-review.csv"
 # What made each shipped file, in the words its header, the notebooks and the docs quote (a test keeps them equal):
 # the key facts' header is every record's `author`, the review sheet's its first line ("# provenance: ...").
-HAND_KEY_FACTS_PROVENANCE = (
+AGENT_KEY_FACTS_PROVENANCE = (
     "Drafted by an AI coding agent from the HotpotQA gold paragraphs following §3 (atomic, one per reasoning step) "
     "and reviewed twice by AI coding agents, the second review by a separate agent (review sheet: draft, review1, "
     "review2); then 50 facts were rewritten by an AI coding assistant to paraphrase their reasoning step, keeping "
@@ -40,8 +40,8 @@ HAND_KEY_FACTS_PROVENANCE = (
     "covlib.papers.credibility.key_facts.gold_overlap: no fact shares a run of 3 or more words with its gold "
     "supporting sentences beyond names, numbers, function words and the words of its question and answer. "
     "No person wrote, reviewed or rewrote them.")
-HAND_REVIEW_PROVENANCE = (
-    "One row per key fact of key_facts_hand-v1.jsonl (and per dropped draft): draft, review1 and review2 are the AI "
+AGENT_REVIEW_PROVENANCE = (
+    "One row per key fact of key_facts_agents-v1.jsonl (and per dropped draft): draft, review1 and review2 are the AI "
     "coding agents' draft and two reviews; v1_key_fact is the wording before an AI coding assistant's rewrite (the "
     "hypotheses of keyfact_nli_pairs-v1.jsonl), key_fact the shipped wording and rewrite what changed; the run "
     "columns and the counts below are computed by covlib.papers.credibility.key_facts.gold_overlap. "
@@ -147,9 +147,9 @@ def llm_key_facts(generator: Generator, examples: Sequence[Example], max_new_tok
 
 
 def key_facts_path(source: str) -> Path:
-    """Where a key-fact source is stored: the shipped file for 'hand', else build/key_facts/<source>-v<version>.jsonl."""
-    if source == "hand":
-        return paths.resources_dir() / HAND_KEY_FACTS
+    """Where a key-fact source is stored: the shipped file for 'agents', else build/key_facts/<source>-v<N>.jsonl."""
+    if source == "agents":
+        return paths.resources_dir() / AGENT_KEY_FACTS
     return paths.build_dir() / "key_facts" / f"{source}-v{KEY_FACTS_VERSION}.jsonl"
 
 
@@ -189,6 +189,9 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
     of the ones the paper's prompts wrote just now (for `credibility.trace.write`), else None."""
     if source == "llm" and generator is None:
         raise ValueError("key-fact source 'llm' needs a generator")
+    if source == "hand":
+        raise ValueError("key-fact source 'hand' was renamed to 'agents' (the shipped key facts, made by AI coding "
+                         "agents): use key_facts='agents'")
     if source not in SOURCES and not source.endswith("+reviewed"):
         raise ValueError(f"unknown key-fact source {source!r}; choose one of {SOURCES} (or a reviewed set)")
     path = key_facts_path(source)
@@ -197,8 +200,8 @@ def build_key_facts(source: str, examples: Sequence[Example], generator: Generat
                or (source == "llm" and stored[ex.id].author != generator.name)]
     extraction = None
     if missing:
-        if source == "hand":
-            raise ValueError(f"{len(missing)} question(s) have no shipped ('hand') key facts in {path} (e.g. "
+        if source == "agents":
+            raise ValueError(f"{len(missing)} question(s) have no shipped ('agents') key facts in {path} (e.g. "
                              f"{missing[0].id!r}): they cover the 100 shared HotpotQA questions only; use "
                              f"key_facts='llm' (then review it) for other questions")
         if source.endswith("+reviewed"):
@@ -360,14 +363,14 @@ def gold_overlap(records: Sequence[KeyFacts], examples: Sequence[Example]) -> li
 
 # --------------------------------------------------------------------------- the shipped review sheet
 
-HAND_REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "draft", "review1", "review2",
-                       "v1_key_fact", "rewrite", "run_v1", "wording_run_v1", "run", "shared_run", "wording_run",
-                       "wording_shared")
+AGENT_REVIEW_COLUMNS = ("fact_id", "question_id", "question", "answer", "key_fact", "draft", "review1", "review2",
+                        "v1_key_fact", "rewrite", "run_v1", "wording_run_v1", "run", "shared_run", "wording_run",
+                        "wording_shared")
 
 
-def read_hand_review(path: str | Path | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
+def read_agent_review(path: str | Path | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The shipped review sheet: its header (the '# name: value' lines above the CSV) and its rows."""
-    text = Path(path or paths.resources_dir() / HAND_REVIEW_SHEET).read_text(encoding="utf-8")
+    text = Path(path or paths.resources_dir() / AGENT_REVIEW_SHEET).read_text(encoding="utf-8")
     header = {}
     while text.startswith("#"):
         line, _, text = text.partition("\n")
@@ -376,12 +379,12 @@ def read_hand_review(path: str | Path | None = None) -> tuple[dict[str, str], li
     return header, list(csv.DictReader(io.StringIO(text, newline="")))
 
 
-def write_hand_review(header: dict[str, str], rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> Path:
-    """Write the review sheet: '# name: value' header lines, then the CSV with `HAND_REVIEW_COLUMNS`."""
-    path = Path(path or paths.resources_dir() / HAND_REVIEW_SHEET)
+def write_agent_review(header: dict[str, str], rows: Sequence[dict[str, Any]], path: str | Path | None = None) -> Path:
+    """Write the review sheet: '# name: value' header lines, then the CSV with `AGENT_REVIEW_COLUMNS`."""
+    path = Path(path or paths.resources_dir() / AGENT_REVIEW_SHEET)
     out = io.StringIO(newline="")
     out.write("".join(f"# {k}: {v}\r\n" for k, v in header.items()))  # CRLF, as csv writes its rows
-    w = csv.DictWriter(out, HAND_REVIEW_COLUMNS)
+    w = csv.DictWriter(out, AGENT_REVIEW_COLUMNS)
     w.writeheader()
     w.writerows(rows)
     path.write_text(out.getvalue(), encoding="utf-8", newline="")

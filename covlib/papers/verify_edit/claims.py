@@ -49,7 +49,9 @@ CLAIMS: tuple[Claim, ...] = (
           "AUC, like EM, is higher at threshold ⌈n/2⌉ than when every prediction is edited",
           "The AUC scores demonstrate a similar trend.",
           "Fig. 3: the AUC curve peaks with EM near threshold 3 (values not printed)",
-          "02_threshold_ablation", "AUC at threshold ⌈n/2⌉ − AUC at threshold n, paired over questions",
+          "02_threshold_ablation", "AUC (the area under the accuracy-coverage curve, answers ranked by confidence: "
+          "it moves with accuracy and with the ranking) at threshold ⌈n/2⌉ − at threshold n, on the same questions; "
+          "the 95% interval of a paired bootstrap decides (a test of equal AUC)",
           primary="hotpotqa", n_parameter="n_questions"),
     Claim("ve-beats-cot-sc", PAPER,
           "CoT-SC + Verify-and-Edit beats CoT-SC",
@@ -64,7 +66,9 @@ CLAIMS: tuple[Claim, ...] = (
           "Then, when we use the adversarially augmented paragraphs provided in the dataset, the model is able to "
           "demonstrate very high EM (56.8%) and AUC (60.94) at the same time.",
           "Table 1: AUC 34.97 (CoT-SC) → 45.62 to 60.94 (+ VE); Table 2 likewise",
-          "03_verify_and_edit_tables", "AUC of CoT-SC + VE − AUC of CoT-SC, paired bootstrap over questions",
+          "03_verify_and_edit_tables", "AUC (the area under the accuracy-coverage curve, answers ranked by "
+          "confidence: it moves with accuracy and with the ranking) of CoT-SC + VE − of CoT-SC, on the same "
+          "questions; the 95% interval of a paired bootstrap decides (a test of equal AUC)",
           primary="hotpotqa, dataset", n_parameter="n_hotpotqa"),
     Claim("ve-cot-beats-standard", PAPER,
           "CoT prompting beats Standard few-shot prompting",
@@ -103,7 +107,7 @@ claim, estimate, untestable, same_as, record = _SET.claim, _SET.estimate, _SET.u
 
 
 def auc_difference(a: Sequence, b: Sequence, confidence: str = "confidence", seed: int = 0) -> dict:
-    """AUC (x100) of records `a` minus that of `b`, the same questions in the same order: paired, with a swap p.
+    """AUC (x100) of records `a` minus that of `b`, the same questions in the same order: a paired bootstrap decides.
 
     Records are `VERecord`s or `cot.PromptResult`s: anything with `id`, `correct` and the `confidence` field."""
     if [r.id for r in a] != [r.id for r in b]:

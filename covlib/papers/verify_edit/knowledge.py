@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from covlib.core.records import Example, Passage
 from covlib.data import default_corpus
+from covlib.data.corpora import NEAR_ORACLE_CORPUS
 from covlib.retrieval import OracleRetriever, WebSearch, load_or_build, passages_to_sentences
 
 
@@ -110,7 +111,7 @@ KNOWLEDGE_KINDS = ("dataset", "bm25", "tfidf", "dense", "web")
 RETRIEVER_KINDS = ("bm25", "tfidf", "dense")  # the offline retrievers, over a paragraph corpus
 # Datasets whose offline corpus holds the questions' own gold paragraphs: retrieval there is near-oracle
 NEAR_ORACLE = {
-    "hotpotqa": "the offline corpus holds every Adversarial HotpotQA paragraph, the test questions' gold included",
+    "hotpotqa": NEAR_ORACLE_CORPUS,
     "fever": "the FEVER corpus is built from the claims' own evidence pages",
 }
 _RETRIEVER_LABELS = {

@@ -56,7 +56,7 @@ def test_a_bracketed_year_is_text_not_a_citation(answer, stripped, ids):
 
 
 def test_em_recall_finds_a_bracketed_year(isolated_cache):
-    facts = C.KeyFacts("q1", "When did Paris host the fair?", "1990", ["Paris hosted the fair in 1990."], "hand", "test")
+    facts = C.KeyFacts("q1", "When did Paris host the fair?", "1990", ["Paris hosted the fair in 1990."], "agents", "test")
     answer = "Paris hosted the fair in the year [1990] [1]."
     row = C.score_answers([answer], [REFS], [facts], [["1990"]], judge="overlap", progress=False)[0]
     assert row["em_recall"] == 1.0  # was 0.0: "[1990]" was stripped as if it were a citation

@@ -126,7 +126,10 @@ def test_reflection_above_chance_per_instruction_tuned_model_with_an_exact_test(
     assert est["p"] == pytest.approx(0.0703125) and est["n"] == 8 and est["chance"] == 0.5
     assert ledger.verdict(est)[0] == "inconclusive at this n"
     assert "(the claim is about instruction-tuned models)" in rows[LLAMA_7B]["untestable"]
-    assert "refused 8 of 8" in rows[VICUNA_13B]["untestable"]  # one decision every time: never discriminated
+    # one decision every time is a measured absence of discrimination, not a missing measurement
+    constant = rows[VICUNA_13B]
+    assert "untestable" not in constant and constant["value"] == 0.0 and constant["p"] == 1.0
+    assert "refused 8 of 8" in constant["note"] and ledger.verdict(constant)[0] == "inconclusive at this n"
     assert "no text" in rows[LLAMA2_CHAT]["untestable"]
 
 
@@ -290,10 +293,22 @@ def test_the_ledger_gives_one_verdict_per_claim_and_model(tmp_path):
 def test_primaries_match_the_scopes_the_notebooks_record():
     claim = {c.id: c for c in CC.CLAIMS}
     noise = claim["cred-noise-lowers-recall"]
-    assert noise.is_primary("hotpotqa, 5 vs 10 references, 2 gold + noise, key facts: hand, v1")  # the paper's doubling
-    assert not noise.is_primary("hotpotqa, 2 vs 10 references, 2 gold + noise, key facts: hand")  # fewest vs most
+    assert noise.is_primary("hotpotqa, 5 vs 10 references, 2 gold + noise, key facts: agents, v1")  # the paper's doubling
+    assert not noise.is_primary("hotpotqa, 2 vs 10 references, 2 gold + noise, key facts: agents")  # fewest vs most
     for cid in ("cred-complete-beats-partial", "cred-partial-beats-closed", "cred-self-completion-helps",
                 "cred-reflection-above-chance"):
-        assert claim[cid].is_primary("hotpotqa, 5 references, key facts: hand"), cid
+        assert claim[cid].is_primary("hotpotqa, 5 references, key facts: agents"), cid
     assert {c.notebook for c in CC.CLAIMS} == {"04_credibility_models", "05_knowledge_precision",
                                                "06_knowledge_recall", "07_reflection_completion"}
+
+
+def test_a_raw_judge_counted_difference_is_shown_not_counted(tmp_path):
+    """Raw key-fact F1 counts the judge's decisions, whose bias differs between the arms' answers: a self-completion
+    or instruction-tuning row that reads it is judge-bound, not a verdict."""
+    est = stats.paired_difference([1.0] * 30 + [0.0] * 10, [0.0] * 30 + [0.0] * 10, scale=100)
+    rec = CC.estimate("cred-self-completion-helps", "hotpotqa", est, "key-fact F1 points", model="m",
+                      judge_bound=CC.JUDGE_BOUND)
+    (tmp_path / "07_reflection_completion.json").write_text(json.dumps({"metrics": {"claims": [rec]}}))
+    (row,) = [r for r in ledger.collect(ledger.read_results(tmp_path), CC.CLAIMS) if r["id"] == rec["claim"]]
+    assert est["p"] < 1e-6 and row["verdict"] == "not testable here" and not row["counted"]
+    assert row["reason"].startswith("judge-bound, not counted (raw key-fact and citation metrics")

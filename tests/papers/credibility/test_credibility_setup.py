@@ -43,15 +43,15 @@ def test_model_list_is_what_the_credibility_notebooks_compared(model, models, pr
 
 
 def test_setup_of_notebook_04_loads_questions_models_and_both_key_fact_sources(project):
-    S = setup(compare_key_facts="hand", n_rating=50)
+    S = setup(compare_key_facts="agents", n_rating=50)
     assert (S.profile, S.n_questions, S.max_new_tokens, S.models) == ("smoke", 8, 32, [""])
     assert S.params == dict(profile="smoke", models=[""], questions="shared sample", n_questions=8, seed=0, n_refs=5,
-                            key_facts="supporting", compare_key_facts="hand", judge="overlap", max_new_tokens=32)
+                            key_facts="supporting", compare_key_facts="agents", judge="overlap", max_new_tokens=32)
     assert S.examples == C.load_questions("", 8, 0) and len(S.examples) == 8
     (g,) = S.generators
     assert "SmolLM2" in g.name
     assert [f.question_id for f in S.facts] == [ex.id for ex in S.examples] == [f.question_id for f in S.other_facts]
-    assert S.facts[0].author == "HotpotQA gold supporting sentences" and S.compare == "hand"
+    assert S.facts[0].author == "HotpotQA gold supporting sentences" and S.compare == "agents"
     assert (project / "build" / "key_facts").is_dir()  # key facts built under the project's build/
 
 

@@ -21,12 +21,12 @@ from covlib.papers.credibility import key_facts as K
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOKS = ("04_credibility_models", "05_knowledge_precision", "06_knowledge_recall", "07_reflection_completion")
 # Which notebooks quote which file's provenance (the credibility notebooks both; 00b, the judges', the pairs').
-NOTEBOOK_QUOTES = {**{name: ("HAND_KEY_FACTS_PROVENANCE", "KEYFACT_PAIRS_PROVENANCE") for name in NOTEBOOKS},
+NOTEBOOK_QUOTES = {**{name: ("AGENT_KEY_FACTS_PROVENANCE", "KEYFACT_PAIRS_PROVENANCE") for name in NOTEBOOKS},
                    "00b_nli_judges": ("KEYFACT_PAIRS_PROVENANCE", "KEYFACT_TEST_PROVENANCE")}
 # Which docs quote which file's provenance.
 QUOTED_IN = {
-    "HAND_KEY_FACTS_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
-    "HAND_REVIEW_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
+    "AGENT_KEY_FACTS_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
+    "AGENT_REVIEW_PROVENANCE": ("docs/credibility.md", "docs/data.md"),
     "KEYFACT_PAIRS_PROVENANCE": ("docs/judges.md", "docs/data.md"),
     "KEYFACT_TEST_PROVENANCE": ("docs/judges.md", "docs/data.md"),
 }
@@ -54,8 +54,8 @@ PAIRS_HASH_V1 = "b1b77e7747f46129631d7fcfddf44355a90ae4e8eac24f036f26b32702a95fd
 
 
 def _provenance() -> dict[str, str]:
-    return {"HAND_KEY_FACTS_PROVENANCE": K.HAND_KEY_FACTS_PROVENANCE,
-            "HAND_REVIEW_PROVENANCE": K.HAND_REVIEW_PROVENANCE,
+    return {"AGENT_KEY_FACTS_PROVENANCE": K.AGENT_KEY_FACTS_PROVENANCE,
+            "AGENT_REVIEW_PROVENANCE": K.AGENT_REVIEW_PROVENANCE,
             "KEYFACT_PAIRS_PROVENANCE": L.KEYFACT_PAIRS_PROVENANCE,
             "KEYFACT_TEST_PROVENANCE": L.KEYFACT_TEST_PROVENANCE}
 
@@ -74,12 +74,24 @@ def hotpot(shared_data):
 
 
 def test_each_files_header_holds_its_provenance():
-    facts = K.load_key_facts(K.key_facts_path("hand"))
-    assert {f.author for f in facts} == {K.HAND_KEY_FACTS_PROVENANCE}
-    header, _ = K.read_hand_review()
-    assert header["provenance"] == K.HAND_REVIEW_PROVENANCE
+    facts = K.load_key_facts(K.key_facts_path("agents"))
+    assert {f.author for f in facts} == {K.AGENT_KEY_FACTS_PROVENANCE}
+    header, _ = K.read_agent_review()
+    assert header["provenance"] == K.AGENT_REVIEW_PROVENANCE
     first = (paths.resources_dir() / L.KEYFACT_PAIRS).read_text(encoding="utf-8").splitlines()[0]
     assert json.loads(first) == {"provenance": L.KEYFACT_PAIRS_PROVENANCE}
+
+
+def test_the_shipped_source_is_named_for_the_agents_that_made_it_and_the_old_key_is_refused():
+    assert K.DEFAULT_KEY_FACTS == "agents" and "agents" in K.SOURCES and "hand" not in K.SOURCES
+    assert (K.AGENT_KEY_FACTS, K.AGENT_REVIEW_SHEET) == ("key_facts_agents-v1.jsonl", "key_facts_agents-review.csv")
+    assert K.key_facts_path("agents") == paths.resources_dir() / K.AGENT_KEY_FACTS
+    assert not list(paths.resources_dir().glob("*hand*"))
+    facts = K.load_key_facts(K.key_facts_path("agents"))
+    assert len(facts) == 100 and {f.source for f in facts} == {"agents"}
+    assert "key_facts_agents-v1.jsonl" in K.AGENT_REVIEW_PROVENANCE and "hand" not in K.AGENT_REVIEW_PROVENANCE
+    with pytest.raises(ValueError, match="'hand' was renamed to 'agents'"):
+        K.build_key_facts("hand", [])
 
 
 def test_notebooks_and_docs_quote_the_provenance_in_the_same_words():
@@ -130,7 +142,7 @@ def test_the_credibility_tables_note_names_who_labelled_the_pairs(isolated_cache
 def test_keyfact_pairs_are_frozen_and_join_the_facts_through_their_first_wording():
     pairs = L.load_keyfact_pairs()
     assert len(pairs) == 359 and L.pairs_hash(pairs) == PAIRS_HASH_V1  # labels and texts untouched
-    _, rows = K.read_hand_review()
+    _, rows = K.read_agent_review()
     kept = [r for r in rows if r["key_fact"]]
     fact_of = {r["v1_key_fact"]: r["fact_id"] for r in kept}
     assert all(p.hypothesis in fact_of for p in pairs)  # every pair maps to a fact id
@@ -186,10 +198,10 @@ def test_copied_runs_keep_names_numbers_and_the_questions_words():
 
 
 def test_shipped_facts_copy_no_wording_and_the_sheet_and_docs_report_the_real_counts(hotpot):
-    facts = K.load_key_facts(K.key_facts_path("hand"))
-    header, rows = K.read_hand_review()
+    facts = K.load_key_facts(K.key_facts_path("agents"))
+    header, rows = K.read_agent_review()
     kept = [r for r in rows if r["key_fact"]]
-    assert list(rows[0]) == list(K.HAND_REVIEW_COLUMNS)
+    assert list(rows[0]) == list(K.AGENT_REVIEW_COLUMNS)
     by_question: dict[str, list[str]] = {}
     for r in kept:
         by_question.setdefault(r["question_id"], []).append(r["v1_key_fact"])
@@ -216,14 +228,14 @@ def test_shipped_facts_copy_no_wording_and_the_sheet_and_docs_report_the_real_co
     assert Counter(min(n, 5) for n in counts["wording_run_v1"] if n >= 3) == {3: 20, 4: 19}
     assert max(counts["wording_run"]) <= 2
     rewritten = [r for r in kept if r["key_fact"] != r["v1_key_fact"]]
-    assert f"then {len(rewritten)} facts were rewritten" in K.HAND_KEY_FACTS_PROVENANCE
+    assert f"then {len(rewritten)} facts were rewritten" in K.AGENT_KEY_FACTS_PROVENANCE
     assert all(int(r["wording_run_v1"]) < 3 or r in rewritten for r in kept)  # every copied fact was rewritten
 
 
 def test_rewritten_facts_keep_their_numbers_and_their_answer(hotpot):
     answers = {ex.id: ex.answer for ex in hotpot}
     numbers = lambda text: {w for w in K.overlap_words(text) if any(ch.isdigit() for ch in w)}  # noqa: E731
-    for r in K.read_hand_review()[1]:
+    for r in K.read_agent_review()[1]:
         if r["key_fact"] and r["key_fact"] != r["v1_key_fact"]:
             assert numbers(r["v1_key_fact"]) <= numbers(r["key_fact"]), r["fact_id"]
             answer = set(K.overlap_words(answers[r["question_id"]]))
