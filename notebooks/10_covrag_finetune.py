@@ -57,8 +57,9 @@
 # `covrag-col-beats-no-col`, Table 4's w/ CoL against w/o CoL, primary on multi-iteration accuracy
 # (the CoV-RAG system's answer), with single-iteration accuracy, judgment accuracy on the questions
 # both adapters judged true/false (so the format rate is not counted as judgment) and Dlt as
-# secondary rows (Holm); and `covrag-s-beats-qa-only`, the w/ CoL adapter's single-iteration answer
-# (CoV-RAG-S) against the QA-only adapter's (WebGLM-like, Fig. 3). A comparison whose step never
+# secondary rows (Holm); `covrag-beats-qa-only`, the paper's headline (Table 2): the w/ CoL
+# adapter's multi-iteration answer (CoV-RAG) against the QA-only adapter's (WebGLM-like); and
+# `covrag-s-beats-qa-only`, its single-iteration answer (CoV-RAG-S) against the same (Fig. 3). A comparison whose step never
 # ran (no question re-retrieved for Dlt, none judged by both for Jdg) is recorded as "not testable
 # here" with the counts.
 #
@@ -208,7 +209,9 @@ results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name,
 # ## 4. The claims, paired over the test questions (exact McNemar)
 #
 # `covrag-col-beats-no-col` (Table 4): w/ CoL minus w/o CoL; the primary row is multi-iteration
-# accuracy, the others secondary. `covrag-s-beats-qa-only` (Fig. 3): the w/ CoL adapter's
+# accuracy, the others secondary. `covrag-beats-qa-only` (Table 2, the headline): the w/ CoL
+# adapter's multi-iteration accuracy (CoV-RAG) minus the QA-only adapter's, not testable when σ
+# never re-retrieved (CoV-RAG is then CoV-RAG-S). `covrag-s-beats-qa-only` (Fig. 3): the w/ CoL adapter's
 # single-iteration accuracy (CoV-RAG-S) minus the QA-only adapter's (WebGLM-like; its first answer
 # does not depend on its verification).
 

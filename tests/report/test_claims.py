@@ -442,3 +442,15 @@ def test_an_auc_difference_is_decided_by_its_paired_bootstrap_not_a_swap_permuta
         assert est["test"].startswith("paired bootstrap")
         disagree += (est["p"] < 0.05) != (est["low"] > 0 or est["high"] < 0)
     assert disagree == 0
+
+
+def test_every_quote_is_a_whole_sentence_and_untestable_claims_say_why():
+    """Two quotes were cut mid-sentence ("…may disrupt the", "…assuming we have a"); directional statements that
+    need what no offline run has are listed, each with its reason, and CoV-RAG's headline is a claim."""
+    for c in CLAIMS:
+        assert c.quote.rstrip().endswith((".", "!", "?", '"', ")")), (c.id, c.quote[-30:])
+    ids = {c.id: c for c in CLAIMS}
+    for claim_id in ("ve-2wiki-gains-more", "ve-beats-calibrator-auc", "ve-gains-more-than-react",
+                     "ve-fever-wikipedia-beats-drqa", "cred-strong-models-robust-to-noise", "cred-chatgpt-fills-gaps"):
+        assert ids[claim_id].notebook == "" and len(ids[claim_id].untestable) > 40, claim_id
+    assert ids["covrag-beats-qa-only"].notebook == "10_covrag_finetune"

@@ -62,6 +62,25 @@ CLAIMS: tuple[Claim, ...] = (
           primary="hotpotqa, 5 vs 10 references", paper_effect=2.4,
           effect_source="§6.3: ChatGPT's 4.3% of its 56.55 recall at 5 references (Table 1), the smallest drop",
           n_parameter="n_questions"),
+    Claim("cred-strong-models-robust-to-noise", PAPER,
+          "ChatGPT's and ChatGLM2's key-fact recall falls less than LLaMA's and Vicuna's as noise references are "
+          "added",
+          "In contrast, models like LLaMA and Vicuna saw a significant 30% plunge in recall, underscoring the "
+          "comparative robustness of ChatGPT and ChatGLM against noise.",
+          "§6.3 / Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT), 14.3% (ChatGLM2), about 30% "
+          "(LLaMA, Vicuna), relative",
+          "", "relative recall drop (5 → 10 references) of LLaMA and Vicuna − of ChatGPT and ChatGLM2",
+          untestable="needs ChatGPT (OpenAI's API) and ChatGLM2-6B, LLaMA and Vicuna (hub models): none runs offline "
+                     "here, and a run with only some of them cannot compare the two groups"),
+    Claim("cred-chatgpt-fills-gaps", PAPER,
+          "ChatGPT loses less key-fact recall than other models when references are missing, filling gaps from its "
+          "own knowledge",
+          "Notably, ChatGPT exhibits higher adaptability to variations in knowledge recall, leveraging its built-in "
+          "knowledge to fill reference gaps.",
+          "Table 3: ChatGPT's closed-book R 39.17 is above its partial-reference R 35.34; the other models gain from "
+          "partial references",
+          "", "ChatGPT's recall (partial − complete references) − the other models'",
+          untestable="needs ChatGPT (OpenAI's API), which no offline run here has"),
     Claim("cred-complete-beats-partial", PAPER,
           "Complete references give higher key-fact recall than partial ones",
           "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
