@@ -18,27 +18,9 @@
 # each paper's package, with the paper's own sentence), the paper's evidence, and our estimate as
 # notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
 # questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
-# paired 0/1 outcomes (EM, accuracy) get the exact McNemar test, with the discordant counts
-# (questions better / worse), its fragility and Newcombe's interval (approximate: where it
-# excludes 0 and the exact test does not reject, the row says the test decides); paired means a
-# BCa bootstrap and a sign-flip permutation p; two AUCs a paired bootstrap whose interval
-# decides; correlations a Fisher-z interval (no verdict below 4 models).
-#
-# **One verdict per claim (and model).** Each claim declares, before any run, its primary setting
-# (the paper's headline one); the verdict comes from that row alone, at p < 0.05 two-sided. Every
-# other setting is a secondary row, its p Holm-adjusted over the claim's secondary rows. A row
-# that repeats another claim's comparison on the same questions points to it and is counted once;
-# a row on a near-oracle corpus (the questions' own gold paragraphs) is shown, not counted.
-#
-# | verdict | when |
-# |---|---|
-# | `supported` | p < 0.05, the 95% interval clear of 0, the difference with the paper's sign |
-# | `contradicted` | the same, with the other sign |
-# | `inconclusive at this n` | p ≥ 0.05 (or p and interval disagree: the row says which test decides): with the n at which the paper's own effect would be detected with 80% power (for paired 0/1 outcomes a range over how many questions change, the least of them a minimum), and whether `full` runs that many |
-# | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, both arms at the floor (nothing measured), the model is outside the claim's scope, no human ratings, no interval (a correlation of fewer than 4 models) |
-#
-# Each paired 0/1 row also gives its **fragility**: the fewest questions whose outcome, changed in
-# one setting, would flip its verdict. A verdict with fragility 1 is not a finding.
+# paired 0/1 outcomes (EM, accuracy) get the exact McNemar test (discordant counts, fragility,
+# Newcombe's interval); paired means a sign-flip permutation p; two AUCs a paired bootstrap;
+# correlations a Fisher-z interval. How a verdict is read: section "The ledger" below.
 #
 # A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M
 # model and a few dozen questions most claims are `inconclusive at this n`, and that is the
@@ -79,6 +61,22 @@ if len({p for p, _ in ran.values()}) > 1:
 # %% [markdown]
 # ## The ledger
 # First the primary rows (one verdict per claim and model), then every row with its test.
+#
+# **One verdict per claim (and model).** Each claim declares, before any run, its primary setting
+# (the paper's headline one); the verdict comes from that row alone, at p < 0.05 two-sided. Every
+# other setting is a secondary row, its p Holm-adjusted over the claim's secondary rows. A row
+# that repeats another claim's comparison on the same questions points to it and is counted once;
+# a row on a near-oracle corpus (the questions' own gold paragraphs) is shown, not counted.
+#
+# | verdict | when |
+# |---|---|
+# | `supported` | p < 0.05, the 95% interval clear of 0, the difference with the paper's sign |
+# | `contradicted` | the same, with the other sign |
+# | `inconclusive at this n` | p ≥ 0.05 (or p and interval disagree: the row says which test decides): with the n at which the paper's own effect would be detected with 80% power (for paired 0/1 outcomes a range over how many questions change, the least of them a minimum), and whether `full` runs that many |
+# | `not testable here` | what ran cannot test it: nothing ran, the step the claim is about never ran, both arms at the floor (nothing measured), the model is outside the claim's scope, no human ratings, no interval (a correlation of fewer than 4 models) |
+#
+# Each paired 0/1 row also gives its **fragility**: the fewest questions whose outcome, changed in
+# one setting, would flip its verdict. A verdict with fragility 1 is not a finding.
 
 # %%
 summary = claims.summary(rows)

@@ -199,8 +199,9 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
     return ("<h2 id=\"ledger\">Claims ledger</h2>"
             f"<p class=\"covlib-verdicts\">{len({r.get('claim') for r in primary})} claims, one verdict each per model "
             f"that ran: {shown}</p>"
-            "<p>Each directional claim of the three papers against our run, from its pre-declared primary setting; the "
-            f"paper's evidence beside ours. The ledger ran {tests} tests ({len(primary)} primary rows; "
-            f"{len(rows) - len(primary)} secondary rows, Holm-adjusted, in <code>tables/tab-12-claims.csv</code>). "
-            "<a href=\"12_claims.html\">Notebook 12</a> says how verdicts are read.</p>"
-            + "".join(f"<p>{html.escape(line)}</p>" for line in claims.READING) + ledger_table(primary))
+            "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours. "
+            f"The ledger ran {tests} tests ({len(primary)} primary rows; {len(rows) - len(primary)} secondary, "
+            "Holm-adjusted, in <code>tables/tab-12-claims.csv</code>); how to read them: under the table and in "
+            "<a href=\"12_claims.html\">notebook 12</a>.</p>" + ledger_table(primary)
+            + "<ul class=\"covlib-reading\">" + "".join(f"<li>{html.escape(line)}</li>" for line in claims.READING)
+            + "</ul>")  # under the table, which opens the page; every reader of it must know these

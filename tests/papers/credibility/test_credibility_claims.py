@@ -299,7 +299,8 @@ def test_primaries_match_the_scopes_the_notebooks_record():
                 "cred-reflection-above-chance"):
         assert claim[cid].is_primary("hotpotqa, 5 references, key facts: agents"), cid
     assert {c.notebook for c in CC.CLAIMS} == {"04_credibility_models", "05_knowledge_precision",
-                                               "06_knowledge_recall", "07_reflection_completion"}
+                                               "06_knowledge_recall", "07_reflection_completion", ""}
+    assert all(c.untestable for c in CC.CLAIMS if not c.notebook)  # no run here can: the ledger says why
 
 
 def test_a_raw_judge_counted_difference_is_shown_not_counted(tmp_path):
