@@ -169,6 +169,17 @@ def test_finetune_comparisons_are_primary_on_multi_iteration_accuracy_with_jdg_o
     # Mi is Si here: not a second test of the same comparison, but "not testable" with the counts (item 11a)
     assert by["multi-iteration accuracy"]["untestable"].startswith("σ fired on 0 (w/ CoL) and 0 (w/o CoL) of 3")
     assert "the multi-iteration run is the single-iteration run" in by["multi-iteration accuracy"]["untestable"]
+    # M1 ran, but the w/ CoL adapter never re-retrieved: CoV-RAG is CoV-RAG-S, so the headline (Table 2) is "not
+    # testable here" with the counts, not a second copy of covrag-s-beats-qa-only's comparison
+    comps = C.finetune_comparisons({C.M1: qa_only, C.WITHOUT_COL: never, C.WITH_COL: quiet}, "NQ test")
+    (headline,) = [c for c in comps if c["claim"] == "covrag-beats-qa-only"]
+    assert headline["untestable"].startswith("σ fired on 0 of 3 questions") and "est" not in headline
+    assert "covrag-s-beats-qa-only's comparison" in headline["untestable"]
+    assert [c["est"]["test"] for c in comps if c["claim"] == "covrag-s-beats-qa-only"] == ["exact McNemar"]
+    recs = [claims.record(c, model="w/ CoL") for c in comps]
+    (row,) = [r for r in ledger.collect({"10_covrag_finetune": {"metrics": {"claims": recs}}}, claims.CLAIMS)
+              if r["id"] == "covrag-beats-qa-only"]
+    assert row["verdict"] == "not testable here" and "σ fired on 0 of 3" in row["reason"]
     with pytest.raises(ValueError, match="same questions"):
         C.finetune_comparisons({C.WITHOUT_COL: quiet[:2], C.WITH_COL: quiet}, "x")
 
