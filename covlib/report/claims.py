@@ -196,6 +196,10 @@ def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
         words = f"the paper's {c.paper_effect:+g} cannot be sized from this run ({why})"
     elif record.get("test") == "exact McNemar":
         need, words = _mcnemar_words(c, record, full)
+    elif "judge-corrected" in record.get("test", ""):  # the judge's rate uncertainty does not shrink with n
+        words = (f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need at least n≈{need} from the spread "
+                 "of per-question differences alone; the judge's measured error adds an uncertainty more questions "
+                 "do not remove" + ("" if full is None else f"; `full` runs n={full}"))
     else:
         reach = "" if full is None else f"; `full` runs n={full}" + (" (enough)" if full >= need else " (not enough)")
         words = f"the paper's {c.paper_effect:+g} ({c.effect_source}) would need n≈{need}{reach}"

@@ -454,3 +454,13 @@ def test_every_quote_is_a_whole_sentence_and_untestable_claims_say_why():
                      "ve-fever-wikipedia-beats-drqa", "cred-strong-models-robust-to-noise", "cred-chatgpt-fills-gaps"):
         assert ids[claim_id].notebook == "" and len(ids[claim_id].untestable) > 40, claim_id
     assert ids["covrag-beats-qa-only"].notebook == "10_covrag_finetune"
+
+
+def test_a_judge_corrected_difference_is_never_called_enough(tmp_path):
+    """Its interval holds the judge's rate uncertainty, which more questions do not shrink: the n from the spread of
+    per-question differences is a minimum, and the note never says "enough"."""
+    est = {"value": 14.0, "low": -0.7, "high": 42.5, "n": 20, "p": 0.32, "sd": 20.0, "scale": 1.0,
+           "test": "paired bootstrap, judge-corrected (its 95% interval decides)"}
+    rec = credibility_claims.estimate("cred-partial-beats-closed", "hotpotqa", est, "points", model="m")
+    (row,) = [r for r in _ledger(tmp_path, "06_knowledge_recall", [rec]) if r["id"] == "cred-partial-beats-closed"]
+    assert "would need at least n≈" in row["reason"] and "enough" not in row["reason"]
