@@ -77,7 +77,7 @@ def questions_needed(effect: float, est: dict[str, Any], alpha: float = 0.05, po
     za, zb = _z(alpha, power)
     scale = est.get("scale") or 1.0
     test, d = est.get("test", ""), abs(effect) / scale
-    if not d or not np.isfinite(d):
+    if not d or not np.isfinite(d) or (test == "exact McNemar" and d > 1):  # no share of questions exceeds 1
         return None
     if test == "exact McNemar":
         n = est["n"]

@@ -43,8 +43,8 @@ from covlib.core.claim import Claim, ClaimSet
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
 READING = (
-    "Fragility: the fewest questions whose outcome, changed in one setting, would flip a paired 0/1 verdict (the "
-    "fragility index of clinical trials). A verdict with fragility 1 is not a finding: one question decides it.",
+    "Fragility: the fewest outcome changes (one question in one setting each) that would flip a paired 0/1 verdict "
+    "(the fragility index of clinical trials). A verdict with fragility 1 is not a finding: one outcome decides it.",
     "Paired 0/1 differences are decided by the exact McNemar test; the interval beside them is Newcombe's, an "
     "approximation with the right coverage that can exclude 0 where the exact p is 0.05 or more: the row then "
     "says the test decides.",
@@ -86,7 +86,7 @@ def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
         return "not testable here", str(record["untestable"])
     if _floor(record):
         return "not testable here", _floor(record)
-    value = _number(record.get("value"))
+    value, p_given = _number(record.get("value")), p
     p = _number(record.get("p") if p is None else p)
     low, high = _number(record.get("low")), _number(record.get("high"))
     if math.isnan(value):
@@ -95,17 +95,21 @@ def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
         return "not testable here", (f"no 95% interval ({record.get('test', 'no test')}, n={record.get('n')}): "
                                      "a verdict needs the interval its test gives")
     excludes = low > 0 or high < 0
-    if math.isnan(p):  # an interval without a test (e.g. two correlations): the interval decides
+    if math.isnan(p) or "interval decides" in str(record.get("test", "")):  # the interval decides (two correlations,
+        # a bootstrap): its sign, not the point's, gives the direction
         if excludes:
             return ("supported" if low > 0 else "contradicted"), "the 95% interval excludes 0"
         return "inconclusive at this n", "the 95% interval holds 0"
-    words = f"{_test_words(record)} p = {p:.3g}"
+    holm = p_given is not None
+    words = f"{_test_words(record)} {'Holm-adjusted ' if holm else ''}p = {p:.3g}"
     if p < ALPHA and value != 0 and excludes:
         return ("supported" if value > 0 else "contradicted"), words
     if p < ALPHA and value != 0:  # the test and its interval disagree: a borderline result decides nothing
         return "inconclusive at this n", f"{words}, but the 95% interval [{low:.3g}, {high:.3g}] holds 0"
     if record.get("test") == "exact McNemar" and record["better"] + record["worse"] == 0:
         return "inconclusive at this n", f"no question changed between the two settings (p = 1, n = {record['n']})"
+    if excludes and holm:  # the raw p and the interval may agree: the interval is not adjusted for multiplicity
+        return "inconclusive at this n", f"{words}; the 95% interval [{low:.3g}, {high:.3g}] is not Holm-adjusted"
     if excludes:  # the interval is not the test's inversion (Newcombe's for McNemar): the test decides
         return "inconclusive at this n", (f"{words}: the test decides; its 95% interval [{low:.3g}, {high:.3g}] "
                                           f"excludes 0 but is {_interval_words(record)}, not the test inverted")
@@ -147,8 +151,8 @@ def notebook_default(notebook: str, parameter: str) -> int | None:
     return None
 
 
-def _share(x: float) -> str:
-    return f"{100 * x:.0f}%"
+def _share(x: float, down: bool = False) -> str:
+    return f"{math.floor(100 * x + 1e-9)}%" if down else f"{100 * x:.0f}%"  # down: "at most 13%" must be affordable
 
 
 def _mcnemar_words(c: Claim, record: dict[str, Any], full: int | None) -> tuple[int | None, str]:
@@ -163,15 +167,17 @@ def _mcnemar_words(c: Claim, record: dict[str, Any], full: int | None) -> tuple[
         words += (f"; at this run's discordance ({record['better'] + record['worse']} of {record['n']} questions "
                   f"changed, {_share(sizes['observed_share'])}) n≈{stated:,}")
     else:
-        words += "; this run's discordance is at that floor, so it does not say which applies"
+        words += "; this run's discordance is at or below that floor, so it does not say which applies"
     if full is not None:
         words += f"; `full` runs n={full:,}"
         if stated is not None:
             words += " (enough)" if full >= stated else " (not enough)"
         elif sizes["affordable"] == 0.0:
             words += " (not enough)"
+        elif sizes["affordable"] >= 1.0 - 1e-9:
+            words += " (enough at any discordance)"
         else:
-            words += f" (enough only if at most {_share(sizes['affordable'])} of questions change)"
+            words += f" (enough only if at most {_share(sizes['affordable'], down=True)} of questions change)"
     return (stated if stated is not None else sizes["floor"]), words
 
 
@@ -240,10 +246,11 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
                 row["verdict"] = "not testable here"
             row["reason"] = f"near-oracle corpus, not independent support ({r['near_oracle']}); " + row["reason"]
         if r.get("judge_bound"):  # a raw judge-counted measure whose bias may differ between the arms: shown only
-            if r is primary:
-                row["verdict"] = "not testable here"
+            row["verdict"] = "not testable here"
             row["reason"] = f"judge-bound, not counted ({r['judge_bound']}); " + row["reason"]
-        if r is primary and row["verdict"] == "inconclusive at this n":
+        if r.get("constant_decision"):  # the same decision on every question: at chance at any n
+            row["reason"] += "; a constant decision: no discrimination, which more questions cannot change"
+        elif r is primary and row["verdict"] == "inconclusive at this n":
             row.update(power_note(c, r))
             row["reason"] += f"; {row['power']}"
         if row["fragility"] == 1 and row["verdict"] in ("supported", "contradicted"):

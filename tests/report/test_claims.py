@@ -464,3 +464,35 @@ def test_a_judge_corrected_difference_is_never_called_enough(tmp_path):
     rec = credibility_claims.estimate("cred-partial-beats-closed", "hotpotqa", est, "points", model="m")
     (row,) = [r for r in _ledger(tmp_path, "06_knowledge_recall", [rec]) if r["id"] == "cred-partial-beats-closed"]
     assert "would need at least n≈" in row["reason"] and "enough" not in row["reason"]
+
+
+def test_review_of_the_ledger_round_two(tmp_path):
+    """What a reviewer found: judge-bound secondaries read "supported"; Holm's p blamed on Newcombe; "enough only if
+    at most 100%"; a share rounded up to one `full` cannot afford; a bootstrap decided by its p at the boundary."""
+    strong = stats.paired_difference(*_paired(9, 0), scale=100)
+    recs = [credibility_claims.estimate("cred-instruction-beats-foundation", f"{m}, hotpotqa", strong, "points",
+                                        model="m", judge_bound=credibility_claims.JUDGE_BOUND) for m in ("F1", "R")]
+    rows = [r for r in _ledger(tmp_path, "04_credibility_models", recs) if r["id"] == "cred-instruction-beats-foundation"]
+    assert [r["verdict"] for r in rows] == ["not testable here"] * 2
+    rec = _record("ve-beats-cot-sc", "x", stats.paired_difference(*_paired(8, 1), scale=100))
+    verdict, reason = claims.verdict(rec, p=0.078)
+    assert verdict == "inconclusive at this n" and "Holm-adjusted p = 0.078" in reason and "Newcombe" not in reason
+    big = stats.paired_difference(*_paired(3, 0), scale=100)
+    (row,) = [r for r in _ledger(tmp_path, "03_verify_and_edit_tables", [_record("ve-beats-cot-sc", "hotpotqa, dataset",
+                                                                                   big)]) if r["id"] == "ve-beats-cot-sc"]
+    assert "(enough at any discordance)" in row["reason"] and "100%" not in row["reason"]
+    est = stats.paired_difference(*_paired(2, 1, n=800), scale=100)
+    sizes = power.mcnemar_sizes(3.7, est, 800)
+    shown = int(100 * sizes["affordable"])  # what the note prints, rounded down
+    assert power.questions_needed(3.7, est, discordance=shown / 100) <= 800
+    boundary = {"value": 1.0, "low": 0.0, "high": 2.0, "n": 40, "p": 0.04, "test": "paired bootstrap (its 95% interval "
+                "decides)"}
+    assert claims.verdict({**boundary, "claim": "ve-raises-auc"})[0] == "inconclusive at this n"
+
+
+def test_a_constant_reflection_decision_asks_for_no_more_questions(tmp_path):
+    est = stats.above_chance([1.0] * 10 + [0.0] * 10, chance=0.5, scale=100)  # refused none: one group right
+    rec = credibility_claims.estimate("cred-reflection-above-chance", "hotpotqa", est, "points", model="m",
+                                      constant_decision=True)
+    (row,) = [r for r in _ledger(tmp_path, "07_reflection_completion", [rec]) if r["id"] == rec["claim"]]
+    assert "a constant decision" in row["reason"] and "would need" not in row["reason"]

@@ -238,7 +238,7 @@ def _above_chance(g: Generator, replies: Sequence[str], insufficient: Sequence[b
     chance = max(partial_share, 1 - partial_share)  # the better constant decision (0.5 with equal groups)
     est = stats.above_chance(reflection_correct(refused, insufficient), chance=chance, scale=100)
     if k in (0, n):  # a constant decision is measured: no discrimination at all, not a missing measurement
-        meta = {**meta, "note": (f"{name} refused {k} of {n} questions ({sum(map(bool, insufficient))} had partial "
+        meta = {**meta, "constant_decision": True, "note": (f"{name} refused {k} of {n} questions ({sum(map(bool, insufficient))} had partial "
                                  "references): the same decision every time, so self-reflection did not "
                                  "discriminate; " + str(meta.get("note", ""))).rstrip("; ")}
     return estimate("cred-reflection-above-chance", scope, est, "accuracy points above chance", model=name,
