@@ -274,10 +274,7 @@ def paired_statistic_difference(statistic: Any, a: Sequence[Sequence[float]], b:
                                 seed: int = 0, n_boot: int = N_BOOT) -> dict[str, Any]:
     """statistic(*a) - statistic(*b) on the same questions (e.g. two AUCs): a paired percentile bootstrap decides.
 
-    `a` and `b` are lists of per-question columns; each resample draws the same questions for both.
-    The p is the bootstrap's own (twice the smaller share of draws on either side of 0), so it is
-    below 0.05 exactly when the 95% interval excludes 0: the test of equal statistics, not of
-    exchangeable columns (a swap permutation's null, which a change in spread alone can reject).
+    `a`, `b`: per-question columns, resampled together; the p (`percentile_test`) tests equal statistics, not a swap's.
     """
     cols_a = [np.asarray(c, dtype=np.float64).ravel() for c in a]
     cols_b = [np.asarray(c, dtype=np.float64).ravel() for c in b]
@@ -294,11 +291,14 @@ def paired_statistic_difference(statistic: Any, a: Sequence[Sequence[float]], b:
     rng = np.random.default_rng(seed)
     draws = np.array([difference(*(c[idx] for c in cols_a + cols_b)) for idx in rng.integers(0, n, (n_boot, n))])
     draws = draws[np.isfinite(draws)]
-    if draws.size < n_boot // 2:
-        return out
+    return out if draws.size < n_boot // 2 else {**out, **percentile_test(value, draws)}
+
+
+def percentile_test(value: float, draws: np.ndarray) -> dict[str, float]:
+    """A bootstrap's 95% percentile interval of a difference and its p: twice the smaller share of draws past 0."""
     low, high = np.quantile(draws, [(1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2])
     p = min(1.0, 2 * min(np.mean(draws <= 0), np.mean(draws >= 0))) if value != 0 else 1.0
-    return {**out, "low": float(low), "high": float(high), "p": float(p)}
+    return {"low": float(low), "high": float(high), "p": float(p)}
 
 
 def independent_difference(a: Sequence[float], b: Sequence[float], scale: float = 1.0, seed: int = 0,

@@ -105,33 +105,33 @@ def entailed_given(said: np.ndarray, total: np.ndarray, sens: np.ndarray, spec: 
     return q
 
 
-def _corrected(rows: Sequence[dict[str, Any]], rate: nli.JudgeRates, metric: str, weights: np.ndarray,
-               sens: np.ndarray, spec: np.ndarray) -> np.ndarray:
+def _corrected(cells: list[np.ndarray], fixed: list[float], n_sentences: list[int], metric: str,
+               weights: np.ndarray, sens: np.ndarray, spec: np.ndarray) -> np.ndarray:
     """The metric per row (rows x columns) with each decision replaced by its probability of being right in the
-    table that `weights` (columns x rows: each row's multiplicity; one column per resample) makes of `rows`."""
-    cells, fixed = _corrected_rows(rows, metric)
+    table that `weights` (columns x rows: each row's multiplicity; one column per resample) makes of the rows."""
     totals = np.array([c.sum(axis=0) for c in cells]).reshape(len(cells), -1)
     counts = weights @ totals  # (columns, cells): the table's decisions by stratum
     said, total = counts[:, 0::2].T, (counts[:, 0::2] + counts[:, 1::2]).T
-    q = entailed_given(said, total, sens, spec)
-    return _corrected_values(cells, fixed, q, [int(r.get("n_sentences", 1)) for r in rows], metric)
+    return _corrected_values(cells, fixed, entailed_given(said, total, sens, spec), n_sentences, metric)
 
 
 _CORRECTED = (("R_corrected", "recall", "answer"), ("P_corrected", "precision", "sentence"))
+_KIND = {metric: kind for _, metric, kind in _CORRECTED}  # which premise kind's rates correct a metric
 
 
 def _resampled(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates], metric: str, keep: np.ndarray,
                seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
     """(point value per row, the mean per bootstrap draw): questions resampled among `keep`, rates drawn."""
-    kind = {m: k for _, m, k in _CORRECTED}[metric]
-    sens, spec = rates[kind].error_draws(n_boot, seed=seed)
+    sens, spec = rates[_KIND[metric]].error_draws(n_boot, seed=seed)
+    cells, fixed = _corrected_rows(rows, metric)
+    n_sentences = [int(r.get("n_sentences", 1)) for r in rows]
     idx = np.flatnonzero(keep)
     weights = np.zeros((n_boot, len(rows)))
     picks = idx[np.random.default_rng([seed, 1]).integers(0, idx.size, (n_boot, idx.size))]
     np.add.at(weights, (np.arange(n_boot)[:, None], picks), 1.0)
-    point = _corrected(rows, rates[kind], metric, keep[None, :].astype(float), sens[:, :1], spec[:, :1])[:, 0]
-    values = _corrected(rows, rates[kind], metric, weights, sens[:, 1:], spec[:, 1:])
-    return point, (weights * np.nan_to_num(values.T)).sum(axis=1) / idx.size
+    point = _corrected(cells, fixed, n_sentences, metric, keep[None, :].astype(float), sens[:, :1], spec[:, :1])
+    values = _corrected(cells, fixed, n_sentences, metric, weights, sens[:, 1:], spec[:, 1:])
+    return point[:, 0], (weights * np.nan_to_num(values.T)).sum(axis=1) / idx.size
 
 
 def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRates], seed: int = 0,
@@ -146,7 +146,7 @@ def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRa
     strata whose rate is pooled over all strata (`nli.MIN_CELL`)."""
     out = {}
     for key, metric, kind in _CORRECTED:
-        cells, fixed = _corrected_rows(rows, metric)
+        fixed = per_question(rows, metric)
         keep = np.isfinite(fixed)
         pooled = {name: p["pooled"] for name, p in rates[kind].error_posteriors().items() if p["pooled"]}
         if not keep.any():
@@ -155,7 +155,7 @@ def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRa
         point, boot = _resampled(rows, rates, metric, keep, seed, n_boot)
         low, high = np.quantile(boot, [0.025, 0.975])
         out[key] = {"value": 100 * float(point[keep].mean()), "low": 100 * float(low), "high": 100 * float(high),
-                    "n": int(keep.sum()), "observed": 100 * float(np.mean(np.array(fixed)[keep])),
+                    "n": int(keep.sum()), "observed": 100 * float(np.mean(fixed[keep])),
                     "test_pairs": rates[kind].n_pairs, "judge": rates[kind].judge, "pooled": pooled}
     return out
 
@@ -173,22 +173,19 @@ def corrected_difference(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict
     """
     _aligned(rows_a, rows_b)
     key = ROW_KEYS.get(metric, metric)
-    fa, fb = (np.array([float(r[key]) for r in rs]) for rs in (rows_a, rows_b))
+    fa, fb = per_question(rows_a, key), per_question(rows_b, key)
     keep = np.isfinite(fa) & np.isfinite(fb)
     raw = stats.paired_difference(fa, fb, scale=100, seed=seed)
     out = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(keep.sum()),
            "p": float("nan"), "test": "paired bootstrap, judge-corrected (its 95% interval decides)",
-           "judge": rates[{m: k for _, m, k in _CORRECTED}[key]].judge,
+           "judge": rates[_KIND[key]].judge,
            "raw": {k: raw.get(k) for k in ("value", "low", "high", "p", "test")}}
     if keep.sum() < 2:
         return out
     (pa, da), (pb, db) = (_resampled(rs, rates, key, keep, seed, n_boot) for rs in (rows_a, rows_b))
     diff, draws = 100 * (pa - pb)[keep], 100 * (da - db)
     value = float(diff.mean())
-    low, high = np.quantile(draws, [0.025, 0.975])
-    p = min(1.0, 2 * min(np.mean(draws <= 0), np.mean(draws >= 0))) if value != 0 else 1.0
-    return {**out, "value": value, "low": float(low), "high": float(high), "p": float(p),
-            "sd": float(diff.std(ddof=1)), "scale": 1.0}
+    return {**out, "value": value, **stats.percentile_test(value, draws), "sd": float(diff.std(ddof=1)), "scale": 1.0}
 
 
 def _aligned(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> None:
