@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from covlib.core import paths  # noqa: E402
 from covlib.generation import default_device, spec  # noqa: E402
+from covlib.generation.simulated import is_simulated, parse_sim  # noqa: E402
 from covlib.nli.registry import trained_judge_dir  # noqa: E402
 from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG  # noqa: E402
 from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY  # noqa: E402
@@ -58,9 +59,14 @@ def executed_dir() -> Path:
 
 
 def check_arguments(model: str, device: str) -> None:
-    """Stop before the first notebook on a model that is neither a folder, a hub id nor a server spec
-    (`openai:<model>@<base_url>`), or an unknown device."""
-    if spec.is_endpoint(model):
+    """Stop before the first notebook on a model that is neither a folder, a hub id, a server spec
+    (`openai:<model>@<base_url>`) nor a simulated model (`sim:<behaviour>`), or an unknown device."""
+    if is_simulated(model):
+        try:
+            parse_sim(model)
+        except ValueError as err:
+            raise SystemExit(f"MODEL={model!r}: {err}") from None
+    elif spec.is_endpoint(model):
         try:
             spec.parse_spec(model)
         except ValueError as err:
@@ -92,7 +98,7 @@ def make_plan(selected: list[Path], profile: str, model: str, device: str) -> pl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="", help="smoke, cpu or full (default: full on a GPU, cpu otherwise)")
-    ap.add_argument("--model", default="", help="hub id, local directory or openai:<model>@<base_url> (default: embedded SmolLM2)")
+    ap.add_argument("--model", default="", help="hub id, local directory, openai:<model>@<base_url> or sim:paper / sim:null (default: embedded SmolLM2)")
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
     ap.add_argument("--plan", action="store_true", help="print the model work and predicted time per notebook, "

@@ -29,8 +29,17 @@ class Claim:
     effect_source: str = ""  # where paper_effect comes from
     n_parameter: str = ""  # the notebook parameter whose default is the questions `full` runs (per dataset: a record
     # may say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
+    planted: float | None = None  # what the simulated model `sim:paper` plants, in our unit (None: paper_effect)
+    planted_source: str = ""  # where `planted` comes from in the paper, when it is not paper_effect
     about: str = ""  # a conditional claim: whom it is about (outside it: "not testable here")
     untestable: str = ""  # why no run here can test it (with notebook="")
+
+    @property
+    def planted_effect(self) -> tuple[float | None, str]:
+        """(the effect `sim:paper` plants at the primary setting in our unit, its source in the paper), None if none."""
+        if self.planted is not None:
+            return self.planted, self.planted_source
+        return self.paper_effect, self.effect_source
 
     def is_primary(self, scope: str) -> bool:
         """Whether a recorded scope is this claim's headline setting ('' declares the first recorded one)."""

@@ -5,6 +5,7 @@
 | nothing (`EMBEDDED`, "")                | the embedded SmolLM2-135M-Instruct, in process      | `covlib.generation.decoder`    |
 | `"owner/name"`, `"/a/model/folder"`     | any transformers causal LM, in process (CPU, CUDA)  | `covlib.generation.decoder`    |
 | `"openai:<model>@<base_url>"`           | an OpenAI-compatible server                         | `covlib.generation.endpoint`   |
+| `"sim:<behaviour>[/<persona>][@<seed>]"` | the simulated model: planted effects, no neural model | `covlib.generation.simulated`  |
 
 Both backends get `generate` and `score` through the cache from `covlib.generation.cached`. The in-process one is
 split by job: `decoder` (the `LM` class), `loading` (weights, adapter, device), `decoding` (the batched loop),
@@ -28,11 +29,12 @@ from covlib.generation.decoder import LM
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.endpoint import EndpointLM
 from covlib.generation.loading import default_device
+from covlib.generation.simulated import SIM_LABEL, SimLM, is_simulated
 from covlib.generation.spec import EMBEDDED, EMBEDDED_LABEL, ENDPOINT_PREFIX, is_endpoint
 
 __all__ = ["Completion", "Generator", "LM", "EndpointLM", "EMBEDDED", "EMBEDDED_LABEL", "ENDPOINT_PREFIX", "EMBEDDED_MODEL", "EMBEDDED_NAME",
            "check_decoding", "check_pairs", "check_prompts", "default_device", "describe", "embedded_model_dir",
-           "first_stop", "from_cache", "is_endpoint", "load_lm", "sample_seed", "call_keys", "score_keys"]
+           "first_stop", "from_cache", "is_endpoint", "is_simulated", "SIM_LABEL", "SimLM", "load_lm", "sample_seed", "call_keys", "score_keys"]
 
 
 _LOADED: dict[tuple, Any] = {}
@@ -46,6 +48,11 @@ def load_lm(model: str = EMBEDDED, device: str | None = None, dtype: str | None 
     requests in flight). Reused per process while the files stay the same."""
     model = model or None  # the in-process LM's own spelling of the embedded model
     adapter, device = adapter or None, device or None  # "" as a notebook parameter means the default
+    if is_simulated(model):  # an adapter names a planted fine-tuned variant (its folder's name), no weights
+        key = ("sim", model, Path(adapter).name if adapter else "")
+        if key not in _LOADED:
+            _LOADED[key] = SimLM(model, variant=key[2])
+        return _LOADED[key]
     if is_endpoint(model):
         if adapter:
             raise ValueError(f"{model}: a LoRA adapter is served by the server (e.g. `vllm serve ... --enable-lora "

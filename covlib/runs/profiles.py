@@ -24,7 +24,9 @@ import ast
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from covlib.generation.simulated import is_simulated, parse_sim, with_persona
 
 
 T = TypeVar("T")
@@ -112,15 +114,18 @@ def capped_by(rules: dict[str, Any], /, **values: Any) -> dict[str, Any]:
     return {name: apply_cap(rules[name], value) if name in rules else value for name, value in values.items()}
 
 
-def model_list(model: str, models: str, profile: str, paper_models: Iterable[str]) -> list[str]:
-    """The models a notebook compares: `models` (comma-separated), else `model`; `paper_models` when neither is
-    given in the full profile (a GPU box with the hub), else the embedded model ('')."""
+def model_list(model: str, models: str, profile: str, paper_models: Mapping[str, str]) -> list[str]:
+    """The models a notebook compares: `models` (comma-separated), else `model`; `paper_models` (the paper's name:
+    hub id) when neither is given in the full profile (a GPU box with the hub), else the embedded model (''). A
+    simulated `model` without a persona stands for every paper model, simulated, in any profile."""
     listed = [m.strip() for m in models.split(",") if m.strip()]
     if listed:
         return listed
+    if is_simulated(model) and not parse_sim(model)[1]:
+        return [with_persona(model, name) for name in paper_models]
     if model:
         return [model]
-    return list(paper_models) if profile == "full" else [""]
+    return list(paper_models.values()) if profile == "full" else [""]
 
 
 def describe(profile: str, **chosen: object) -> str:

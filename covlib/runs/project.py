@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from covlib.generation.simulated import is_simulated
 from covlib.runs import profiles
 
 
 def judge_specs(values: dict[str, Any]) -> dict[str, Any]:
-    """00b: the judges as specs, `llm` running the notebook's `model` (spec "llm:<model>")."""
+    """00b: the judges as specs, `llm` running the notebook's `model` (spec "llm:<model>"); none on a simulated model,
+    which has no judgment of its own to measure."""
     model = values.get("model", "")
+    if is_simulated(model):
+        print(f"model {model} is simulated: the LLM judge is left out (it would measure the simulation, not a model)")
     return {"judges": list(dict.fromkeys(f"llm:{model}" if model and s.lower() == "llm" else s
-                                         for s in values["judges"]))}
+                                         for s in values["judges"] if not (is_simulated(model) and s.lower() == "llm")))}
 
 
 def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ A notebook's spec is plain data declared where its subject lives (`covlib.papers
 | `derive`   | (optional) the paper's function adding values that follow from the others (σ's thresholds, sizes) |
 | `load`     | (optional) the paper's function loading its data into the session (questions, corpus, key facts) |
 | `work`     | (optional) the paper's function giving its model work for a run's plan (`covlib.runs.plan`)        |
+| `simulate` | (optional) the paper's function teaching a simulated model (`sim:...`) its prompts: (S, lm) -> None |
 
 `start` checks every parameter by name before any work (`profiles.check_parameters`), resolves the profile and the
 device, caps, derives, records, loads the models and the judge on the device, makes the `Tracer`, prints what the
@@ -130,4 +131,22 @@ def start(spec: Spec, **given: Any) -> Session:
     load: Callable[[Session], None] | None = spec.get("load")
     if load:
         load(S)
+    teach(spec, S)
     return S
+
+
+def simulated(S: Session) -> list[generation.SimLM]:
+    """The simulated models a session holds: its `lms` and those its paper's `load` added (alone or in a list)."""
+    found = [*S.lms.values()]
+    for value in S.data.values():
+        found += value if isinstance(value, list) else [value]
+    return list({id(m): m for m in found if isinstance(m, generation.SimLM)}.values())
+
+
+def teach(spec: Spec, S: Session) -> None:
+    """Let the notebook's paper teach each simulated model the prompts it sends; a paper without one refuses them."""
+    models = simulated(S)
+    if models and not spec.get("simulate"):
+        raise ValueError(f"{spec['name']} sends no prompt a simulated model answers; give a language model")
+    for lm in models:
+        spec["simulate"](S, lm)

@@ -56,7 +56,7 @@ def derive(v: dict[str, Any]) -> dict[str, Any]:
     if "sigma_mode" in v:
         out["thresholds"] = C.Thresholds(**{t: v[t] for t in THRESHOLDS if t in v}, mode=v["sigma_mode"])
     if "models" in v:  # 09: the models compared ('' the embedded model), recorded by name
-        out["model_ids"] = profiles.model_list(v["model"], v["models"], v["profile"], C.PAPER_MODELS.values())
+        out["model_ids"] = profiles.model_list(v["model"], v["models"], v["profile"], C.PAPER_MODELS)
         out["models"] = [m or EMBEDDED_LABEL for m in out["model_ids"]]
     if "qa_adapter" in v:  # 11: the RAG model and the CoV model share `model`, each with its adapter
         out["qa_adapter"] = adapter_or_default(v["qa_adapter"], "qa-only", v["profile"])

@@ -181,6 +181,9 @@ def model_card(generator: Any) -> ModelCard | None:
     """The declared card of a generator (by hub id, served model or name), None when unknown or adapter-tuned."""
     if getattr(generator, "adapter", None):
         return None  # further fine-tuned: no longer the card's model
+    persona = getattr(generator, "persona", "")  # a simulated model stands for a paper's model: that model's card
+    if persona:
+        return next((c for c in MODEL_CARDS if c.name == persona), None)
     names = {str(getattr(generator, "model_id", "") or "").lower(), _served_name(str(generator.name)).lower()}
     return next((c for c in MODEL_CARDS if names & set(c.ids)), None)
 

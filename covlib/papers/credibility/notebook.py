@@ -33,7 +33,7 @@ def models_and_labels(values: dict[str, Any]) -> dict[str, Any]:
     """The models compared (`profiles.model_list`: '' the embedded model), notebook 05's sweep sorted, a second key-fact
     source that repeats the first read as none ('')."""
     out: dict[str, Any] = {"models": profiles.model_list(values["model"], values["models"], values["profile"],
-                                                         C.PAPER_MODELS.values())}
+                                                         C.PAPER_MODELS)}
     if isinstance(values.get("n_refs"), list):
         out["n_refs"] = sorted(values["n_refs"])
     if values.get("max_rounds") is not None and values["max_rounds"] < 1:

@@ -47,7 +47,7 @@ def project(scratch_root, shared_data):
 def test_model_list_is_what_notebook_09_wrote_inline(model, models, profile):
     inline = [m.strip() for m in models.split(",") if m.strip()] or (
         list(C.PAPER_MODELS.values()) if profile == "full" and not model else [model])
-    assert profiles.model_list(model, models, profile, C.PAPER_MODELS.values()) == inline
+    assert profiles.model_list(model, models, profile, C.PAPER_MODELS) == inline
 
 
 def test_adapter_or_default_finds_notebook_10s_adapter(project):

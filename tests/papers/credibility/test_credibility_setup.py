@@ -36,7 +36,7 @@ def test_model_list_is_what_the_credibility_notebooks_compared(model, models, pr
     """`models` listed, else `model`, else the paper's open models in the full profile, else the embedded model."""
     listed = [m.strip() for m in models.split(",") if m.strip()]
     expected = listed or ([model] if model else list(C.PAPER_MODELS.values()) if profile == "full" else [""])
-    assert profiles.model_list(model, models, profile, C.PAPER_MODELS.values()) == expected
+    assert profiles.model_list(model, models, profile, C.PAPER_MODELS) == expected
 
 
 # --------------------------------------------------------------------------- setup, for real, in the smoke profile
