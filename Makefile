@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF$(if $(filter x86_64,$(shell uname -m)), $(
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
-	@echo "             MODEL=<hub id or local dir> or openai:<model>@<base_url> (default: embedded SmolLM2-135M-Instruct)"
+	@echo "             MODEL=<hub id or local dir>, openai:<model>@<base_url>, or sim:paper / sim:null (the simulated model, docs/simulation.md) (default: embedded SmolLM2-135M-Instruct)"
 	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
 	@echo "             SUBMISSIONS=<dir> ASSIGNMENT=01[,04] TIME_LIMIT=600 GRADES=build/grades UNSAFE=1 (make grade; UNSAFE: no sandbox)"
 	@echo "             MEMORY_LIMIT=6 DISK_LIMIT=1 (GiB) PROCESS_LIMIT=256 (make grade: what each submission may use)"
@@ -55,6 +55,9 @@ judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .
 
 reproduce: env $(if $(PLAN),,judge) ## run every notebook in order with papermill; writes figures/, tables/, results/ [PLAN=1: the work and predicted time per notebook, run nothing]
 	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)" $(if $(PLAN),--plan)
+
+planted: env judge ## the simulated model over SEEDS world seeds (default 20): sim:null's false-positive rate and sim:paper's coverage per claim -> build/planted/ (docs/simulation.md)
+	$(PY) scripts/planted.py --seeds "$(or $(SEEDS),20)" --profile "$(or $(PROFILE),cpu)"
 
 sandbox: ## install bubblewrap, the sandbox make grade runs each submission in (apt-get: as root, or with sudo)
 	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { dpkg --configure -a >/dev/null 2>&1; apt-get update -qq && apt-get -f install -y -qq >/dev/null 2>&1; apt-get install -y -qq bubblewrap; }; \

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -85,6 +87,9 @@ print(f"{summary['n_tests']} tests counted: {summary['n_primary']} primary rows 
       + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items())
       + f"; {summary['n_same_comparison']} primary rows repeat another claim's comparison (counted there); "
       f"{summary['n_fragile']} supported or contradicted primary verdicts have fragility 1 (not findings)")
+for behaviour, counts in summary["simulated_verdicts"].items():
+    print(f"simulated model ({behaviour}), not counted above: it checks the measuring chain, not the papers: "
+          + ", ".join(f"{v} {k}" for k, v in counts.items()))
 print("\n".join(claims.READING))
 ledger = pd.DataFrame(rows)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
@@ -94,13 +99,22 @@ ledger["fragility"] = ledger["fragility"].astype("Int64")
 ledger["better / worse"] = [f"{r['better']} / {r['worse']}" if r.get("better") is not None else "" for r in rows]
 ledger["p (Holm)"] = ledger["p_holm"]  # p and p (Holm) stay numbers: the table path formats them (tables.p_text)
 ledger["n"] = ledger["n"].astype("Int64")
+for column in ("planted", "covers"):  # a simulated primary row: the effect planted, and whether the interval holds it
+    ledger[column] = ledger[column] if column in ledger else None
+ledger["planted inside 95% CI"] = ledger["covers"].map({True: "yes", False: "no"})
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
-                "test", "fragility", "verdict", "reason", "note", "counted", "quote", "paper evidence", "model", "profile", "id",
-                "notebook"]]
+                "test", "fragility", "verdict", "reason", "planted", "planted inside 95% CI", "note", "counted", "quote",
+                "paper evidence", "model", "profile", "id", "notebook"]]
 ledger_table = results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
-tables.present(table[table.role == "primary"][["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n",
-                                               "better / worse", "p", "fragility", "verdict", "reason"]],
+simulated = ledger["simulated"].notna() if "simulated" in ledger else pd.Series(False, index=ledger.index)
+shown = ["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "fragility",
+         "verdict", "reason"]
+tables.present(table[(table.role == "primary") & ~simulated][shown],
                caption="the primary rows: one verdict per claim and model", profile=S.profile)
+if simulated.any():  # apart: a simulated model's verdicts check the chain from prompts to verdicts, not the papers
+    tables.present(table[(table.role == "primary") & simulated][["model"] + shown + ["planted", "planted inside 95% CI"]],
+                   caption="simulated (planted effects): does the chain give back what was planted? Not evidence "
+                           "about the papers", profile=S.profile)
 
 # %%
 ledger_table
@@ -121,7 +135,8 @@ headline = {
     **summary,
     "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",
                                       "p_holm", "test", "unit", "verdict", "reason", "note", "counted", "n_needed",
-                                      "n_full", "fragility", "interval_agrees", "model", "profile")} for r in rows],
+                                      "n_full", "fragility", "interval_agrees", "model", "profile", "simulated", "planted",
+                                      "covers")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
 results.record_metrics("12_claims", headline, params=S.params, profile=S.profile)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from covlib.core import paths
+from covlib.core.claim import SIM_LABEL, simulated_behaviour
 from covlib.report import claims, tables
 from teaching.safe_html import is_png, sanitize
 
@@ -145,14 +146,14 @@ def _p(text: str) -> str:
         return text
 
 
-def ledger_table(rows: Sequence[dict[str, str]], link: bool = True) -> str:
+def ledger_table(rows: Sequence[dict[str, str]], link: bool = True, columns: Sequence[str] = LEDGER_COLUMNS) -> str:
     """Ledger rows as an HTML table, every cell escaped; with `link`, each claim links to the notebook page whose run
     gave its evidence (its results, then its tables and figures)."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in LEDGER_COLUMNS)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for r in rows:
         cells = []
-        for c in LEDGER_COLUMNS:
+        for c in columns:
             text = html.escape(_p(r.get(c, "") or "") if c == "p" else r.get(c, "") or "")
             if c == "claim" and link:  # a claim no notebook can test: notebook 12 says why
                 where = r.get("notebook") if re.fullmatch(r"\d{2}[a-z]?_\w+", r.get("notebook") or "") else "12_claims"
@@ -192,6 +193,8 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
     if rows is None:
         return ("<h2 id=\"ledger\">Claims ledger</h2><p class=\"missing\">Not built yet: <code>make reproduce</code> "
                 "(or <code>make reproduce ONLY=12</code> after 01-11), then <code>make book</code>.</p>")
+    simulated = [r for r in rows if simulated_behaviour(r.get("model")) and r.get("role", "primary") == "primary"]
+    rows = [r for r in rows if not simulated_behaviour(r.get("model"))]
     primary = [r for r in rows if r.get("role", "primary") == "primary"]
     tests = sum(r.get("counted") in ("True", "yes") for r in rows)
     counts = verdict_counts(rows, results)
@@ -204,4 +207,18 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
             "Holm-adjusted, in <code>tables/tab-12-claims.csv</code>); how to read them: under the table and in "
             "<a href=\"12_claims.html\">notebook 12</a>.</p>" + ledger_table(primary)
             + "<ul class=\"covlib-reading\">" + "".join(f"<li>{html.escape(line)}</li>" for line in claims.READING)
-            + "</ul>")  # under the table, which opens the page; every reader of it must know these
+            + "</ul>" + simulated_section(simulated))  # the reading notes under the table, which opens the page
+
+
+def simulated_section(rows: Sequence[dict[str, str]]) -> str:
+    """A simulated model's primary rows, apart and untallied with the real ones: what was planted beside what came
+    back ('' when no simulated model ran)."""
+    if not rows:
+        return ""
+    covered = [r for r in rows if r.get("planted inside 95% CI") in ("yes", "no")]
+    held = sum(r["planted inside 95% CI"] == "yes" for r in covered)
+    return (f"<h3 id=\"simulated\">{html.escape(SIM_LABEL.capitalize())}: a check of the measuring chain, not "
+            "evidence about the papers</h3><p>A simulated model answered from the examples' gold data with the "
+            f"papers' effects planted (docs/simulation.md). Its {len(rows)} primary rows are not counted above; the "
+            f"planted effect lies inside {held} of {len(covered)} of their 95% intervals.</p>"
+            + ledger_table(rows, columns=("model",) + LEDGER_COLUMNS + ("planted", "planted inside 95% CI")))

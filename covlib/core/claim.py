@@ -9,8 +9,11 @@ paper's headline setting, every other scope a notebook records is a secondary ro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+SIM_LABEL = "simulated (planted effects)"  # how every simulated model's name reads (`covlib.generation.simulated`)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,12 @@ class Claim:
         want = [f.strip() for f in self.primary.split(",") if f.strip()]
         have = [f.strip() for f in scope.split(",")]
         return have[:len(want)] == want
+
+
+def simulated_behaviour(model: Any) -> str | None:
+    """The behaviour ('paper', 'null') of a simulated model from the name its rows carry; None for a language model."""
+    found = re.search(re.escape(SIM_LABEL) + r", (\w+)", str(model or ""))
+    return found.group(1) if found else None
 
 
 _STAT_KEYS = ("value", "low", "high", "n", "p", "test")

@@ -20,11 +20,11 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
+from covlib.core.claim import SIM_LABEL
 from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts, first_stop, sample_seed
 
 SIM_PREFIX = "sim:"
 BEHAVIOURS = ("paper", "null")
-SIM_LABEL = "simulated (planted effects)"  # how tables, traces, the book and the ledger name every simulated model
 MEAN_LOGPROB = -0.4  # a reply's log-probability per word when its responder says none
 
 Reply = "str | tuple[str, float] | None"  # a text, or (text, mean log-probability per word); None: not this kind

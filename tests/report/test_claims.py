@@ -496,3 +496,37 @@ def test_a_constant_reflection_decision_asks_for_no_more_questions(tmp_path):
                                       constant_decision=True)
     (row,) = [r for r in _ledger(tmp_path, "07_reflection_completion", [rec]) if r["id"] == rec["claim"]]
     assert "a constant decision" in row["reason"] and "would need" not in row["reason"]
+
+
+# --------------------------------------------------------------------------- the simulated model's rows
+
+
+def test_a_simulated_models_rows_are_apart_untallied_and_say_whether_they_hold_the_planted_effect(tmp_path):
+    from teaching import book
+
+    found = stats.paired_difference(*_paired(9, 0), scale=100)  # +15 [+6.9, +24]: holds ve-cot-beats-standard's?
+    claim = ve.claim("ve-cot-beats-standard")
+    sim, null = "Llama2-13B, simulated (planted effects), paper", "simulated (planted effects), null, world 3"
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-cot-beats-standard", "hotpotqa", found, model=sim),
+        _record("ve-cot-beats-standard", "hotpotqa", found, model=null),
+        _record("ve-cot-beats-standard", "hotpotqa", found, model="SmolLM2")])
+    mine = [r for r in rows if r["id"] == "ve-cot-beats-standard"]
+    assert [r["model"] for r in mine] == ["SmolLM2", sim, null]  # the language model's rows first, apart
+    by = {r["model"]: r for r in mine}
+    assert by["SmolLM2"]["simulated"] is None and "planted" not in by["SmolLM2"]
+    planted = claim.planted_effect[0]
+    assert by[sim]["planted"] == planted and by[sim]["covers"] == (found["low"] <= planted <= found["high"])
+    assert by[null]["planted"] == 0.0 and by[null]["covers"] is False  # sim:null plants nothing: a false positive
+    tally = claims.summary(rows)
+    assert tally["primary_verdicts"]["supported"] == 1  # the language model's row alone
+    assert tally["simulated_verdicts"] == {"null": {**dict.fromkeys(claims.VERDICTS, 0), "supported": 1},
+                                           "paper": {**dict.fromkeys(claims.VERDICTS, 0), "supported": 1}}
+    (tmp_path / "tab-12-claims.csv").write_text(
+        "paper,claim,role,scope,ours [95% CI],n,verdict,reason,counted,model,planted,planted inside 95% CI\n"
+        f"V,x,primary,real scope,1.0,40,supported,r,True,SmolLM2,,\n"
+        f"V,x,primary,sim scope,1.0,40,supported,r,True,\"{sim}\",4.5,no\n", encoding="utf-8")
+    page = book.index_page([], tmp_path)
+    ledger, apart = page.split("Simulated (planted effects): a check of the measuring chain")
+    assert "real scope" in ledger and "sim scope" not in ledger and "ran 1 tests" in ledger
+    assert "sim scope" in apart and "inside 0 of 1" in apart and "not evidence about the papers" in apart
