@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from covlib.core import paths
-from covlib.generation import EMBEDDED_LABEL, embedded_model_dir
+from covlib.generation import EMBEDDED_LABEL, embedded_model_dir, is_simulated
 from covlib.generation import spec as model_spec
 from covlib.generation.prefix import MIN_SHARED_TOKENS, cascade_fits
 from covlib.runs import session
@@ -172,6 +172,8 @@ def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
     source, judge = measured.get("source", "make bench"), measured.get("judge_pairs_s")
     if model_spec.is_endpoint(model):
         return Rates(source, None, None, judge, "served model: its server's speed is unknown here")
+    if is_simulated(model):  # replies computed from gold data: its model work costs nothing worth predicting
+        return Rates(source, math.inf, math.inf, judge, "simulated model: no model work, only the judge's")
     shapes = measured.get("shapes", {})
     if not shapes:
         return Rates(source, None, None, judge, f"no decoder rates measured on {device}")

@@ -64,6 +64,9 @@ def test_seconds_follow_the_rates_and_a_model_of_another_size_is_scaled():
     assert served.decode_tok_s is None and "served" in served.note
     p = plan.make([SPECS["01_consistency_kde"]], "cpu", "openai:m@http://127.0.0.1:9/v1", "cpu", measured)
     assert p.seconds("01_consistency_kde") is None and "| ? |" in plan.table(p)
+    simulated = plan.make([SPECS["01_consistency_kde"]], "cpu", "sim:paper", "cpu", measured)
+    assert simulated.seconds("01_consistency_kde") == pytest.approx(plan.OVERHEAD_SECONDS)  # no model work to time
+    assert "simulated model" in simulated.rates().note
 
 
 def test_rates_are_read_per_device_and_a_damaged_file_falls_back_to_the_reference(tmp_path):
