@@ -9,6 +9,7 @@ paper's headline setting, every other scope a notebook records is a secondary ro
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ class Claim:
     # may say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
     planted: float | None = None  # what the simulated model `sim:paper` plants, in our unit (None: paper_effect)
     planted_source: str = ""  # where `planted` comes from in the paper, when it is not paper_effect
+    planted_by: tuple[tuple[str, float], ...] = ()  # (persona, effect) where a claim recorded per model plants each
+    # persona its own effect (the paper's number for that model); a persona not listed plants `planted_effect`
     about: str = ""  # a conditional claim: whom it is about (outside it: "not testable here")
     untestable: str = ""  # why no run here can test it (with notebook="")
 
@@ -43,6 +46,22 @@ class Claim:
         if self.planted is not None:
             return self.planted, self.planted_source
         return self.paper_effect, self.effect_source
+
+    def planted_for(self, model: Any) -> float | None:
+        """The effect `sim:paper` plants in the row of `model` (a simulated model's name: '<persona>, simulated ...')."""
+        persona = str(model or "").split(f", {SIM_LABEL}")[0] if SIM_LABEL in str(model or "") else ""
+        return dict(self.planted_by).get(persona, self.planted_effect[0])
+
+    def planted_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Of a ledger row: its model's simulated behaviour, and for a simulated primary row the effect planted
+        (`sim:null` plants none: 0) and whether its 95% interval ("low", "high") holds it."""
+        behaviour = simulated_behaviour(row.get("model"))
+        if behaviour is None or row.get("role") != "primary":
+            return {"simulated": behaviour}
+        effect = 0.0 if behaviour == "null" else self.planted_for(row["model"])
+        low, high = (row.get(k) if isinstance(row.get(k), (int, float)) else math.nan for k in ("low", "high"))
+        covers = low <= effect <= high if effect is not None and math.isfinite(low + high) else None
+        return {"simulated": behaviour, "planted": effect, "covers": covers}
 
     def is_primary(self, scope: str) -> bool:
         """Whether a recorded scope is this claim's headline setting ('' declares the first recorded one)."""

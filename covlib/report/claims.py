@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from covlib.core import paths, power
-from covlib.core.claim import Claim, ClaimSet, simulated_behaviour
+from covlib.core.claim import Claim, ClaimSet
 
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
@@ -212,17 +212,6 @@ def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
     return {"n_needed": need, "n_full": full, "power": words}
 
 
-def planted(c: Claim, row: dict[str, Any]) -> dict[str, Any]:
-    """A simulated primary row's planted effect (`sim:null` plants none: 0) and whether its 95% interval holds it."""
-    behaviour = simulated_behaviour(row["model"])
-    if behaviour is None or row["role"] != "primary":
-        return {"simulated": behaviour}
-    effect = 0.0 if behaviour == "null" else c.planted_effect[0]
-    low, high = _number(row.get("low")), _number(row.get("high"))
-    covers = low <= effect <= high if effect is not None and math.isfinite(low) and math.isfinite(high) else None
-    return {"simulated": behaviour, "planted": effect, "covers": covers}
-
-
 def _row(c: Claim, r: dict[str, Any], role: str, meta: dict[str, Any], profile: Any) -> dict[str, Any]:
     return {"paper": c.paper, "claim": c.text, "id": c.id, "quote": c.quote, "paper evidence": c.evidence,
             "scope": r.get("scope", ""), "role": role, "measure": c.measure, "unit": r.get("unit", ""),
@@ -268,7 +257,7 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
             row["reason"] += "; fragility 1: one question's outcome changed would flip it, so it is not a finding"
         row["counted"] = (_independent(r) and math.isfinite(_number(r.get("p")))
                           and row["verdict"] != "not testable here")
-        row.update(planted(c, row))
+        row.update(c.planted_row(row))
         rows.append(row)
     adjusted = power.holm([_number(r.get("p")) for _, r in family])
     for (row, r), p in zip(family, adjusted):
@@ -343,10 +332,10 @@ def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> li
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the front page says: tests run, primary verdicts (a claim pointing to another's row counted apart), of
     language models only; a simulated model's verdicts check the measuring chain (`simulated_verdicts`)."""
-    simulated = [r for r in rows if r.get("simulated") and r["role"] == "primary"]
-    rows = [r for r in rows if not r.get("simulated")]
-    return {**_tally(rows), "simulated_verdicts": {b: {v: sum(r["verdict"] == v for r in simulated if r["simulated"] == b)
-                                                       for v in VERDICTS} for b in sorted({r["simulated"] for r in simulated})}}
+    sim = [r for r in rows if r.get("simulated") and r["role"] == "primary"]
+    by = {b: [r["verdict"] for r in sim if r["simulated"] == b] for b in sorted({r["simulated"] for r in sim})}
+    return {**_tally([r for r in rows if not r.get("simulated")]),
+            "simulated_verdicts": {b: {v: got.count(v) for v in VERDICTS} for b, got in by.items()}}
 
 
 def _tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -371,8 +360,7 @@ VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusi
 def ledger_label(row: dict[str, Any], width: int = 48) -> str:
     """A ledger row as the figure names it: the claim's text (wrapped), then its first scope words, n and unit."""
     scope = str(row.get("scope") or "").split(",")[0]
-    text = textwrap.shorten(("[simulated] " if row.get("simulated") else "") + str(row["claim"]), 2 * width,
-                            placeholder=" …")
+    text = textwrap.shorten("[simulated] " * bool(row.get("simulated")) + str(row["claim"]), 2 * width, placeholder=" …")
     return "\n".join(textwrap.wrap(text, width)) + f"\n({scope}, n={row['n']}; {row['unit']})"
 
 
@@ -390,14 +378,14 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
         if math.isfinite(low) and math.isfinite(high):  # dashed: an approximate interval the test overrules
             ax.plot([low, high], [y, y], color=color, lw=2, ls="-" if r.get("interval_agrees", True) else "--")
         ax.plot([r["ours"]], [y], "o", color=color)
-        if r.get("planted") is not None:  # a simulated row: the effect the simulation planted
+        if r.get("planted") is not None:  # a simulated row: the effect planted
             ax.plot([r["planted"]], [y], "x", color="black")
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels([ledger_label(r) for r in reversed(shown)], fontsize=7)
     ax.set_xlabel("ours: the claim's measure, oriented so that the paper says > 0 (95% interval; primary rows)")
-    handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLORS.items()]
-    if any(r.get("planted") is not None for r in shown):
-        handles.append(plt.Line2D([], [], color="black", marker="x", lw=0, label="planted (simulated rows)"))
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLORS.items()] + \
+        [plt.Line2D([], [], color="black", marker="x", lw=0, label="planted (simulated rows)")] * \
+        any(r.get("planted") is not None for r in shown)
     ax.legend(handles=handles, fontsize=7, loc="best")
     return ax
