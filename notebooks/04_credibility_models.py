@@ -77,6 +77,7 @@ from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
 from covlib.papers.credibility.intervals import tuning_claims
 from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.papers.credibility import simulation
 from covlib.papers.credibility.ratings import human_correlation_claims
 from covlib.report import results, tables
 from covlib.runs import session
@@ -377,13 +378,20 @@ else:
 # correlated them with P, R and EM-recall across 5 models (Pearson 0.87, 0.88, 0.54). Fill the
 # sheet below (one row per rater, `helpful` as space-separated 0/1 flags in sentence order) and
 # pass it as `ratings`; the correlation needs at least 3 models and its Fisher-z interval at least 4
-# (with 5 of them, a wide one).
+# (with 5 of them, a wide one). On the simulated model (`sim:...`, 4 or more models) with no `ratings`, the
+# simulation's raters fill the sheet (`build/ratings/04-ratings-SIMULATED.csv`): planted ratings with Table 2's
+# Pearson, which check the chain from sheet to ledger and say nothing about people.
 
 # %%
 to_rate = [{"question_id": ex.id, "model": n, "question": ex.question, "answer": answers[n][i]}
            for n in names for i, ex in enumerate(S.examples[:n_rating])]
 rating_sheet = C.export_rating_sheet(to_rate, paths.build_dir() / "ratings" / "04-rating-sheet.csv")
 print("rating sheet:", rating_sheet, f"({len(to_rate)} answers)")
+if not ratings:  # simulated models only (4 or more): the simulation's planted ratings, not people's (docs/simulation.md)
+    planted_sheet = simulation.planted_ratings(S, to_rate, paths.build_dir() / "ratings" / "04-ratings-SIMULATED.csv")
+    ratings = str(planted_sheet or "")
+    if planted_sheet:
+        print("no people rated these answers: ratings planted by the simulated model's raters,", planted_sheet)
 correlation, corr_est, human_note = None, None, "no human ratings given (the `ratings` parameter is empty)"
 if ratings:
     human = C.human_scores(C.read_ratings(ratings))

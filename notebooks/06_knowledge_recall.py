@@ -152,7 +152,7 @@ for ax, m in zip(axes, ("P", "R")):
     plotting.bar_with_reference(ours, x="setting", y="value", reference=paper, ax=ax, ci=("low", "high"))
     ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
     ax.set_ylabel("% (ours: 95% CI)")
-plotting.caption(axes[0], model=names[0], judge=judge_name, judge_agreement=judge_agreement, n=q)
+plotting.caption(axes[0], model=names[0], judge=judge_name, n=q)  # the judge's agreement: in the provenance
 results.save_figure(fig, "fig-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement)
 
 # %% [markdown]

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import mean
 from typing import Any
 
 from covlib.core.claim import Claim, ClaimSet
 from covlib.generation import EMBEDDED_MODEL, EMBEDDED_NAME, ENDPOINT_PREFIX
 from covlib.generation.embedded import embedded_model_dir
+
+from covlib.papers.credibility import planted
+from covlib.papers.credibility.paper import PAPER_MODELS, PAPER_TABLE1, PAPER_TABLE4
 
 PAPER = "Credibility"
 RLHF_SCOPE = "models tuned on human preference feedback (RLHF), as the paper's ChatGPT and ChatGLM"
@@ -31,101 +35,6 @@ INSTRUCTION_SCOPE = "instruction-tuned models"
 JUDGE_BOUND = ("raw key-fact and citation metrics count the judge's own decisions, whose error differs between the arms' answers (on "
                "held-out key-fact test questions raw recall's bias ranges from +19 to +61 points by reference "
                "condition), and no judge-corrected F1 or citation rate is computed")
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim("cred-instruction-beats-foundation", PAPER,
-          "Instruction-tuned models give answers of higher key-fact F1 than foundation models",
-          "However, once instruction tuning is performed, we observe a marked improvement in the quality of answers "
-          "in terms of both correctness and groundedness.",
-          "Table 1: F1 46.48-68.22 for the five instruction-tuned models, 7.60-9.54 for the three foundation ones",
-          "04_credibility_models",
-          "key-fact F1 (mean over the instruction-tuned models) − (mean over the foundation models), paired over "
-          "questions", primary="F1",
-          paper_effect=46.2, effect_source="Table 1 F1: mean of the instruction-tuned 54.63 − of the foundation 8.44",
-          n_parameter="n_questions"),
-    Claim("cred-human-correlation", PAPER,
-          "Key-fact recall correlates with people's recall ratings more closely than EM-recall does",
-          "While there's only a moderate correlation of 0.54 between human evaluations and the \"EM recall\" metric, "
-          "our key-factsfocused evaluation method shows a much more consistent alignment with human feedback, with "
-          "coefficients exceeding 0.87 for precision and 0.88 for recall.",
-          "Table 2: Pearson over 5 models, P 0.87, R 0.88, EM-recall 0.54",
-          "04_credibility_models",
-          "r(key-fact R, human recall) − r(EM-recall, human recall) across models (Zou's interval); both r recorded",
-          primary="recall", paper_effect=0.34, effect_source="Table 2: 0.88 − 0.54"),
-    Claim("cred-noise-lowers-recall", PAPER,
-          "More noise references lower key-fact recall",
-          "RaLLMs are highly sensitive to the signal-tonoise ratio in retrieved knowledge; a lower ratio leads to "
-          "decreased accuracy.",
-          "§6.3 / Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT), 14.3% (ChatGLM2) and about 30% "
-          "(LLaMA, Vicuna), relative",
-          "05_knowledge_precision", "key-fact recall with fewer references − with more, paired",
-          primary="hotpotqa, 5 vs 10 references", paper_effect=2.4,
-          effect_source="§6.3: ChatGPT's 4.3% of its 56.55 recall at 5 references (Table 1), the smallest drop",
-          n_parameter="n_questions"),
-    Claim("cred-strong-models-robust-to-noise", PAPER,
-          "ChatGPT's and ChatGLM2's key-fact recall falls less than LLaMA's and Vicuna's as noise references are "
-          "added",
-          "In contrast, models like LLaMA and Vicuna saw a significant 30% plunge in recall, underscoring the "
-          "comparative robustness of ChatGPT and ChatGLM against noise.",
-          "§6.3 / Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT), 14.3% (ChatGLM2), about 30% "
-          "(LLaMA, Vicuna), relative",
-          "", "relative recall drop (5 → 10 references) of LLaMA and Vicuna − of ChatGPT and ChatGLM2",
-          untestable="needs ChatGPT (OpenAI's API) and ChatGLM2-6B, LLaMA and Vicuna (hub models): none runs offline "
-                     "here, and a run with only some of them cannot compare the two groups"),
-    Claim("cred-chatgpt-fills-gaps", PAPER,
-          "ChatGPT loses less key-fact recall than other models when references are missing, filling gaps from its "
-          "own knowledge",
-          "Notably, ChatGPT exhibits higher adaptability to variations in knowledge recall, leveraging its built-in "
-          "knowledge to fill reference gaps.",
-          "Table 3, R closed book / partial / complete: ChatGPT 39.17 / 35.34 / 56.55 (closed book above partial, "
-          "and the smallest loss without references: 17.4); ChatGLM2-6B 13.72 / 25.87 / 48.06, Vicuna-7B 15.51 / "
-          "34.95 / 45.96, Vicuna-13B 21.58 / 44.80 / 48.69, Llama2-chat-13B 26.83 / 34.37 / 47.97 (losses 34.3, 30.5, "
-          "27.1, 21.1)",
-          "", "key-fact recall lost from complete references to none (closed book): the other models' mean − "
-          "ChatGPT's",
-          untestable="needs ChatGPT (OpenAI's API), which no offline run here has"),
-    Claim("cred-complete-beats-partial", PAPER,
-          "Complete references give higher key-fact recall than partial ones",
-          "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
-          "Table 3: complete R > partial R for every model (from Vicuna-13B 48.69 vs 44.80 to ChatGLM2 48.06 vs 25.87)",
-          "06_knowledge_recall", "key-fact recall (complete) − (partial), paired", primary="hotpotqa",
-          paper_effect=3.89, effect_source="Table 3 R, Vicuna-13B: 48.69 − 44.80, the smallest gap",
-          n_parameter="n_questions"),
-    Claim("cred-partial-beats-closed", PAPER,
-          "Partial references give higher key-fact recall than none (closed book)",
-          "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
-          "Table 3: partial R > closed-book R for 4 of 5 models (ChatGPT 35.34 vs 39.17 is the exception)",
-          "06_knowledge_recall", "key-fact recall (partial) − (closed book), paired", primary="hotpotqa",
-          paper_effect=7.54, effect_source="Table 3 R, Llama2-chat-13B: 34.37 − 26.83, the smallest positive gap",
-          n_parameter="n_questions"),
-    Claim("cred-self-completion-helps", PAPER,
-          "Self-completion raises key-fact F1 over BM25's top 10 for models tuned with RLHF",
-          "Models enhanced with techniques like RLHF show self-completion capabilities, allowing them to benefit "
-          "from the improved pipeline.",
-          "Table 4: ChatGPT F1 42.66 → 48.18, ChatGLM2-6B 25.84 → 30.41; Llama2-chat-13B (RLHF by its card) "
-          "28.45 → 25.76; the weaker models do not gain",
-          "07_reflection_completion", "key-fact F1 with self-completion − with BM25 top 10, paired",
-          primary="hotpotqa", paper_effect=4.57,
-          effect_source="Table 4 F1, ChatGLM2-6B: 30.41 − 25.84, the smallest gain of the models that gain",
-          about=RLHF_SCOPE, n_parameter="n_questions"),
-    Claim("cred-reflection-above-chance", PAPER,
-          "Instruction-tuned models refuse on partial and answer on complete references more often than chance",
-          "Instruction-tuned models exhibit multi-hop reasoning and self-reflection abilities.",
-          "Table 4: reflection accuracy 51.4-70.2 for the instruction-tuned models on equal groups (chance 50)",
-          "07_reflection_completion", "self-reflection accuracy − chance (the better constant decision), exact binomial",
-          primary="hotpotqa", paper_effect=1.4, effect_source="Table 4, Vicuna-7B: 51.4 − 50, the smallest",
-          about=INSTRUCTION_SCOPE, n_parameter="n_questions"),
-    Claim("cred-reflection-tracks-strength", PAPER,
-          "Self-reflection accuracy grows with model size (parameter count)",
-          "As the models become more powerful, their self-reflection capability seems to improve.",
-          "Table 4: reflection accuracy LLaMA 51.2 (7B) → 51.8 (13B), Vicuna 51.4 (7B) → 55.2 (13B); ChatGPT 70.2",
-          "07_reflection_completion",
-          "self-reflection accuracy of the largest models − of the smallest (per question, pooled within a size), "
-          "paired", primary="strongest vs weakest", paper_effect=0.6,
-          effect_source="Table 4, LLaMA 13B − 7B: 51.8 − 51.2, the smaller of the two same-family gaps",
-          n_parameter="n_questions"),
-)
-
 
 # --------------------------------------------------------------------------- what each model is (declared)
 
@@ -234,6 +143,130 @@ def outside(scope: str, generator: Any) -> str:
         return f"{head}: {generator.name} has no declared model card, so how it was tuned is unknown"
     inside = card.rlhf if scope == RLHF_SCOPE else card.instruction_tuned
     return "" if inside else f"{head}: {card.name} is {card.training} ({card.source})"
+
+
+
+# --------------------------------------------------------------------------- the claims
+
+
+def _card(name: str) -> ModelCard:
+    return next(c for c in MODEL_CARDS if c.name == name)
+
+
+def _kind_gap() -> float:
+    """Table 1 F1 of the simulated personas (PAPER_MODELS): the instruction-tuned ones' mean − the foundation ones'."""
+    return (mean(PAPER_TABLE1[m][2] for m in PAPER_MODELS if _card(m).instruction_tuned)
+            - mean(PAPER_TABLE1[m][2] for m in PAPER_MODELS if not _card(m).instruction_tuned))
+
+
+def _size_gap() -> float:
+    """Table 4 reflection accuracy of the simulated personas: the largest size's mean − the smallest's (cards)."""
+    tiers = size_tiers({m: _card(m).parameters for m in PAPER_MODELS})
+    return mean(PAPER_TABLE4[m][6] for m in tiers[-1][1]) - mean(PAPER_TABLE4[m][6] for m in tiers[0][1])
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("cred-instruction-beats-foundation", PAPER,
+          "Instruction-tuned models give answers of higher key-fact F1 than foundation models",
+          "However, once instruction tuning is performed, we observe a marked improvement in the quality of answers "
+          "in terms of both correctness and groundedness.",
+          "Table 1: F1 46.48-68.22 for the five instruction-tuned models, 7.60-9.54 for the three foundation ones",
+          "04_credibility_models",
+          "key-fact F1 (mean over the instruction-tuned models) − (mean over the foundation models), paired over "
+          "questions", primary="F1",
+          paper_effect=46.2, effect_source="Table 1 F1: mean of the instruction-tuned 54.63 − of the foundation 8.44",
+          planted=_kind_gap(), planted_source="Table 1 F1 of the simulated personas (ChatGPT has none): the "
+          "instruction-tuned ones' mean − the foundation ones'; the simulation plants each persona's Table 1 P and R, "
+          "so this is F1 of means: the measure, a mean of per-question F1, runs below it",
+          n_parameter="n_questions"),
+    Claim("cred-human-correlation", PAPER,
+          "Key-fact recall correlates with people's recall ratings more closely than EM-recall does",
+          "While there's only a moderate correlation of 0.54 between human evaluations and the \"EM recall\" metric, "
+          "our key-factsfocused evaluation method shows a much more consistent alignment with human feedback, with "
+          "coefficients exceeding 0.87 for precision and 0.88 for recall.",
+          "Table 2: Pearson over 5 models, P 0.87, R 0.88, EM-recall 0.54",
+          "04_credibility_models",
+          "r(key-fact R, human recall) − r(EM-recall, human recall) across models (Zou's interval); both r recorded",
+          primary="recall", paper_effect=0.34, effect_source="Table 2: 0.88 − 0.54"),
+    Claim("cred-noise-lowers-recall", PAPER,
+          "More noise references lower key-fact recall",
+          "RaLLMs are highly sensitive to the signal-tonoise ratio in retrieved knowledge; a lower ratio leads to "
+          "decreased accuracy.",
+          "§6.3 / Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT), 14.3% (ChatGLM2) and about 30% "
+          "(LLaMA, Vicuna), relative",
+          "05_knowledge_precision", "key-fact recall with fewer references − with more, paired",
+          primary="hotpotqa, 5 vs 10 references", paper_effect=2.4,
+          effect_source="§6.3: ChatGPT's 4.3% of its 56.55 recall at 5 references (Table 1), the smallest drop",
+          n_parameter="n_questions"),
+    Claim("cred-strong-models-robust-to-noise", PAPER,
+          "ChatGPT's and ChatGLM2's key-fact recall falls less than LLaMA's and Vicuna's as noise references are "
+          "added",
+          "In contrast, models like LLaMA and Vicuna saw a significant 30% plunge in recall, underscoring the "
+          "comparative robustness of ChatGPT and ChatGLM against noise.",
+          "§6.3 / Fig. 3: from 5 to 10 references recall drops by 4.3% (ChatGPT), 14.3% (ChatGLM2), about 30% "
+          "(LLaMA, Vicuna), relative",
+          "", "relative recall drop (5 → 10 references) of LLaMA and Vicuna − of ChatGPT and ChatGLM2",
+          untestable="needs ChatGPT (OpenAI's API) and ChatGLM2-6B, LLaMA and Vicuna (hub models): none runs offline "
+                     "here, and a run with only some of them cannot compare the two groups"),
+    Claim("cred-chatgpt-fills-gaps", PAPER,
+          "ChatGPT loses less key-fact recall than other models when references are missing, filling gaps from its "
+          "own knowledge",
+          "Notably, ChatGPT exhibits higher adaptability to variations in knowledge recall, leveraging its built-in "
+          "knowledge to fill reference gaps.",
+          "Table 3, R closed book / partial / complete: ChatGPT 39.17 / 35.34 / 56.55 (closed book above partial, "
+          "and the smallest loss without references: 17.4); ChatGLM2-6B 13.72 / 25.87 / 48.06, Vicuna-7B 15.51 / "
+          "34.95 / 45.96, Vicuna-13B 21.58 / 44.80 / 48.69, Llama2-chat-13B 26.83 / 34.37 / 47.97 (losses 34.3, 30.5, "
+          "27.1, 21.1)",
+          "", "key-fact recall lost from complete references to none (closed book): the other models' mean − "
+          "ChatGPT's",
+          untestable="needs ChatGPT (OpenAI's API), which no offline run here has"),
+    Claim("cred-complete-beats-partial", PAPER,
+          "Complete references give higher key-fact recall than partial ones",
+          "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
+          "Table 3: complete R > partial R for every model (from Vicuna-13B 48.69 vs 44.80 to ChatGLM2 48.06 vs 25.87)",
+          "06_knowledge_recall", "key-fact recall (complete) − (partial), paired", primary="hotpotqa",
+          paper_effect=3.89, effect_source="Table 3 R, Vicuna-13B: 48.69 − 44.80, the smallest gap",
+          n_parameter="n_questions"),
+    Claim("cred-partial-beats-closed", PAPER,
+          "Partial references give higher key-fact recall than none (closed book)",
+          "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
+          "Table 3: partial R > closed-book R for 4 of 5 models (ChatGPT 35.34 vs 39.17 is the exception)",
+          "06_knowledge_recall", "key-fact recall (partial) − (closed book), paired", primary="hotpotqa",
+          paper_effect=7.54, effect_source="Table 3 R, Llama2-chat-13B: 34.37 − 26.83, the smallest positive gap",
+          n_parameter="n_questions"),
+    Claim("cred-self-completion-helps", PAPER,
+          "Self-completion raises key-fact F1 over BM25's top 10 for models tuned with RLHF",
+          "Models enhanced with techniques like RLHF show self-completion capabilities, allowing them to benefit "
+          "from the improved pipeline.",
+          "Table 4: ChatGPT F1 42.66 → 48.18, ChatGLM2-6B 25.84 → 30.41; Llama2-chat-13B (RLHF by its card) "
+          "28.45 → 25.76; the weaker models do not gain",
+          "07_reflection_completion", "key-fact F1 with self-completion − with BM25 top 10, paired",
+          primary="hotpotqa", paper_effect=4.57,
+          effect_source="Table 4 F1, ChatGLM2-6B: 30.41 − 25.84, the smallest gain of the models that gain",
+          about=RLHF_SCOPE, n_parameter="n_questions"),
+    Claim("cred-reflection-above-chance", PAPER,
+          "Instruction-tuned models refuse on partial and answer on complete references more often than chance",
+          "Instruction-tuned models exhibit multi-hop reasoning and self-reflection abilities.",
+          "Table 4: reflection accuracy 51.4-70.2 for the instruction-tuned models on equal groups (chance 50)",
+          "07_reflection_completion", "self-reflection accuracy − chance (the better constant decision), exact binomial",
+          primary="hotpotqa", paper_effect=1.4, effect_source="Table 4, Vicuna-7B: 51.4 − 50, the smallest",
+          about=INSTRUCTION_SCOPE, n_parameter="n_questions"),
+    Claim("cred-reflection-tracks-strength", PAPER,
+          "Self-reflection accuracy grows with model size (parameter count)",
+          "As the models become more powerful, their self-reflection capability seems to improve.",
+          "Table 4: reflection accuracy LLaMA 51.2 (7B) → 51.8 (13B), Vicuna 51.4 (7B) → 55.2 (13B); ChatGPT 70.2",
+          "07_reflection_completion",
+          "self-reflection accuracy of the largest models − of the smallest (per question, pooled within a size), "
+          "paired", primary="strongest vs weakest", paper_effect=0.6,
+          effect_source="Table 4, LLaMA 13B − 7B: 51.8 − 51.2, the smaller of the two same-family gaps",
+          planted=_size_gap(), planted_source="Table 4 reflection accuracy of the simulated personas, sizes by their "
+          "cards: the 13B ones' mean (51.8, 50.0, 55.2, 60.2) − ChatGLM2-6B's 57.6 (6.2B, the smallest)",
+          n_parameter="n_questions"),
+)
+
+# What `sim:paper/<persona>` plants for the claims recorded per model, in each claim's unit (`planted.effects`): the
+# claim's `planted` (or `paper_effect`) is one persona's; a simulated row of another persona should give back its own.
+PLANTED_BY_MODEL: dict[str, dict[str, float]] = {c.id: planted.effects(c.id) for c in CLAIMS if planted.effects(c.id)}
 
 
 _SET = ClaimSet(CLAIMS)  # the record builders notebooks use; an id of another paper is an error
