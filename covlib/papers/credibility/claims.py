@@ -16,7 +16,7 @@ card is outside every conditional claim ("not testable here", with the reason).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import mean
 from typing import Any
 
@@ -267,6 +267,7 @@ CLAIMS: tuple[Claim, ...] = (
 # What `sim:paper/<persona>` plants for the claims recorded per model, in each claim's unit (`planted.effects`): the
 # claim's `planted` (or `paper_effect`) is one persona's; a simulated row of another persona should give back its own.
 PLANTED_BY_MODEL: dict[str, dict[str, float]] = {c.id: planted.effects(c.id) for c in CLAIMS if planted.effects(c.id)}
+CLAIMS = tuple(replace(c, planted_by=tuple(PLANTED_BY_MODEL.get(c.id, {}).items())) for c in CLAIMS)  # per persona
 
 
 _SET = ClaimSet(CLAIMS)  # the record builders notebooks use; an id of another paper is an error

@@ -20,6 +20,8 @@ from covlib.core.stats import independent_difference, paired_difference, paired_
 from covlib.papers.verify_edit.knowledge import NEAR_ORACLE, RETRIEVER_KINDS
 
 PAPER = "Verify-and-Edit"
+# `planted=`: what the simulated model `sim:paper` plants, per claim, in its unit: the numbers planted.effects() works
+# out from the planted rates (tests/papers/verify_edit/test_simulation.py checks that they agree)
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("ve-consistency-separates", PAPER,
@@ -29,7 +31,8 @@ CLAIMS: tuple[Claim, ...] = (
           "right-skewed tendency, where there are very few incorrect samples with higher consistencies.",
           "Fig. 2 (text-davinci-003, 250 Adversarial HotpotQA questions): a density plot, no means given",
           "01_consistency_kde", "mean consistency (correct) − mean consistency (incorrect), on [0, n]",
-          primary="hotpotqa", n_parameter="n_questions"),
+          primary="hotpotqa", n_parameter="n_questions", planted=1.199,
+          planted_source="Fig. 2's shapes (no means printed): the planted question types of planted.SHARES"),
     Claim("ve-edit-below-half-helps", PAPER,
           "Editing the predictions below ⌈n/2⌉ raises EM over not editing",
           "As the threshold increases, accuracy first increases, reaching a peak close to $\\lceil n/2 \\rceil$, "
@@ -37,14 +40,16 @@ CLAIMS: tuple[Claim, ...] = (
           "Fig. 3 (Adversarial HotpotQA): EM rises from threshold 0 to a peak near 3 of 5",
           "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold 0 (no edit), paired",
           primary="hotpotqa", paper_effect=4.5, effect_source="Table 1: the smallest open-domain gain (Wikipedia, +4.5)",
-          n_parameter="n_questions"),
+          n_parameter="n_questions", planted=25.6,
+          planted_source="Table 1, Dataset knowledge (notebook 02's): 56.8 − 31.2"),
     Claim("ve-half-beats-edit-all", PAPER,
           "Editing only below ⌈n/2⌉ gives higher EM than editing every prediction (threshold n)",
           "As we go beyond the ideal threshold $\\lceil n/2 \\rceil$, we are mostly re-editing correct samples, and "
           "the introduced noise may disrupt the original reasoning chains.",
           "Fig. 3: EM at threshold 5 of 5 is below the peak near 3 (values not printed)",
           "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold n, paired",
-          primary="hotpotqa", n_parameter="n_questions"),
+          primary="hotpotqa", n_parameter="n_questions", planted=5.943,
+          planted_source="Fig. 3 prints no values: re-edited right answers break at planted.BREAK"),
     Claim("ve-auc-follows-em", PAPER,
           "AUC, like EM, is higher at threshold ⌈n/2⌉ than when every prediction is edited",
           "The AUC scores demonstrate a similar trend.",
@@ -52,7 +57,8 @@ CLAIMS: tuple[Claim, ...] = (
           "02_threshold_ablation", "AUC (the area under the accuracy-coverage curve, answers ranked by confidence: "
           "it moves with accuracy and with the ranking) at threshold ⌈n/2⌉ − at threshold n, on the same questions; "
           "the 95% interval of a paired bootstrap decides (a test of equal AUC)",
-          primary="hotpotqa", n_parameter="n_questions"),
+          primary="hotpotqa", n_parameter="n_questions", planted=7.007,
+          planted_source="Fig. 3 prints no values: from planted.BREAK and the calibration planted after Table 1"),
     Claim("ve-beats-cot-sc", PAPER,
           "CoT-SC + Verify-and-Edit beats CoT-SC",
           "Then, when we use the adversarially augmented paragraphs provided in the dataset, the model is able to "
@@ -69,7 +75,8 @@ CLAIMS: tuple[Claim, ...] = (
           "03_verify_and_edit_tables", "AUC (the area under the accuracy-coverage curve, answers ranked by "
           "confidence: it moves with accuracy and with the ranking) of CoT-SC + VE − of CoT-SC, on the same "
           "questions; the 95% interval of a paired bootstrap decides (a test of equal AUC)",
-          primary="hotpotqa, dataset", n_parameter="n_hotpotqa"),
+          primary="hotpotqa, dataset", n_parameter="n_hotpotqa", planted=25.97,
+          planted_source="Table 1, Dataset knowledge: AUC 60.94 − 34.97"),
     Claim("ve-cot-beats-standard", PAPER,
           "CoT prompting beats Standard few-shot prompting",
           "Reported in Table 1, we observe that CoT improves on top of the Standard few-shot setting.",
@@ -83,7 +90,8 @@ CLAIMS: tuple[Claim, ...] = (
           "Table 1: +25.6 EM (Dataset) against +4.5 / +4.8 / +6.5 (Wikipedia / DrQA / Google)",
           "03_verify_and_edit_tables", "EM of VE with dataset knowledge − EM of VE with an open-domain source, paired",
           primary="hotpotqa", paper_effect=19.1, effect_source="Table 1: 56.8 − 37.7 (Google, the best open source)",
-          n_parameter="n_hotpotqa"),
+          n_parameter="n_hotpotqa", planted=0.0,
+          planted_source="none: the simulated verifying answer reads the retrieved sentences, not their source"),
     Claim("ve-fever-gains-less", PAPER,
           "Verify-and-Edit gains less on FEVER than on the multi-hop HotpotQA",
           "As the reasoning required by the Fever dataset is less multi-hop compared to HotpotQA and 2Wiki-MultiHop, "
@@ -91,7 +99,9 @@ CLAIMS: tuple[Claim, ...] = (
           "Tables 1 and 3, Wikipedia: +4.5 EM (HotpotQA) against +1.6 accuracy (FEVER)",
           "03_verify_and_edit_tables", "VE's gain on HotpotQA − its gain on FEVER (independent questions), same source",
           primary="bm25", paper_effect=2.9, effect_source="Tables 1 and 3, Wikipedia: 4.5 − 1.6",
-          n_parameter="n_fever"),
+          n_parameter="n_fever", planted=24.15,
+          planted_source="HotpotQA's planted gain (Table 1, Dataset: 25.6) − FEVER's (Table 3, mean of Wiki. and "
+                         "DrQA: 1.45), whatever the source"),
     Claim("ve-2wiki-gains-more", PAPER,
           "Verify-and-Edit gains more on 2WikiMultiHop than on HotpotQA",
           "As shown in Table 2, our method demonstrates even stronger performances on 2WikiMultiHop compared to "

@@ -33,7 +33,8 @@ Self-consistency, on ONE scale [0, n] for n sampled paths (threshold ceil(n/2) m
 * `wang` = n * sum_{i: a_i = a} w_i / sum_i w_i, with w_i = exp(mean token log-prob of path i)
   (Wang et al. 2022's length-normalised path probability, the variant they found best) and the
   sum in the denominator over ALL n paths, failed parses included. With equal weights it is
-  exactly `majority`; failed paths lower it as they lower `majority`.
+  exactly `majority` (rounded to 12 decimals, so that floating point cannot put a 3-of-5 majority
+  at 2.999999999999999, below the threshold ceil(n/2) = 3); failed paths lower it as they lower `majority`.
 * `wang_raw` = sum_{i: a_i = a} w_i, the paper's §5.6 "unnormalized answer probabilities
   marginalized over the rationales", and the score of the official code for all three datasets
   up to its commit b585f24 ("fixed consistency", Dec 2023), which replaced it by a vote
@@ -96,6 +97,9 @@ FEVER_HEADER = "Determine if there is Observation that SUPPORTS or REFUTES a Cla
 COT_STOP = ("\n\n", "\nQ:", "\nQuestion:", "\nClaim:")
 STANDARD_STOP = ("\n",)
 CONSISTENCY_KINDS = ("wang", "majority", "wang_raw")
+# Wang's score is rounded to this many decimals: with equal path weights 3 of 5 votes is 5 * 3w / 5w = 3 exactly, which
+# floating point gives as 2.999999999999999 for some w (then edited below ceil(n/2) = 3) and 3.0000000000000004 for others
+WANG_DIGITS = 12
 
 Shot = tuple[Example, str]
 
@@ -195,7 +199,7 @@ def self_consistency(answers: Sequence[str | None], mean_logprobs: Sequence[floa
     return {
         "chosen": chosen,
         "majority": votes[best],
-        "wang": n * mass[best] / total if total > 0 else 0.0,
+        "wang": round(n * mass[best] / total, WANG_DIGITS) if total > 0 else 0.0,
         "wang_raw": mass[best],
     }
 

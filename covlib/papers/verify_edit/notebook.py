@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from covlib.papers.verify_edit import default_threshold
+from covlib.papers.verify_edit import default_threshold, simulation
 from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS
 
 DATASETS = ("hotpotqa", "2wikimultihop", "fever")
@@ -98,17 +98,20 @@ def work_03(values: dict[str, Any]) -> list[dict[str, Any]]:
 NOTEBOOKS: dict[str, dict[str, Any]] = {
     "01": {
         "name": "01_consistency_kde", "models": ("model",), "traces": True, "derive": threshold, "work": work_01,
+        "simulate": simulation.teach,
         "caps": {"cpu": {"n_questions": ("at most", 60)}, "smoke": {"n_questions": 12, "max_new_tokens": 64}},
         "recorded": ("profile", "n_questions", *COT_SC, "threshold"),
     },
     "02": {
         "name": "02_threshold_ablation", "models": ("model",), "traces": True, "derive": threshold, "work": work_02,
+        "simulate": simulation.teach,
         "choices": {"knowledge": KNOWLEDGE_KINDS, "consistency": ("wang", "majority")},
         "caps": {"cpu": {"n_questions": ("at most", 60)}, "smoke": {"n_questions": 12, "max_new_tokens": 64}},
         "recorded": ("profile", "n_questions", *COT_SC, "knowledge", "consistency"),
     },
     "03": {
         "name": "03_verify_and_edit_tables", "models": ("model",), "traces": True, "derive": sizes, "work": work_03,
+        "simulate": simulation.teach,
         "lists": {"datasets": DATASETS, "knowledge": KNOWLEDGE_KINDS},
         "caps": {"cpu": {"n_hotpotqa": ("at most", 60), "n_2wikimultihop": ("at most", 30), "n_fever": ("at most", 30)},
                  "smoke": {"n_hotpotqa": 8, "n_2wikimultihop": 4, "n_fever": 4, "max_new_tokens": 48,
