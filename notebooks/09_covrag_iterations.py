@@ -48,10 +48,13 @@
 # `figures/fig-09-rounds.*`, `results/09_covrag_iterations.json`.
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from covlib.core import stats
+from covlib.generation import SIM_LABEL
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims
 from covlib.papers.covrag.notebook import NOTEBOOKS
@@ -242,10 +245,13 @@ for method, mine, want in zip(ref["methods"], got["table"], ref["table"]):
 
 # %%
 def short(name):
-    return C.run_label(name).replace(", no adapter", "")[:28]
+    """A tick or legend label: the model and its adapter, wrapped (the caption names every model in full)."""
+    return textwrap.fill(C.run_label(name).replace(", no adapter", "").replace(SIM_LABEL, "simulated"), 13)
 
 
-fig, axes = plt.subplots(1, len(S.sets), figsize=(max(4.2 * len(S.sets), 8), 4), sharey=True, squeeze=False)
+bars = 2 * len(runs) + 2  # per dataset: ours single and multi per model, the paper's two
+fig, axes = plt.subplots(1, len(S.sets), figsize=(max(max(4.2, 1.1 * bars) * len(S.sets), 8), 4), sharey=True,
+                         squeeze=False)
 for ax, n in zip(axes[0], S.sets):
     ours = []
     for name in runs:
@@ -301,7 +307,7 @@ results.save_table(retrieval_table, "tab-09-retrieval", params=S.params, corpus=
                         "over the same questions (ours: 95% bootstrap interval)")
 
 # %%
-fig, ax = plt.subplots(figsize=(5, 3))
+fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(runs) + 2), 3))
 hist = {name: C.rounds_histogram(records) for name, records in runs.items()}
 frame = pd.DataFrame([{"model": short(name), "round": str(r), "answers": c}
                       for name, h in hist.items() for r, c in h.items()])

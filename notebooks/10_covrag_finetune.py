@@ -49,7 +49,9 @@
 # "Dlt" and Table 5's "retrieval accuracy" are read as the share of questions with a gold alias in
 # the top-k references: ours, the paper does not define it. Revision win-rate ("Rev") needs GPT-4
 # as a judge and is not computed. On a CPU the smoke and cpu profiles train a few steps on the
-# embedded 135M model to show the losses fall; the full profile is for a GPU and a 7-13B model.
+# embedded 135M model to show the losses fall; the full profile is for a GPU and a 7-13B model. On the
+# simulated model (`MODEL=sim:paper`, docs/simulation.md) **no training runs**: the training data are built, and
+# each adapter is a planted variant picked by its folder's name (the output says so; there is no loss to show).
 #
 # **Uncertainty.** Every rate of Table 4 carries its n and a 95% interval over the test questions
 # (Wilson for rates); Dlt is a paired difference (after minus before revision, same questions). Two
@@ -126,6 +128,8 @@ stages = C.train_two_stages(
     max_steps=S.max_steps, batch_size=S.batch_size, learning_rate=S.learning_rate, max_length=S.max_length, seed=seed)
 C.trace.write(S.tracer, stages)  # M1's predictions on the training questions (and a teacher's labels)
 with_chain, cards = stages.with_chain, stages.cards
+if stages.planted:  # a simulated model (docs/simulation.md): the data are built, nothing is trained
+    print(f"NOTE: {stages.planted}. The losses below are not measured and Table 4's rows are the planted variants.")
 wrong = sum(not C.is_correct(a, ex.answers) for a, ex in zip(stages.predictions, train))
 print(f"{len(with_chain.qa)} QA pairs, {len(with_chain.verification)} verification pairs ({with_chain.labels}); "
       f"predictions judged: M1 = {C.run_label(stages.m1.name)}, wrong on {wrong} of {len(train)} training questions")
@@ -137,6 +141,9 @@ print(with_chain.verification[0][1])
 # %%
 probes, probe_loss = {}, {}
 for name, card in cards.items():
+    if stages.planted:
+        print(f"{name}: {card['folder']} is a planted variant: no training ran, no loss to show")
+        continue
     probes[name] = stages.pairs[name][:8]  # a fixed probe of this variant's own training pairs, before and after
     probe_loss[name] = {"before": training.target_loss(S.base.model, S.base.tokenizer, probes[name], max_length=S.max_length)}
     curve = card["loss_curve"]
@@ -146,12 +153,17 @@ for name, card in cards.items():
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for name, card in cards.items():
-    steps, losses = zip(*card["loss_curve"])
-    ax.plot(steps, losses, marker="o", markersize=3, label=name)
+    if card["loss_curve"]:
+        steps, losses = zip(*card["loss_curve"])
+        ax.plot(steps, losses, marker="o", markersize=3, label=name)
+if stages.planted:
+    ax.text(0.5, 0.5, "no training ran:\nthe variants of a simulated model are planted", ha="center", va="center",
+            transform=ax.transAxes, fontsize=9)
 ax.set_xlabel("step")
 ax.set_ylabel("training loss (target tokens)")
 ax.set_title("LoRA fine-tuning of the verifier: training loss per step (§2.2)", fontsize=9)
-ax.legend(fontsize=8)
+if not stages.planted:
+    ax.legend(fontsize=8)
 plotting.caption(ax, model=S.base.name, labels=with_chain.labels, n=len(train))
 results.save_figure(fig, "fig-10-loss", params=S.params, model=S.base.name)
 
@@ -181,7 +193,9 @@ rows, summaries, flags, intervals, ran, records_of = [], {}, {}, {}, {}, {}
 for name, folder in evaluated.items():
     tuned = S.base if folder is None else S.load_model(model, adapter=folder)
     extra = {"stage": "-", "steps": 0}
-    if folder is not None:
+    if folder is not None and stages.planted:
+        extra = {"stage": cards[name]["stage"][0], "steps": 0}
+    elif folder is not None:
         probe_loss[name]["after"] = training.target_loss(tuned.model, tuned.tokenizer, probes[name],
                                                          max_length=S.max_length)
         extra = {"stage": cards[name]["stage"][0], "steps": cards[name]["steps"],
@@ -202,8 +216,8 @@ results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name,
                         "QA only row) is fine-tuned on the RAG QA pairs first, and the verification pairs judge M1's "
                         "answers to the training questions; Dlt: ours, the gain in questions with a gold alias in "
                         "the top-k (the paper: 'the difference in the accuracy of reference retrieved between SI and "
-                        "MI'); ours: 95% intervals over test questions (Wilson for rates), Dlt paired",
-                   floatfmt=".1f")
+                        "MI'); ours: 95% intervals over test questions (Wilson for rates), Dlt paired"
+                        + (f"; {stages.planted}" if stages.planted else ""), floatfmt=".1f")
 
 # %% [markdown]
 # ## 4. The claims, paired over the test questions (exact McNemar)
@@ -231,8 +245,10 @@ headline = {
     "n_qa_pairs": len(with_chain.qa),
     "n_verification_pairs": len(with_chain.verification),
     "n_test": len(test_examples),
-    "loss": {name: {"first": card["loss_curve"][0][1], "last": card["loss_curve"][-1][1], "steps": card["steps"]}
+    "loss": {name: {"first": card["loss_curve"][0][1] if card["loss_curve"] else None,
+                    "last": card["loss_curve"][-1][1] if card["loss_curve"] else None, "steps": card["steps"]}
              for name, card in cards.items()},
+    "planted": stages.planted,  # a simulated model: no training ran (its variants are planted); "" when trained
     "probe_loss": probe_loss,  # mean target-token loss on 8 of each variant's training pairs, before and after
     "adapters": {name: card["folder"] for name, card in cards.items()},
     "table4": {row["method"]: {k: row.get(k) for k in ("Jdg", "Fmt", "Si", "Mi", "Dlt")} for row in rows},

@@ -35,7 +35,9 @@
 #
 # **Deviation.** The judge is not GPT-4: offline it is the strongest local model (the embedded
 # SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `ranker` to a hub
-# model (e.g. a 70B instruct model on a GPU) for a meaningful ranking.
+# model (e.g. a 70B instruct model on a GPU) for a meaningful ranking. With a simulated `model`
+# (`sim:...`, docs/simulation.md) the judge is simulated too, "GPT-4, simulated (planted effects)", whose ranks
+# follow Table 3's planted differences: a check of this notebook's ranking chain, not evidence about GPT-4.
 #
 # Outputs: `tables/tab-11-judge.*`, `figures/fig-11-judge.*`, `results/11_covrag_judge.json`.
 
@@ -96,7 +98,8 @@ print({name: sum(C.is_correct(a, ex.answers) for a, ex in zip(got, S.examples)) 
 # ## 2. The judge ranks them (Table 16's two prompts), rank = Σ x_i / N
 
 # %%
-judge_label = S.ranker.name if ranker else f"{S.ranker.name} (offline stand-in, not GPT-4)"
+judge_named = bool(S.values["ranker"])  # a judge was given (or, for a simulated model, the simulated paper's judge)
+judge_label = S.ranker.name if judge_named else f"{S.ranker.name} (offline stand-in, not GPT-4)"
 others = C.rank_answers(S.ranker, "others", [ex.question for ex in S.examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in S.examples],
                         seed=seed, max_new_tokens=S.ranker_tokens)
@@ -116,7 +119,7 @@ for criterion, r in ranks.items():
         rows.append({"criterion": criterion, "system": system, "model": ran[system], "mean rank": r.get(system),
                      "mean rank 95% CI": stats.format_interval(est, 2) if est else "not ranked (ours)",
                      "low": est["low"] if est else None, "high": est["high"] if est else None,
-                     "ranked": r["n"], "unparsed": r["unparsed"],
+                     "ranked": r["n"] if est else None, "unparsed": r["unparsed"] if est else None,
                      "systems": len(two) if criterion == "Citation Accuracy" else len(answers)})
 paper_rows = [{"criterion": c, "system": f"paper: {s}", "model": "paper (GPT-4 judge)", "mean rank": v, "ranked": None,
                "unparsed": None, "systems": 3 if c == "Citation Accuracy" else 4}
@@ -164,7 +167,7 @@ results.save_figure(fig, "fig-11-judge", params=S.params, judge=judge_label)
 
 # %%
 comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, S.ranker.name,
-                                   stand_in=not ranker, n=len(S.examples), seed=seed)
+                                   stand_in=not judge_named, n=len(S.examples), seed=seed)
 claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"], pooled=len(S.names))
                  for c in comparisons]  # pooled: the datasets (n_per_dataset each)
 tables.estimates(claim_records, digits=2)

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from covlib.core import stats  # noqa: E402
+from covlib.core import paths, stats  # noqa: E402
 
 NOTEBOOKS = "01,02,03,04,05,06,07,08,09,10,11,12"
 
@@ -32,7 +32,8 @@ def run_seed(behaviour: str, seed: int, profile: str, only: str, out: Path, reru
     ledger = root / "results" / "12_claims.json"
     if ledger.is_file() and not rerun:
         return ledger
-    env = {**os.environ, "COVLIB_ROOT": str(root), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "COVLIB_ROOT": str(root), "COVLIB_DATA": str(paths.data_dir()), "PYTHONPATH": str(ROOT),
+           "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(paths.cache_dir())}  # shared: the judge too
     began = time.time()
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--profile", profile, "--model",
                            f"sim:{behaviour}@{seed}", "--only", only], env=env, cwd=ROOT, capture_output=True,

@@ -10,12 +10,15 @@ profile runs them.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from covlib import data
 from covlib.core import paths
-from covlib.generation import EMBEDDED_LABEL, LM
+from covlib.generation import EMBEDDED_LABEL, LM, is_simulated
+from covlib.generation.simulated import with_persona
 from covlib.papers import covrag as C
+from covlib.papers.covrag import planted, simulation
 from covlib.retrieval import open_corpus
 from covlib.runs import profiles
 from covlib.runs.session import Session
@@ -40,12 +43,18 @@ CAPS = {
 }
 
 
-def adapter_or_default(given: str, slug: str, profile: str) -> str:
-    """The adapter asked for, else notebook 10's (same profile) when it was trained, else none."""
+def adapter_folder(slug: str, profile: str) -> str:
+    """build/adapters/10-<profile>-<slug>: where notebook 10 writes a variant (a simulated model's is only named)."""
+    return str(paths.build_dir() / "adapters" / f"10-{profile}-{slug}")
+
+
+def adapter_or_default(given: str, slug: str, profile: str, simulated: bool = False) -> str:
+    """The adapter asked for, else notebook 10's (same profile) when it was trained (for a simulated model, always:
+    its variants are planted, named by the folder), else none."""
     if given:
         return given
-    folder = paths.build_dir() / "adapters" / f"10-{profile}-{slug}"
-    return str(folder) if (folder / "adapter_config.json").is_file() else ""
+    folder = adapter_folder(slug, profile)
+    return folder if simulated or (Path(folder) / "adapter_config.json").is_file() else ""
 
 
 def derive(v: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +68,11 @@ def derive(v: dict[str, Any]) -> dict[str, Any]:
         out["model_ids"] = profiles.model_list(v["model"], v["models"], v["profile"], C.PAPER_MODELS)
         out["models"] = [m or EMBEDDED_LABEL for m in out["model_ids"]]
     if "qa_adapter" in v:  # 11: the RAG model and the CoV model share `model`, each with its adapter
-        out["qa_adapter"] = adapter_or_default(v["qa_adapter"], "qa-only", v["profile"])
-        out["covrag_adapter"] = adapter_or_default(v["covrag_adapter"], "qa-verify-chain", v["profile"])
+        simulated = is_simulated(v["model"])
+        out["qa_adapter"] = adapter_or_default(v["qa_adapter"], "qa-only", v["profile"], simulated)
+        out["covrag_adapter"] = adapter_or_default(v["covrag_adapter"], "qa-verify-chain", v["profile"], simulated)
+        if simulated and not v["ranker"]:  # the paper's judge, simulated: its ranks follow Table 3's (planted)
+            out["ranker"] = with_persona(v["model"], planted.JUDGE_PERSONA)
     return out
 
 
@@ -75,7 +87,10 @@ def load_models(S: Session) -> None:
     ids = v.get("model_ids", [v["model"]])
     S.data["generators"] = [S.load_model(m, v.get("adapter", "") if m == v["model"] else "") for m in ids]
     S.data["base"] = S.generators[0]
-    if "lora_rank" in v and not isinstance(S.base, LM):  # 10 renders prompts, reads the weights, trains adapters
+    if "lora_rank" in v and is_simulated(S.base):  # 10 on a simulated model: its variants are planted, not trained
+        S.data["planted_variants"] = [S.load_model(v["model"], adapter_folder(slug, v["profile"]))
+                                      for slug in C.VARIANTS.values()]  # loaded here so that the door teaches them
+    elif "lora_rank" in v and not isinstance(S.base, LM):  # 10 renders prompts, reads the weights, trains adapters
         raise TypeError(f"{S.base.name} is served: notebook 10 trains LoRA adapters and measures losses, which need "
                         "the model in this process; give MODEL=<hub id or folder> (a served model can be evaluated "
                         "with an adapter the server loads, in notebooks 08, 09 and 11)")
@@ -192,7 +207,8 @@ def work_11(v: dict[str, Any]) -> list[dict[str, Any]]:
 def notebook(name: str, caps: str, recorded: tuple, **extra: Any) -> dict[str, Any]:
     """One CoV-RAG notebook's spec."""
     return {"name": name, "traces": True, "caps": CAPS[caps], "derive": derive, "load": load, "recorded": recorded,
-            "lists": {"datasets": tuple(C.PAPER_COUNTS), "test_datasets": tuple(C.PAPER_COUNTS)}, **extra}
+            "lists": {"datasets": tuple(C.PAPER_COUNTS), "test_datasets": tuple(C.PAPER_COUNTS)},
+            "simulate": simulation.teach, **extra}
 
 
 NOTEBOOKS: dict[str, dict[str, Any]] = {

@@ -167,6 +167,7 @@ class TwoStages:
     without_chain: TrainingSet  # the same with judgment and revised query only (w/o CoL)
     pairs: dict[str, list[tuple[str, str]]]  # per variant (VARIANTS), the rendered (prompt, target) pairs it learned
     cards: dict[str, dict[str, Any]]  # per variant, its adapter's card, with "folder" and "stage"
+    planted: str = ""  # a simulated model: why nothing was trained (its variants are planted); "" when trained
 
 
 def train_two_stages(base: Any, model: str, train: Sequence[Example], references: Sequence[Sequence[Passage]], *,
@@ -177,8 +178,13 @@ def train_two_stages(base: Any, model: str, train: Sequence[Example], references
     training questions, those answers are labelled (gold, or `teacher`), and the w/o CoL and w/ CoL adapters learn
     L_QA + L_verification (Eqs. 2-4) from `model`. `base` is `model` loaded (it renders the prompts); `lora` goes to
     `fine_tune_lora`; adapters are written to `adapters_dir/<prefix><slug>` (VARIANTS). M1's predictions (and a
-    teacher's labels) are traced by `trace.write(tracer, <the TwoStages returned>)`."""
+    teacher's labels) are traced by `trace.write(tracer, <the TwoStages returned>)`.
+
+    A simulated `model` (`sim:...`) trains nothing: each variant is the planted one its folder's name gives
+    (`covlib.generation.load_lm`), the data are built all the same, and `planted` says so (the cards have no steps)."""
     test_questions = list(test_questions)
+    planted = (f"no training ran: {model} is a simulated model, and its fine-tuned variants are planted (each adapter "
+               "folder's name picks one; nothing is written there)") if generation.is_simulated(model) else ""
     check_no_leak([ex.question for ex in train], test_questions)
     base_dir = model or generation.embedded_model_dir()
     adapters_dir = Path(adapters_dir)
@@ -187,9 +193,13 @@ def train_two_stages(base: Any, model: str, train: Sequence[Example], references
 
     def fit(name: str, raw: Sequence[tuple[str, str]], stage: str, **card: Any) -> str:
         folder = adapters_dir / f"{prefix}{VARIANTS[name]}"
-        pairs[name] = [(base.render(p, chat), t) for p, t in raw]
-        cards[name] = lora_training.fine_tune_lora(pairs[name], base_dir, folder, card={"name": name, "stage": stage,
-                                                                                          **card}, **lora)
+        if planted:
+            pairs[name] = list(raw)
+            cards[name] = {"name": name, "steps": 0, "loss_curve": [], "planted": planted, **card}
+        else:
+            pairs[name] = [(base.render(p, chat), t) for p, t in raw]
+            cards[name] = lora_training.fine_tune_lora(pairs[name], base_dir, folder,
+                                                       card={"name": name, "stage": stage, **card}, **lora)
         cards[name].update(folder=str(folder), stage=stage)
         return str(folder)
 
@@ -204,4 +214,4 @@ def train_two_stages(base: Any, model: str, train: Sequence[Example], references
               "labels": sets[True].labels}
     for name, chain in ((WITHOUT_COL, False), (WITH_COL, True)):
         fit(name, sets[chain].multitask(), "2: L_QA + L_verification on M1's predictions", **judged)
-    return TwoStages(m1, predictions, sets[True], sets[False], pairs, cards)
+    return TwoStages(m1, predictions, sets[True], sets[False], pairs, cards, planted)
