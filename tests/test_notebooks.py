@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from covlib.core import paths
+from covlib.core.claim import SIM_LABEL
 from covrag_checks import check_09_claims, check_10_claims, check_11_claims
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -815,3 +819,81 @@ def test_the_pages_of_03_and_12_open_on_their_results_in_chromium(smoke_root, tm
     links = re.findall(r'<td><a href="(\d{2}[a-z]?_\w+)\.html#results">', index)
     assert len(links) == len(primary), "a link per ledger row"
     assert set(links) == {r["notebook"] or "12_claims" for r in primary}  # a claim no notebook tests: 12 says why
+
+
+# --------------------------------------------------------------------------- the simulated model, every notebook
+# `make reproduce MODEL=sim:paper PROFILE=smoke`: the branches the papers are about run (σ over rounds, query revision,
+# refusal and self-completion, several models, ratings), and everything names the model simulated (docs/simulation.md)
+
+
+@pytest.fixture(scope="module")
+def sim_root(tmp_path_factory) -> Path:
+    """One `make reproduce MODEL=sim:paper PROFILE=smoke` into a scratch root; the judge and data stay shared."""
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    root = tmp_path_factory.mktemp("sim")
+    env = {**os.environ, "COVLIB_ROOT": str(root), "COVLIB_DATA": str(paths.data_dir()),
+           "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(paths.cache_dir()), "MPLBACKEND": "Agg",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "scripts/reproduce.py", "--profile", "smoke", "--model", "sim:paper"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return root
+
+
+def sim_metrics(root: Path, stem: str) -> dict:
+    return json.loads((root / "results" / f"{stem}.json").read_text())["metrics"]
+
+
+@pytest.mark.notebook
+def test_sim_every_notebook_ran_and_every_model_column_names_the_simulation(sim_root):
+    stems = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb")}
+    assert stems <= {p.stem for p in (sim_root / "results").glob("*.json")}
+    named = 0
+    for table in (sim_root / "tables").glob("*.csv"):
+        with table.open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        for row in rows:
+            model = row.get("model") or ""
+            if model and not model.startswith("paper") and not table.stem.startswith("tab-00"):
+                assert SIM_LABEL in model, f"{table.name}: a row of ours names {model!r}, not the simulation"
+                named += 1
+    assert named > 20
+    for trace in (sim_root / "results" / "traces").rglob("*.jsonl"):
+        assert SIM_LABEL in trace.read_text(encoding="utf-8").splitlines()[0], f"{trace.name}: header"
+
+
+@pytest.mark.notebook
+def test_sim_the_ledger_keeps_the_simulation_apart_and_shows_what_was_planted(sim_root):
+    m = sim_metrics(sim_root, "12_claims")
+    assert sum(m["primary_verdicts"].values()) == 0  # no language model ran: nothing tallied as evidence
+    assert set(m["simulated_verdicts"]) == {"paper"} and sum(m["simulated_verdicts"]["paper"].values()) > 20
+    planted = [r for r in m["ledger"] if r["simulated"] and r["role"] == "primary" and r["planted"] is not None]
+    assert {r["id"].split("-")[0] for r in planted} == {"ve", "cred", "covrag"}
+    assert any(r["covers"] is not None for r in planted)
+
+
+@pytest.mark.notebook
+def test_sim_sigma_fires_and_revised_queries_run_for_several_models(sim_root):
+    m = sim_metrics(sim_root, "09_covrag_iterations")
+    assert len(m["models"]) >= 3  # a bare sim:paper is every paper backbone
+    fired = {name: s["fired"] for name, s in m["summary"].items()}
+    assert sum(fired.values()) > 0, f"σ never fired: {fired}"
+    assert sum(int(r) > 0 and c for h in m["rounds"].values() for r, c in h.items()) > 0  # re-answered after revision
+    assert all(s["parse"]["parse_rate"] > 0 for s in m["summary"].values())  # the verifier's JSON parsed
+
+
+@pytest.mark.notebook
+def test_sim_self_reflection_refuses_and_self_completion_runs_for_several_models(sim_root):
+    m = sim_metrics(sim_root, "07_reflection_completion")
+    assert len(m["models"]) >= 4
+    assert any(r["refusal_rate"] > 0 for r in m["reflection"].values()), "nothing refused"
+    assert any(r["refusal_rate"] < 100 for r in m["reflection"].values()), "everything refused"
+    assert m["completion"] and all(c["n"] > 0 for c in m["completion"].values())
+
+
+@pytest.mark.notebook
+def test_sim_the_models_are_compared_and_rated(sim_root):
+    m = sim_metrics(sim_root, "04_credibility_models")
+    rated = [r for r in m["claims"] if r["claim"] == "cred-human-correlation"]
+    assert rated and any("untestable" not in r for r in rated), rated[:1]
