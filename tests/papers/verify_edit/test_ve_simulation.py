@@ -5,8 +5,6 @@ effects come back (`sim:paper`) or none does (`sim:null`). Closed forms (`plante
 from __future__ import annotations
 
 import math
-import re
-import zlib
 
 import numpy as np
 import pytest
@@ -18,24 +16,9 @@ from covlib.papers import verify_edit as V
 from covlib.papers.verify_edit import claims, cot, planted, simulation
 from covlib.papers.verify_edit.notebook import NOTEBOOKS
 from covlib.retrieval import BM25Retriever
-from covlib.retrieval.embedding import Encoder
+from test_verify_edit import ENCODER  # the hashed-words sentence ranker (no model download)
 
 
-class _HashedWords:
-    """A sentence-transformers stand-in for ranking retrieved sentences (as test_verify_edit's): hashed bag of words."""
-
-    def get_sentence_embedding_dimension(self):
-        return 64
-
-    def encode(self, texts, **_):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                out[i, zlib.crc32(w.encode()) % 64] += 1
-        return out + 1e-3
-
-
-ENCODER = Encoder(_HashedWords(), "hashed-words")
 
 
 @pytest.fixture(scope="module")
