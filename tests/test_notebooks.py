@@ -855,7 +855,9 @@ def test_sim_every_notebook_ran_and_every_model_column_names_the_simulation(sim_
             rows = list(csv.DictReader(handle))
         for row in rows:
             model = row.get("model") or ""
-            if model and not model.startswith("paper") and not table.stem.startswith("tab-00"):
+            paper = row.get("source") == "paper" or any(str(row.get(k) or "").startswith("paper") for k in
+                                                         ("model", "method"))
+            if model and not paper and not table.stem.startswith("tab-00"):
                 assert SIM_LABEL in model, f"{table.name}: a row of ours names {model!r}, not the simulation"
                 named += 1
     assert named > 20
@@ -866,7 +868,9 @@ def test_sim_every_notebook_ran_and_every_model_column_names_the_simulation(sim_
 @pytest.mark.notebook
 def test_sim_the_ledger_keeps_the_simulation_apart_and_shows_what_was_planted(sim_root):
     m = sim_metrics(sim_root, "12_claims")
-    assert sum(m["primary_verdicts"].values()) == 0  # no language model ran: nothing tallied as evidence
+    assert m["primary_verdicts"] == {**m["primary_verdicts"], "supported": 0, "contradicted": 0,
+                                     "inconclusive at this n": 0}  # no language model ran: no evidence tallied
+    assert all(r["model"] is None for r in m["ledger"] if not r["simulated"])  # only the claims no run can test
     assert set(m["simulated_verdicts"]) == {"paper"} and sum(m["simulated_verdicts"]["paper"].values()) > 20
     planted = [r for r in m["ledger"] if r["simulated"] and r["role"] == "primary" and r["planted"] is not None]
     assert {r["id"].split("-")[0] for r in planted} == {"ve", "cred", "covrag"}
