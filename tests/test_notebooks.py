@@ -901,3 +901,23 @@ def test_sim_the_models_are_compared_and_rated(sim_root):
     m = sim_metrics(sim_root, "04_credibility_models")
     rated = [r for r in m["claims"] if r["claim"] == "cred-human-correlation"]
     assert rated and any("untestable" not in r for r in rated), rated[:1]
+
+
+@pytest.mark.notebook
+def test_sim_sigma_fires_over_several_rounds(sim_root, tmp_path):
+    import papermill as pm
+
+    (ipynb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("09_")]
+    out = tmp_path / "09-rounds"
+    env = {"COVLIB_ROOT": str(out)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pm.execute_notebook(str(ipynb), str(tmp_path / ipynb.name), cwd=str(ipynb.parent), progress_bar=False,
+                            parameters={"profile": "cpu", "model": "sim:paper/Llama2-13b", "max_rounds": 3,
+                                        "n_per_dataset": 20}, kernel_name="python3")
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    rounds = sim_metrics(out, "09_covrag_iterations")["rounds"]
+    assert any(int(r) >= 2 and c for h in rounds.values() for r, c in h.items()), rounds  # settled after round 2+
