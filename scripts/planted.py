@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -53,16 +54,19 @@ def primary_rows(ledger: Path) -> list[dict]:
     return [r for r in rows if r.get("role") == "primary" and r.get("simulated")]
 
 
+def _model(row: dict) -> str:
+    """A row's model without its behaviour and world: the same persona and variant in every seed."""
+    return re.sub(r"simulated \(planted effects\), \w+(, world \d+)?", "simulated", row["model"])
+
+
 def tally(by_seed: dict[str, dict[int, list[dict]]]) -> list[dict]:
     """Per claim and model: seeds with an estimate, the share supported under each behaviour, coverage of `paper`."""
-    keys = sorted({(r["id"], r["model"].split(", simulated")[0]) for seeds in by_seed.values() for rows in seeds.values()
-                   for r in rows})
+    keys = sorted({(r["id"], _model(r)) for seeds in by_seed.values() for rows in seeds.values() for r in rows})
     out = []
     for claim, persona in keys:
         row = {"claim": claim, "model": persona}
         for behaviour, seeds in by_seed.items():
-            found = [r for rows in seeds.values() for r in rows
-                     if r["id"] == claim and r["model"].split(", simulated")[0] == persona]
+            found = [r for rows in seeds.values() for r in rows if r["id"] == claim and _model(r) == persona]
             tested = [r for r in found if r["verdict"] != "not testable here"]
             flags = [float(r["verdict"] == "supported") for r in tested]
             share = stats.mean_interval(flags, scale=100) if tested else None
