@@ -24,7 +24,7 @@ from covlib.core.claim import Claim, ClaimSet
 from covlib.generation import EMBEDDED_MODEL, EMBEDDED_NAME, ENDPOINT_PREFIX
 from covlib.generation.embedded import embedded_model_dir
 
-from covlib.papers.credibility import planted
+from covlib.papers.credibility.planted import effects as planted_effects
 from covlib.papers.credibility.paper import PAPER_MODELS, PAPER_TABLE1, PAPER_TABLE4
 
 PAPER = "Credibility"
@@ -264,9 +264,9 @@ CLAIMS: tuple[Claim, ...] = (
           n_parameter="n_questions"),
 )
 
-# What `sim:paper/<persona>` plants for the claims recorded per model, in each claim's unit (`planted.effects`): the
+# What `sim:paper/<persona>` plants for the claims recorded per model, in each claim's unit (`planted.effects`, once per claim): the
 # claim's `planted` (or `paper_effect`) is one persona's; a simulated row of another persona should give back its own.
-PLANTED_BY_MODEL: dict[str, dict[str, float]] = {c.id: planted.effects(c.id) for c in CLAIMS if planted.effects(c.id)}
+PLANTED_BY_MODEL: dict[str, dict[str, float]] = {c.id: e for c in CLAIMS if (e := planted_effects(c.id))}
 CLAIMS = tuple(replace(c, planted_by=tuple(PLANTED_BY_MODEL.get(c.id, {}).items())) for c in CLAIMS)  # per persona
 
 

@@ -14,7 +14,7 @@ from covlib import retrieval
 from covlib.core.records import Example, Passage
 from covlib.generation.simulated import SimLM
 from covlib.papers import credibility as C
-from covlib.papers.credibility import simulation
+from covlib.papers.credibility.simulation import teach
 from covlib.runs import profiles
 from covlib.runs.session import Session
 
@@ -67,7 +67,7 @@ def load(S: Session) -> None:
     S.data["generators"] = [S.load_model(m) for m in v["models"]]
     for g in S.generators:  # taught now (the door teaches them again after `load`): key_facts="llm" asks them
         if isinstance(g, SimLM):
-            simulation.teach(S, g)
+            teach(S, g)
     S.data["facts"] = C.build_key_facts(v["key_facts"], S.examples, S.generators[0])
     C.trace.write(S.tracer, S.facts)  # traced when the paper's prompts wrote key facts just now (key_facts="llm")
     compare = v.get("compare_key_facts") or ""
@@ -151,7 +151,7 @@ def work_07(values: dict[str, Any]) -> list[dict[str, Any]]:
 def notebook(name: str, **extra: Any) -> dict[str, Any]:
     """One credibility notebook's spec: the shared caps, derivations and recorded settings, and `load`."""
     return {"name": name, "judge": True, "traces": True, "caps": ONE_SIZE, "derive": models_and_labels,
-            "recorded": RECORDED, "load": load, "simulate": simulation.teach, **extra}
+            "recorded": RECORDED, "load": load, "simulate": teach, **extra}
 
 
 NOTEBOOKS: dict[str, dict[str, Any]] = {
