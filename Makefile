@@ -53,8 +53,8 @@ $(VENV)/.llama-portable: $(VENV)/.installed
 judge: env ## train the offline NLI judge (MiniLM cross-encoder on FEVER) into .cache/models/ once (26-55 min on 2 cores; docs/times.md)
 	$(PY) scripts/build_judge.py
 
-reproduce: env $(if $(PLAN),,judge) ## run every notebook in order with papermill; writes figures/, tables/, results/ [PLAN=1: the work and predicted time per notebook, run nothing]
-	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)" $(if $(PLAN),--plan)
+reproduce: env $(if $(PLAN)$(JUDGE),,judge) ## run every notebook in order with papermill; writes figures/, tables/, results/ [PLAN=1: the work and predicted time per notebook, run nothing; JUDGE=overlap: that NLI judge, no training]
+	$(PY) scripts/reproduce.py --profile "$(PROFILE)" --model "$(MODEL)" --device "$(DEVICE)" --only "$(ONLY)" --judge "$(JUDGE)" $(if $(PLAN),--plan)
 
 planted: env judge ## the simulated model over SEEDS world seeds (default 20): sim:null's false-positive rate and sim:paper's coverage per claim -> build/planted/ (docs/simulation.md)
 	$(PY) scripts/planted.py --seeds "$(or $(SEEDS),20)" --profile "$(or $(PROFILE),cpu)"

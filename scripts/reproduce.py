@@ -8,7 +8,8 @@ prints the time left across the rest, and at the end (or when one fails) a table
 training time from its card.json, and the plan (`covlib.runs.plan`: the model work each notebook's profile does, at the
 rates `make bench` measured) beside the times taken. After each notebook it prints its slowest cells (papermill's
 per-cell timings): where the time went. `--plan` (make reproduce PLAN=1) prints the plan, with the last recorded times
-beside it, and runs nothing.
+beside it, and runs nothing. `--judge` (make reproduce JUDGE=overlap) runs the credibility notebooks' NLI oracle `judge`,
+and 00b's judges with it in the trained judge's place, so a run need not train the judge first.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from covlib.core import paths  # noqa: E402
 from covlib.generation import default_device, spec  # noqa: E402
 from covlib.generation.simulated import is_simulated, parse_sim  # noqa: E402
-from covlib.nli.registry import trained_judge_dir  # noqa: E402
+from covlib.nli.registry import TRAINED_JUDGE, check_judge, trained_judge_dir  # noqa: E402
 from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG  # noqa: E402
 from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY  # noqa: E402
 from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT  # noqa: E402
@@ -58,9 +59,14 @@ def executed_dir() -> Path:
     return ROOT / "notebooks" / "executed"
 
 
-def check_arguments(model: str, device: str) -> None:
+def check_arguments(model: str, device: str, judge: str = "") -> None:
     """Stop before the first notebook on a model that is neither a folder, a hub id, a server spec
-    (`openai:<model>@<base_url>`) nor a simulated model (`sim:<behaviour>`), or an unknown device."""
+    (`openai:<model>@<base_url>`) nor a simulated model (`sim:<behaviour>`), an unknown device, or a judge that names
+    none."""
+    try:
+        check_judge(judge) if judge else None
+    except ValueError as err:
+        raise SystemExit(f"JUDGE={judge!r}: {err}") from None
     if is_simulated(model):
         try:
             parse_sim(model)
@@ -95,16 +101,29 @@ def make_plan(selected: list[Path], profile: str, model: str, device: str) -> pl
     return plan.make([SPECS[nb.stem] for nb in selected], profile, model, device)
 
 
+def judge_parameters(nb: Path, judge: str) -> dict[str, str]:
+    """JUDGE=: the notebook's NLI oracle `judge`, or its `judges` with `judge` in the trained judge's place (00b)."""
+    declared = pm.inspect_notebook(str(nb)) if judge else {}
+    if "judge" in declared:
+        return {"judge": judge}
+    if "judges" in declared:
+        default = [s.strip() for s in declared["judges"]["default"].strip("\"'").split(",")]
+        return {"judges": ",".join(dict.fromkeys(judge if s == TRAINED_JUDGE else s for s in default))}
+    return {}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="", help="smoke, cpu or full (default: full on a GPU, cpu otherwise)")
     ap.add_argument("--model", default="", help="hub id, local directory, openai:<model>@<base_url> or sim:paper / sim:null (default: embedded SmolLM2)")
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--judge", default="", help="the NLI judge of notebooks 00b and 04-07, e.g. overlap (default: the "
+                                                "trained judge `make judge` builds)")
     ap.add_argument("--only", default="", help="comma-separated notebook numbers, e.g. 00,03")
     ap.add_argument("--plan", action="store_true", help="print the model work and predicted time per notebook, "
                                                         "and the last recorded times beside them; run nothing")
     args = ap.parse_args()
-    check_arguments(args.model, args.device)
+    check_arguments(args.model, args.device, args.judge)
     try:
         profile = profiles.resolve(args.profile, args.device or None)
     except ValueError as err:
@@ -134,7 +153,8 @@ def main() -> None:
             pm.execute_notebook(
                 str(nb),
                 str(out_dir / nb.name),
-                parameters={"profile": profile, "model": args.model, "device": args.device},
+                parameters={"profile": profile, "model": args.model, "device": args.device,
+                            **judge_parameters(nb, args.judge)},
                 cwd=str(ROOT / "notebooks"),
                 progress_bar=True,
             )

@@ -828,15 +828,16 @@ def test_the_pages_of_03_and_12_open_on_their_results_in_chromium(smoke_root, tm
 
 @pytest.fixture(scope="module")
 def sim_root(tmp_path_factory) -> Path:
-    """One `make reproduce MODEL=sim:paper PROFILE=smoke` into a scratch root; the judge and data stay shared."""
+    """One `make reproduce MODEL=sim:paper PROFILE=smoke JUDGE=<smoke_judge()>` into a scratch root; the judge and data
+    stay shared."""
     if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
         pytest.skip(f"real data not found under {paths.data_dir()}")
     root = tmp_path_factory.mktemp("sim")
     env = {**os.environ, "COVLIB_ROOT": str(root), "COVLIB_DATA": str(paths.data_dir()),
            "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(paths.cache_dir()), "MPLBACKEND": "Agg",
            "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "scripts/reproduce.py", "--profile", "smoke", "--model", "sim:paper"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([sys.executable, "scripts/reproduce.py", "--profile", "smoke", "--model", "sim:paper",
+                           "--judge", smoke_judge()], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return root
 
@@ -904,20 +905,16 @@ def test_sim_the_models_are_compared_and_rated(sim_root):
 
 
 @pytest.mark.notebook
-def test_sim_sigma_fires_over_several_rounds(sim_root, tmp_path):
+def test_sim_sigma_fires_over_several_rounds(sim_root, tmp_path, monkeypatch):
     import papermill as pm
 
     (ipynb,) = [nb for nb in NOTEBOOKS if nb.name.startswith("09_")]
     out = tmp_path / "09-rounds"
-    env = {"COVLIB_ROOT": str(out)}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        pm.execute_notebook(str(ipynb), str(tmp_path / ipynb.name), cwd=str(ipynb.parent), progress_bar=False,
-                            parameters={"profile": "cpu", "model": "sim:paper/Llama2-13b", "max_rounds": 3,
-                                        "n_per_dataset": 20}, kernel_name="python3")
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    for name, value in (("COVLIB_DATA", paths.data_dir()), ("COVLIB_MODELS", paths.models_dir()),
+                        ("COVLIB_CACHE", paths.cache_dir()), ("COVLIB_ROOT", out)):  # the data where it was found
+        monkeypatch.setenv(name, str(value))
+    pm.execute_notebook(str(ipynb), str(tmp_path / ipynb.name), cwd=str(ipynb.parent), progress_bar=False,
+                        parameters={"profile": "cpu", "model": "sim:paper/Llama2-13b", "max_rounds": 3,
+                                    "n_per_dataset": 20}, kernel_name="python3")
     rounds = sim_metrics(out, "09_covrag_iterations")["rounds"]
     assert any(int(r) >= 2 and c for h in rounds.values() for r, c in h.items()), rounds  # settled after round 2+

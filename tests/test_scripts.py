@@ -14,6 +14,7 @@ from covlib.core import paths
     (["--model", "nq/x.jsnl"], "is not a model folder here and not a hub id"),
     (["--device", "gpu"], "DEVICE='gpu': use cpu, cuda"),
     (["--profile", "bogus"], "unknown profile 'bogus'"),
+    (["--judge", "no-such-judge"], "JUDGE='no-such-judge': "),
 ])
 def test_reproduce_refuses_bad_arguments_before_any_notebook(args, message):
     import subprocess
