@@ -123,3 +123,19 @@ def test_the_decoder_identity_checks_catch_fixed_shape_decoding_that_differs(tmp
     monkeypatch.setattr(decoding, "fixed_state", shifted)
     assert check.main(["--shape", "tiny", "--prompts", "3", "--tokens", "8"]) == 1
     assert "fixed shapes - dynamic" in capsys.readouterr().out.split("FAILED")[0]
+
+
+def test_reproduce_judge_reaches_the_notebooks_that_take_a_judge():
+    """JUDGE=overlap: 04-07's oracle `judge`; 00b's judges with it in the trained judge's place; no other notebook."""
+    import sys
+
+    sys.path.insert(0, str(paths.code_root() / "scripts"))
+    from reproduce import judge_parameters
+
+    notebooks = paths.code_root() / "notebooks"
+    assert judge_parameters(notebooks / "00b_nli_judges.ipynb", "overlap") == {"judges": "overlap,llm"}
+    assert judge_parameters(notebooks / "00b_nli_judges.ipynb", "true") == {"judges": "true,overlap,llm"}
+    for stem in ("04_credibility_models", "05_knowledge_precision", "06_knowledge_recall", "07_reflection_completion"):
+        assert judge_parameters(notebooks / f"{stem}.ipynb", "overlap") == {"judge": "overlap"}
+    assert judge_parameters(notebooks / "03_verify_and_edit_tables.ipynb", "overlap") == {}
+    assert judge_parameters(notebooks / "04_credibility_models.ipynb", "") == {}  # no JUDGE: the notebook's default
