@@ -54,6 +54,8 @@
 # judge's sensitivity and specificity within a stratum are the same on these answers as on the test pairs (the
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
+# On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
 #
 # Outputs: `figures/fig-05-knowledge-precision.*`, `tables/tab-05-knowledge-precision.*`,
 # `tables/tab-05-recall-drop.*`, `results/05_knowledge_precision.json`.
@@ -109,7 +111,7 @@ judge_name = summary[names[0]][S.n_refs[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(S.examples)
-rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
 
 est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in S.n_refs} for name in names}
 change = {name: {n: C.paired(rows[(name, n)], rows[(name, S.n_refs[0])], "R", seed=seed) for n in S.n_refs[1:]}

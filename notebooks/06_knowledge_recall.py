@@ -50,6 +50,8 @@
 # judge's sensitivity and specificity within a stratum are the same on these answers as on the test pairs (the
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
+# On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
 #
 # Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
 
@@ -110,7 +112,7 @@ print(judge_agreement)
 q = len(S.examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
-rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
 est = {name: {s: C.intervals(rows[(name, s)], seed=seed, rates=rates) for s in settings} for name in names}
 PAIRS = (("complete", "partial"), ("partial", "closed-book"))
 diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)

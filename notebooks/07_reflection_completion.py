@@ -65,6 +65,8 @@
 # judge's sensitivity and specificity within a stratum are the same on these answers as on the test pairs (the
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
+# On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
 #
 # Outputs: `tables/tab-07-reflection-completion.*`, `tables/tab-07-gold-recall.*`,
 # `results/07_reflection_completion.json`.
@@ -185,7 +187,7 @@ C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every ans
 summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
-rates = nli_eval.judge_rates(S.judge)  # the judge's error on the frozen key-fact test set (00b): folded into the judge-corrected P and R
+rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
 est = {key: C.intervals(r, seed=seed, rates=rates) for key, r in rows.items()}
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}

@@ -27,7 +27,11 @@ from covlib.core.records import Example
 from covlib.core.references import cited_sentences, strip_citations
 from covlib.core.text import split_sentences
 from covlib.generation.simulated import SimLM, uniform
+from covlib import nli
+from covlib.nli.judge_error import PREMISE_KINDS
+from covlib.nli.labelled import NLIPair
 from covlib.papers.credibility import planted
+from covlib.papers.credibility.answers import Scores
 from covlib.papers.credibility.key_facts import build_key_facts, gold_sentences, supporting_key_facts
 from covlib.papers.credibility.paper import PAPER_PEARSON, PAPER_TABLE2
 from covlib.papers.credibility.prompts import (ANSWER_INSTRUCTION, CLOSED_BOOK_INSTRUCTION, COMPLETION_INSTRUCTION,
@@ -200,6 +204,36 @@ def teach(S: Any, lm: SimLM) -> None:
     lm.teach("credibility cited answer", lambda p, m, rng: _answer(p, m, rng, known, r))
     lm.teach("credibility search query", lambda p, m, rng: _query(p, m, known, r))
     lm.teach("credibility key facts", lambda p, m, rng: _key_facts(p, known))
+
+
+# --------------------------------------------------------------------------- the judge's error on the simulation's answers
+
+
+def labelled_pairs(scores: Scores) -> list[NLIPair]:
+    """Every (premise, key fact) pair the judge decided in `scores`, labelled by what the simulation stated: entailed
+    exactly when the fact's own words are in the premise (a whole answer for recall, a sentence for precision)."""
+    out = []
+    for key, per_answer in scores.details.items():
+        for q, judged in zip(scores.examples, per_answer):
+            for metric, kind in (("recall", "answer"), ("precision", "sentence")):
+                for *_, premise, fact, _probs, _said in judged[metric]:
+                    label = "entailment" if fact.strip().rstrip(".") in premise else "neutral"
+                    out.append(NLIPair(premise, fact, label, f"sim:{q.id}", kind,
+                                           {"stratum": nli.stratum(premise, fact), "question_id": q.id}))
+    return out
+
+
+def correction_rates(scores: Scores) -> dict[str, nli.JudgeRates]:
+    """The judge's error the judge-corrected columns fold in: on the frozen key-fact test set (00b), or, when every
+    answer is the simulation's, on the simulation's own judged pairs (`labelled_pairs`): its verbatim facts are not
+    the test set's premises, and the test set's rates do not carry to them (docs/simulation.md)."""
+    if not scores.runs or not all(isinstance(getattr(run[0], "generator", None), SimLM) for run in scores.runs.values()):
+        return nli.judge_rates(scores.judge)
+    pairs = labelled_pairs(scores)
+    said = [d[-1] for per_answer in scores.details.values() for judged in per_answer
+            for metric in ("recall", "precision") for d in judged[metric]]
+    return {kind: nli.rates_from_decisions(scores.judge.name, [s for s, p in zip(said, pairs) if p.kind == kind],
+                                           [p for p in pairs if p.kind == kind]) for kind in PREMISE_KINDS}
 
 
 # --------------------------------------------------------------------------- planted human ratings (Table 2)

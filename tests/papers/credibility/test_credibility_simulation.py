@@ -188,3 +188,30 @@ def test_figures_05_and_06_caption_without_the_judges_agreement_paragraph():
         source = (paths.code_root() / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
         calls = [line for line in source.splitlines() if "plotting.caption(" in line]
         assert calls and not any("judge_agreement" in line for line in calls), name
+
+
+def test_the_judge_correction_reads_the_simulations_own_labelled_pairs(questions):
+    """The frozen test set's rates do not carry to the simulation's verbatim key facts (with the trained judge every
+    arm's corrected recall snapped to 0 under sim:null): the simulation's judged pairs, labelled by what it stated,
+    give the rates, and under sim:null each arm's corrected recall holds the true recall."""
+    questions = questions[:120]
+    judge = nli.get_judge(nli.offline_judge())
+    lm = taught("sim:null", questions)
+    runs = C.answer_runs([lm], questions, sets(questions), progress=False)
+    rows = C.score_runs(runs, questions, C.build_key_facts("agents", questions), judge, progress=False)
+    pairs = simulation.labelled_pairs(rows)
+    known = {k.example.id: k for k in simulation.known_questions(questions).values()}
+    stated = sum(round(simulation.content(a, known[ex.id])[1] * len(known[ex.id].facts)) for answers, _ in runs.values()
+                 for a, ex in zip(answers, questions) if C.plain_answer(a).strip())
+    assert sum(p.kind == "answer" and p.label == "entailment" for p in pairs) == stated > 0  # labels: what it stated
+    assert {p.extra["stratum"] for p in pairs} <= set(nli.STRATA)
+    rates = C.correction_rates(rows)
+    assert set(rates) == {"answer", "sentence"} and sum(r.n_pairs for r in rates.values()) == len(pairs)
+    assert rates["answer"].n_pairs != nli.judge_rates(judge)["answer"].n_pairs  # not the test set's
+    for setting in ("closed-book", "partial", "complete"):
+        truth = 100 * true_recall(runs[(lm.name, setting)][0], questions).mean()
+        est = C.judge_corrected(rows[(lm.name, setting)], rates)["R_corrected"]
+        assert est["low"] <= truth <= est["high"], (setting, truth, est)
+    real = C.score_runs({("a model", "complete"): (list(runs[(lm.name, "complete")][0]), runs[(lm.name, "complete")][1])},
+                        questions, C.build_key_facts("agents", questions), judge, progress=False)
+    assert C.correction_rates(real)["answer"].n_pairs == nli.judge_rates(judge)["answer"].n_pairs  # a model's: 00b's
