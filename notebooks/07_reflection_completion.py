@@ -67,6 +67,8 @@
 # independently. They show the range the judge's error allows, not a better judge's number.
 # On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
 # fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
+# It showed the judge erring differently by reference condition within a stratum (answers that copy references
+# look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
 # Outputs: `tables/tab-07-reflection-completion.*`, `tables/tab-07-gold-recall.*`,
 # `results/07_reflection_completion.json`.
