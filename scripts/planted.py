@@ -4,8 +4,10 @@ many world seeds (`make planted`): with `sim:null`, how often each claim comes o
 (its coverage: about 95%) and how often the claim is found ("supported": the power at this profile's n).
 
 Each seed is one `scripts/reproduce.py` run in its own output root (`<out>/<behaviour>-<seed>/`, its results, tables
-and figures), `MODEL=sim:<behaviour>@<seed>`: the questions stay the profile's, the simulated draws change. A seed
-whose results exist is read, not run again (`--rerun` runs it anew). Writes `<out>/planted.{md,json}`.
+and figures, and its executed notebooks), `MODEL=sim:<behaviour>@<seed>`: the questions stay the profile's, the
+simulated draws change. A seed whose results this code wrote (its commit is HEAD, unchanged) is read, not run again;
+one written by other code runs again (`--reuse` tallies it as it is, `--rerun` runs every seed anew). Writes
+`<out>/planted.{md,json}`, with the commits that ran the seeds.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from covlib.core import paths, stats  # noqa: E402
+from covlib.report import results  # noqa: E402
 
 NOTEBOOKS = "01,02,03,04,05,06,07,08,09,10,11,12"
 
 
-def run_seed(behaviour: str, seed: int, profile: str, only: str, out: Path, rerun: bool) -> Path:
-    """The ledger of one seed (`results/12_claims.json` of its own output root), run when missing."""
+def run_seed(behaviour: str, seed: int, profile: str, only: str, out: Path, rerun: bool, reuse: bool = False) -> Path:
+    """The ledger of one seed (`results/12_claims.json` of its own output root), run when missing or written by
+    other code (unless `reuse`)."""
     root = out / f"{behaviour}-{seed}"
     ledger = root / "results" / "12_claims.json"
-    if ledger.is_file() and not rerun:
+    if ledger.is_file() and not rerun and (reuse or _same_code(ledger)):
         return ledger
     env = {**os.environ, "COVLIB_ROOT": str(root), "COVLIB_DATA": str(paths.data_dir()), "PYTHONPATH": str(ROOT),
            "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(paths.cache_dir())}  # shared: the judge too
@@ -39,13 +43,27 @@ def run_seed(behaviour: str, seed: int, profile: str, only: str, out: Path, reru
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--profile", profile, "--model",
                            f"sim:{behaviour}@{seed}", "--only", only], env=env, cwd=ROOT, capture_output=True,
                           text=True)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "run.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     if done.returncode:
         raise SystemExit(f"sim:{behaviour}@{seed} failed (its log: {root / 'run.log'}):\n{done.stdout[-3000:]}"
                          f"{done.stderr[-3000:]}")
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "run.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     print(f"sim:{behaviour}@{seed}: {time.time() - began:.0f} s", flush=True)
     return ledger
+
+
+def _commit(ledger: Path) -> str:
+    """The commit a seed's ledger was written at ('' when it does not say)."""
+    try:
+        return str(json.loads(ledger.read_text(encoding="utf-8")).get("meta", {}).get("git_commit") or "")
+    except (OSError, ValueError):
+        return ""
+
+
+def _same_code(ledger: Path) -> bool:
+    """Whether a seed's ledger was written by this code (its commit is HEAD, with no change since): else it runs
+    again, so that no tally mixes seeds of two versions of the chain."""
+    return bool(_commit(ledger)) and _commit(ledger) == results.git_commit()
 
 
 def primary_rows(ledger: Path) -> list[dict]:
@@ -81,10 +99,11 @@ def tally(by_seed: dict[str, dict[int, list[dict]]]) -> list[dict]:
     return out
 
 
-def markdown(rows: list[dict], profile: str, seeds: list[int]) -> str:
-    """The tally as a markdown table with what it measures above it."""
+def markdown(rows: list[dict], profile: str, seeds: list[int], commits: list[str]) -> str:
+    """The tally as a markdown table with what it measures above it, and the commits whose code ran the seeds."""
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    lines = [f"Simulated model, profile {profile}, world seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds). "
+    lines = [f"Simulated model, profile {profile}, world seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds; code "
+             f"{', '.join(commits) or 'unknown'}). "
              "'supported' under null is a false positive (want about 5% or fewer); 'coverage' is the share of paper "
              "seeds whose primary 95% interval holds the planted effect (want about 95%); shares with their Wilson "
              "95% intervals over seeds.", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -100,15 +119,19 @@ def main() -> None:
     ap.add_argument("--only", default=NOTEBOOKS, help="the notebooks each seed runs (12, the ledger, always)")
     ap.add_argument("--out", default=str(ROOT / "build" / "planted"), help="where the seeds' runs and the tally go")
     ap.add_argument("--rerun", action="store_true", help="run seeds whose results already exist again")
+    ap.add_argument("--reuse", action="store_true", help="tally seeds whose results exist whatever code wrote them "
+                                                         "(their commits are listed); by default those run again")
     args = ap.parse_args()
     only = ",".join(dict.fromkeys([*args.only.split(","), "12"]))
     out, seeds = Path(args.out) / args.profile, list(range(1, args.seeds + 1))
-    by_seed = {b: {s: primary_rows(run_seed(b, s, args.profile, only, out, args.rerun)) for s in seeds}
+    ledgers = {b: {s: run_seed(b, s, args.profile, only, out, args.rerun, args.reuse) for s in seeds}
                for b in args.behaviours.split(",")}
+    by_seed = {b: {s: primary_rows(path) for s, path in found.items()} for b, found in ledgers.items()}
+    commits = sorted({_commit(path) for found in ledgers.values() for path in found.values()})
     rows = tally(by_seed)
-    (out / "planted.json").write_text(json.dumps({"profile": args.profile, "seeds": seeds, "rows": rows}, indent=1),
-                                      encoding="utf-8")
-    text = markdown(rows, args.profile, seeds)
+    (out / "planted.json").write_text(json.dumps({"profile": args.profile, "seeds": seeds, "commits": commits,
+                                                  "rows": rows}, indent=1), encoding="utf-8")
+    text = markdown(rows, args.profile, seeds, commits)
     (out / "planted.md").write_text(text, encoding="utf-8")
     print(text)
 

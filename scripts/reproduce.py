@@ -1,6 +1,6 @@
 """Run every notebook in order with papermill (what `make reproduce` calls).
 
-Executed copies go to notebooks/executed/ (git-ignored); each notebook writes its
+Executed copies go to <root>/notebooks/executed/ (git-ignored); each notebook writes its
 own figures/, tables/ and results/. Each notebook's run time is recorded in results/run_times.json as it
 finishes (covlib.runs.run_times: merged, under a lock, into what the file holds by then, so two runs at once keep each
 other's times; a file of another shape is kept aside with a warning, never replaced); before each notebook the script
@@ -55,8 +55,9 @@ def notebooks(only: str = "") -> list[Path]:
 
 
 def executed_dir() -> Path:
-    """Where the executed copies go (git-ignored)."""
-    return ROOT / "notebooks" / "executed"
+    """Where the executed copies go (git-ignored): <root>/notebooks/executed, beside the run's own results (a run
+    into another COVLIB_ROOT, such as a `make planted` seed, leaves the repository's executed notebooks alone)."""
+    return paths.root() / "notebooks" / "executed"
 
 
 def check_arguments(model: str, device: str, judge: str = "") -> None:

@@ -139,3 +139,38 @@ def test_reproduce_judge_reaches_the_notebooks_that_take_a_judge():
         assert judge_parameters(notebooks / f"{stem}.ipynb", "overlap") == {"judge": "overlap"}
     assert judge_parameters(notebooks / "03_verify_and_edit_tables.ipynb", "overlap") == {}
     assert judge_parameters(notebooks / "04_credibility_models.ipynb", "") == {}  # no JUDGE: the notebook's default
+
+
+@pytest.mark.notebook
+def test_make_planted_runs_a_seed_again_when_other_code_wrote_it(tmp_path, monkeypatch):
+    """`make planted` never tallies a seed of another version of the chain unasked: a ledger whose commit is not
+    HEAD runs again (`--reuse` keeps it), the seed's executed notebooks stay in its own root, and planted.md names
+    the commits."""
+    import json
+    import subprocess
+    import sys
+
+    from covlib.report import results
+
+    if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():
+        pytest.skip(f"real data not found under {paths.data_dir()}")
+    script = [sys.executable, str(paths.code_root() / "scripts" / "planted.py"), "--seeds", "1", "--profile", "smoke",
+              "--behaviours", "null", "--only", "12", "--out", str(tmp_path)]
+    env = {**os.environ, "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
+           "COVLIB_CACHE": str(paths.cache_dir())}
+    ledger = tmp_path / "smoke" / "null-1" / "results" / "12_claims.json"
+
+    def run(*extra: str) -> str:
+        done = subprocess.run([*script, *extra], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    assert "sim:null@1:" in run() and (tmp_path / "smoke" / "null-1" / "notebooks" / "executed" / "12_claims.ipynb").is_file()
+    head = results.git_commit()
+    assert head in (tmp_path / "smoke" / "planted.md").read_text()
+    record = json.loads(ledger.read_text())
+    record["meta"]["git_commit"] = "0" * 40  # as if an older version of the chain wrote this seed
+    ledger.write_text(json.dumps(record))
+    assert "sim:null@1:" not in run("--reuse") and "0" * 40 in (tmp_path / "smoke" / "planted.md").read_text()
+    assert "sim:null@1:" in run()  # run again by this code
+    assert json.loads(ledger.read_text())["meta"]["git_commit"] == head

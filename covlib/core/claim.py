@@ -33,7 +33,8 @@ class Claim:
     effect_source: str = ""  # where paper_effect comes from
     n_parameter: str = ""  # the notebook parameter whose default is the questions `full` runs (per dataset: a record
     # may say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
-    planted: float | None = None  # what the simulated model `sim:paper` plants, in our unit (None: paper_effect)
+    planted: float | None = None  # what the simulated model `sim:paper` plants, in our unit (None: paper_effect;
+    # NaN: nothing in this unit, `planted_source` says why)
     planted_source: str = ""  # where `planted` comes from in the paper, when it is not paper_effect
     planted_by: tuple[tuple[str, float], ...] = ()  # (persona, effect) where a claim recorded per model plants each
     # persona its own effect (the paper's number for that model); a persona not listed plants `planted_effect`
@@ -44,23 +45,25 @@ class Claim:
     def planted_effect(self) -> tuple[float | None, str]:
         """(the effect `sim:paper` plants at the primary setting in our unit, its source in the paper), None if none."""
         if self.planted is not None:
-            return self.planted, self.planted_source
+            return (None if math.isnan(self.planted) else self.planted), self.planted_source
         return self.paper_effect, self.effect_source
 
     def planted_for(self, model: Any) -> float | None:
         """The effect `sim:paper` plants in the row of `model` (a simulated model's name: '<persona>, simulated ...')."""
         persona = str(model or "").split(f", {SIM_LABEL}")[0] if SIM_LABEL in str(model or "") else ""
-        return dict(self.planted_by).get(persona, self.planted_effect[0])
+        return {k.lower(): v for k, v in self.planted_by}.get(persona.lower(), self.planted_effect[0])  # 13B is 13b
 
     def planted_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """Of a ledger row: its model's simulated behaviour, and for a simulated primary row the effect planted
-        (`sim:null` plants none: 0) and whether its 95% interval ("low", "high") holds it."""
+        (`sim:null` plants none: 0) and whether its 95% interval ("low", "high") holds it (None for a row no test
+        decided: "not testable here")."""
         behaviour = simulated_behaviour(row.get("model"))
         if behaviour is None or row.get("role") != "primary":
             return {"simulated": behaviour}
         effect = 0.0 if behaviour == "null" else self.planted_for(row["model"])
         low, high = (row.get(k) if isinstance(row.get(k), (int, float)) else math.nan for k in ("low", "high"))
-        covers = low <= effect <= high if effect is not None and math.isfinite(low + high) else None
+        tested = row.get("verdict") != "not testable here"
+        covers = low <= effect <= high if effect is not None and tested and math.isfinite(low + high) else None
         return {"simulated": behaviour, "planted": effect, "covers": covers}
 
     def is_primary(self, scope: str) -> bool:

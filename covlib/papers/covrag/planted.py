@@ -88,9 +88,14 @@ def role_of(variant: str, notebook: str) -> str:
 
 
 def role(behaviour: str, persona: str, variant: str = "", notebook: str = "") -> Role:
-    """What `sim:<behaviour>/<persona>` with this adapter does in this notebook."""
+    """What `sim:<behaviour>/<persona>` with this adapter does in this notebook (no persona, or the ranker's:
+    `DEFAULT_PERSONA`'s rates; a persona Table 2 does not name is an error)."""
     name = role_of(variant, notebook)
-    persona = persona if ("CoV-RAG", persona) in PAPER_TABLE2 else DEFAULT_PERSONA
+    personas = {m.lower(): m for s, m in PAPER_TABLE2 if s == "CoV-RAG"}  # Vicuna-13B (credibility's) is Vicuna-13b
+    if persona.lower() not in ("", JUDGE_PERSONA.lower(), *personas):
+        raise ValueError(f"no simulated CoV-RAG persona {persona!r}: choose one of {', '.join(personas.values())} "
+                         "(Table 2)")
+    persona = personas.get(persona.lower(), DEFAULT_PERSONA)
     if behaviour == "null":
         return Role(name, _row("WebGLM", DEFAULT_PERSONA), 0.0, 0.0, None, FMT_NULL / 100, name != NO_COL,
                     _STYLE[name], True)
