@@ -61,9 +61,10 @@ def _commit(ledger: Path) -> str:
 
 
 def _same_code(ledger: Path) -> bool:
-    """Whether a seed's ledger was written by this code (its commit is HEAD, with no change since): else it runs
-    again, so that no tally mixes seeds of two versions of the chain."""
-    return bool(_commit(ledger)) and _commit(ledger) == results.git_commit()
+    """Whether a seed's ledger was written by this code (its commit is HEAD, and neither had uncommitted changes):
+    else it runs again, so that no tally mixes seeds of two versions of the chain."""
+    commit = _commit(ledger)
+    return bool(commit) and not commit.endswith("-dirty") and commit == results.git_commit()
 
 
 def primary_rows(ledger: Path) -> list[dict]:
