@@ -64,9 +64,12 @@ def summary_section(stem: str, figures: Path, tables: Path, results: Path | None
     if stem == "12_claims":
         parts.append(ledger_section(tables, results))
     elif mine:
-        parts.append("<h3>Claims this notebook tests</h3><p>The primary rows of the <a href=\"index.html#ledger\">claims "
-                     "ledger</a> whose evidence this notebook recorded (one verdict per claim and model; every row in "
-                     "<a href=\"12_claims.html\">notebook 12</a>).</p>" + ledger_table(mine, link=False))
+        real = [r for r in mine if not simulated_behaviour(r.get("model"))]
+        if real:
+            parts.append("<h3>Claims this notebook tests</h3><p>The primary rows of the <a href=\"index.html#ledger\">"
+                         "claims ledger</a> whose evidence this notebook recorded (one verdict per claim and model; every "
+                         "row in <a href=\"12_claims.html\">notebook 12</a>).</p>" + ledger_table(real, link=False))
+        parts.append(simulated_section([r for r in mine if simulated_behaviour(r.get("model"))]))  # apart
     parts += _figures_and_tables(stem, figures, tables)
     parts = [p for p in parts if p]
     if not parts:

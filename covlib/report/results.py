@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from covlib.core import paths
+from covlib.core.claim import SIM_LABEL
 from covlib.report import tables
 
 _FIGURE_NAME = re.compile(r"^fig-\d{2}[a-z]?(?:[-_.][A-Za-z0-9_.-]*)?$")
@@ -159,7 +160,8 @@ def stamp_text(params: dict | None, meta: dict[str, Any], shown: str = "") -> st
     for key in _STAMPED_META:
         value = meta.get(key, params.get(key))
         if isinstance(value, (str, int, float)) and f"{key}={value}" not in shown:
-            parts.append(f"{key}={value}")
+            simulated = isinstance(value, str) and value.startswith("sim:") and SIM_LABEL not in shown
+            parts.append(f"{key}={value}" + (f" ({SIM_LABEL})" if simulated else ""))  # never read as a real model's
     return " · ".join(parts)
 
 

@@ -530,3 +530,16 @@ def test_a_simulated_models_rows_are_apart_untallied_and_say_whether_they_hold_t
     ledger, apart = page.split("Simulated (planted effects): a check of the measuring chain")
     assert "real scope" in ledger and "sim scope" not in ledger and "ran 1 tests" in ledger
     assert "sim scope" in apart and "inside 0 of 1" in apart and "not evidence about the papers" in apart
+
+
+def test_a_simulated_row_no_test_decided_has_no_coverage_and_a_claim_may_plant_nothing_in_its_unit():
+    from covlib.papers.credibility import claims as cred
+
+    claim = ve.claim("ve-cot-beats-standard")
+    row = {"model": "simulated (planted effects), paper", "role": "primary", "low": 0.0, "high": 50.0}
+    assert claim.planted_row(row)["covers"] is True
+    assert claim.planted_row({**row, "verdict": "not testable here"})["covers"] is None  # no test: nothing to cover
+    for claim_id in ("cred-instruction-beats-foundation", "cred-self-completion-helps"):  # planted in another unit
+        c = cred.claim(claim_id)
+        assert c.planted_effect[0] is None and c.planted_effect[1].startswith("none in this unit")
+        assert c.planted_row(row) == {"simulated": "paper", "planted": None, "covers": None}

@@ -64,6 +64,14 @@ def test_save_figure_stamps_profile_size_and_model_under_everything(out_root):
     plt.close(fig)
 
 
+def test_a_figure_of_the_simulated_model_says_so_in_its_stamp(out_root):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    results.save_figure(fig, "fig-99-sim", params={"profile": "full", "model": "sim:paper"})
+    assert _stamps(fig) == ["profile: full · model=sim:paper (simulated (planted effects))"]
+    plt.close(fig)
+
+
 def test_save_figure_stamp_leaves_out_what_a_caption_says(out_root):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])

@@ -5,6 +5,7 @@ beside the paper."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import subprocess
@@ -229,6 +230,22 @@ def test_a_notebook_page_opens_on_its_results_with_the_code_folded(tmp_path):
     assert page.count(">tab-03-hotpotqa</h3>") == 1, "the table is not repeated at the bottom"
     assert '<details class="covlib-code"><summary>code</summary>' in page
     assert '<td class="covlib-num"' in page and "13.3 [6.9, 24.2]</td>" in page  # an interval stays on one line
+
+
+def test_a_notebook_page_keeps_a_simulated_models_rows_apart_with_what_was_planted(tmp_path):
+    sim = "Vicuna-13B, simulated (planted effects), paper"
+    _executed(tmp_path / "executed", "03_verify_and_edit_tables", [])
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "tab-12-claims.csv").write_text(
+        LEDGER_CSV.replace(",notebook\n", ",notebook,model,planted,planted inside 95% CI\n", 1).replace(
+            "03_verify_and_edit_tables\n", "03_verify_and_edit_tables,SmolLM2,,\n", 1)
+        + f"Verify-and-Edit,CoT-SC + VE beats CoT-SC,primary,\"sim scope\",\"9.0 [1.0, 17.0]\",Tables 1-3,60,7 / 1,"
+          f"0.03,supported,r,True,03_verify_and_edit_tables,\"{sim}\",25.6,no\n")
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d")
+    page = (tmp_path / "site" / "03_verify_and_edit_tables.html").read_text()
+    real, apart = page.split("a check of the measuring chain, not evidence about the papers")
+    assert "Claims this notebook tests" in real and "hotpotqa, dataset" in real and "sim scope" not in real
+    assert "sim scope" in apart and html.escape(sim) in apart and "inside 0 of 1" in apart
 
 
 def test_a_message_printed_again_is_cut_short(tmp_path):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def edit_row(dataset: str) -> tuple[float, float | None]:
 # --------------------------------------------------------------------------- CoT-SC in closed form
 
 
-def compositions(n: int, m: int):
+def compositions(n: int, m: int) -> Iterator[tuple[int, ...]]:
     """Every way of n paths falling into m slots (counts)."""
     if m == 1:
         yield (n,)
@@ -231,7 +231,7 @@ def fix_share(dataset: str) -> float:
 # --------------------------------------------------------------------------- log-probabilities and AUC in closed form
 
 
-def logprob(x):
+def logprob(x: float | np.ndarray) -> np.ndarray:
     """An answer's total log-probability for its latent x (always below 0; x a number or an array)."""
     return -np.exp(LP_LEVEL - LP_SLOPE * np.asarray(x, dtype=float))
 

@@ -11,6 +11,7 @@ import pytest
 
 from covlib.core import stats
 from covlib.generation import load_lm
+from covlib.core.claim import SIM_LABEL
 from covlib.generation.simulated import SimLM
 from covlib.papers import covrag as C
 from covlib.papers.covrag import claims, planted, simulation as sim
@@ -216,3 +217,11 @@ def test_the_door_teaches_notebook_10s_planted_variants_and_11s_simulated_judge(
     assert S11.values["ranker"] == "sim:paper/GPT-4" and S11.ranker.persona == "GPT-4"  # not the embedded stand-in
     assert S11.rag_model.variant == "10-smoke-qa-only" and S11.cov_model.variant == "10-smoke-qa-verify-chain"
     assert "covrag-rank" in S11.ranker.responders
+
+
+def test_a_persona_table2_does_not_name_is_an_error_and_the_case_of_b_does_not_matter():
+    with pytest.raises(ValueError, match="no simulated CoV-RAG persona 'GPT-3'"):
+        planted.role("paper", "GPT-3")
+    assert planted.role("paper", "Vicuna-13B") == planted.role("paper", "Vicuna-13b") != planted.role("paper", "")
+    c = claims.claim("covrag-beats-qa-only")  # the credibility paper's spelling gets its own planted effect
+    assert c.planted_for(f"Vicuna-13B, {SIM_LABEL}, paper") == dict(c.planted_by)["Vicuna-13b"] != c.planted_effect[0]
