@@ -60,7 +60,8 @@
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 # On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
-# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated
+# (`simulation.correction_rates`).
 # It showed the judge erring differently by reference condition within a stratum (answers that copy references
 # look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
@@ -153,7 +154,7 @@ summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
+rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
 est = {n: C.intervals(r, seed=seed, rates=rates) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.

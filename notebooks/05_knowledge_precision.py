@@ -55,7 +55,8 @@
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 # On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
-# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated
+# (`simulation.correction_rates`).
 # It showed the judge erring differently by reference condition within a stratum (answers that copy references
 # look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
@@ -69,6 +70,7 @@ import pandas as pd
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
 from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility import claims
 from covlib.report import plotting, results
@@ -113,7 +115,7 @@ judge_name = summary[names[0]][S.n_refs[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 q = len(S.examples)
-rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
+rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
 
 est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates) for n in S.n_refs} for name in names}
 change = {name: {n: C.paired(rows[(name, n)], rows[(name, S.n_refs[0])], "R", seed=seed) for n in S.n_refs[1:]}

@@ -51,7 +51,8 @@
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 # On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
-# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated
+# (`simulation.correction_rates`).
 # It showed the judge erring differently by reference condition within a stratum (answers that copy references
 # look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
@@ -64,6 +65,7 @@ import pandas as pd
 from covlib.core import stats
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
 from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.papers.credibility import claims
 from covlib.traces import view as trace_view
@@ -114,7 +116,7 @@ print(judge_agreement)
 q = len(S.examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
-rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
+rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
 est = {name: {s: C.intervals(rows[(name, s)], seed=seed, rates=rates) for s in settings} for name in names}
 PAIRS = (("complete", "partial"), ("partial", "closed-book"))
 diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)

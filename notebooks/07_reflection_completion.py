@@ -66,7 +66,8 @@
 # embedded model's answers with the shipped key facts); for precision, that a sentence's key facts are judged
 # independently. They show the range the judge's error allows, not a better judge's number.
 # On the simulated model (`sim:`) the test pairs' rates do not carry (its answers state each key fact in the
-# fact's own words), so the rates come from its own judged pairs, labelled by what it stated (`C.correction_rates`).
+# fact's own words), so the rates come from its own judged pairs, labelled by what it stated
+# (`simulation.correction_rates`).
 # It showed the judge erring differently by reference condition within a stratum (answers that copy references
 # look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
@@ -82,6 +83,7 @@ from covlib.core import metrics, stats
 from covlib.data.corpora import NEAR_ORACLE_CORPUS
 from covlib.nli import evaluation as nli_eval
 from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
 from covlib.papers.credibility.improvements import completion_claims, reflection_claims
 from covlib.papers.credibility.notebook import NOTEBOOKS
 from covlib.report import results
@@ -189,7 +191,7 @@ C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every ans
 summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
-rates = C.correction_rates(rows)  # the judge's error on the frozen key-fact test set (00b), a simulation's on its own answers: folded into the judge-corrected P and R
+rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
 est = {key: C.intervals(r, seed=seed, rates=rates) for key, r in rows.items()}
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}

@@ -71,7 +71,6 @@ from covlib.papers.credibility.improvements import (COMPLETION_ROUNDS, Completed
                                                     self_complete)
 from covlib.papers.credibility.ratings import (COMPLETENESS_LEVELS, RATING_COLUMNS, export_rating_sheet,
                                                human_correlation, human_scores, read_ratings)
-from covlib.papers.credibility.simulation import correction_rates
 from covlib.papers.credibility import trace
 
 __all__ = ["AGENT_KEY_FACTS", "AGENT_REVIEW_SHEET", "ANSWER_INSTRUCTION", "Answers", "CLOSED_BOOK_INSTRUCTION",
@@ -84,7 +83,7 @@ __all__ = ["AGENT_KEY_FACTS", "AGENT_REVIEW_SHEET", "ANSWER_INSTRUCTION", "Answe
            "bm25_references", "build_key_facts", "citation_scores", "closed_book", "completion_prompt",
            "export_rating_sheet", "export_review_sheet", "f1", "generate_answers", "gold_recall", "hits_set",
            "human_correlation", "human_correlation_intervals", "human_scores", "interval_columns", "intervals",
-           "judge_corrected", "corrected_difference", "correction_rates",
+           "judge_corrected", "corrected_difference",
            "is_refusal", "key_facts_path", "key_facts_prompt", "llm_key_facts", "load_key_facts", "load_questions",
            "paired", "parse_key_facts", "parse_queries", "partial", "per_question", "plain_answer", "read_ratings",
            "read_review_sheet", "reasoning_prompt", "recall_drop", "reflection_correct", "reflection_intervals",

@@ -205,7 +205,7 @@ def test_the_judge_correction_reads_the_simulations_own_labelled_pairs(questions
                  for a, ex in zip(answers, questions) if C.plain_answer(a).strip())
     assert sum(p.kind == "answer" and p.label == "entailment" for p in pairs) == stated > 0  # labels: what it stated
     assert {p.extra["stratum"] for p in pairs} <= set(nli.STRATA)
-    rates = C.correction_rates(rows)
+    rates = simulation.correction_rates(rows)
     assert set(rates) == {"answer", "sentence"} and sum(r.n_pairs for r in rates.values()) == len(pairs)
     assert rates["answer"].n_pairs != nli.judge_rates(judge)["answer"].n_pairs  # not the test set's
     for setting in ("closed-book", "partial", "complete"):
@@ -214,4 +214,4 @@ def test_the_judge_correction_reads_the_simulations_own_labelled_pairs(questions
         assert est["low"] <= truth <= est["high"], (setting, truth, est)
     real = C.score_runs({("a model", "complete"): (list(runs[(lm.name, "complete")][0]), runs[(lm.name, "complete")][1])},
                         questions, C.build_key_facts("agents", questions), judge, progress=False)
-    assert C.correction_rates(real)["answer"].n_pairs == nli.judge_rates(judge)["answer"].n_pairs  # a model's: 00b's
+    assert simulation.correction_rates(real)["answer"].n_pairs == nli.judge_rates(judge)["answer"].n_pairs  # a model's: 00b's
