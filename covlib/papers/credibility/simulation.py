@@ -210,16 +210,17 @@ def teach(S: Any, lm: SimLM) -> None:
 
 
 def labelled_pairs(scores: Scores) -> list[NLIPair]:
-    """Every (premise, key fact) pair the judge decided in `scores`, labelled by what the simulation stated: entailed
-    exactly when the fact's own words are in the premise (a whole answer for recall, a sentence for precision)."""
+    """Every (premise, key fact) pair the judge decided in `scores` (its decision in `extra["said"]`), labelled by what
+    the simulation stated: entailed exactly when the fact's own words are in the premise (a whole answer for recall,
+    a sentence for precision)."""
     out = []
-    for key, per_answer in scores.details.items():
+    for per_answer in scores.details.values():
         for q, judged in zip(scores.examples, per_answer):
             for metric, kind in (("recall", "answer"), ("precision", "sentence")):
-                for *_, premise, fact, _probs, _said in judged[metric]:
+                for *_, premise, fact, _probs, said in judged[metric]:
                     label = "entailment" if fact.strip().rstrip(".") in premise else "neutral"
-                    out.append(NLIPair(premise, fact, label, f"sim:{q.id}", kind,
-                                           {"stratum": nli.stratum(premise, fact), "question_id": q.id}))
+                    out.append(NLIPair(premise, fact, label, f"sim:{q.id}", kind, {
+                        "stratum": nli.stratum(premise, fact), "question_id": q.id, "said": said}))
     return out
 
 
@@ -230,10 +231,8 @@ def correction_rates(scores: Scores) -> dict[str, nli.JudgeRates]:
     if not scores.runs or not all(isinstance(getattr(run[0], "generator", None), SimLM) for run in scores.runs.values()):
         return nli.judge_rates(scores.judge)
     pairs = labelled_pairs(scores)
-    said = [d[-1] for per_answer in scores.details.values() for judged in per_answer
-            for metric in ("recall", "precision") for d in judged[metric]]
-    return {kind: nli.rates_from_decisions(scores.judge.name, [s for s, p in zip(said, pairs) if p.kind == kind],
-                                           [p for p in pairs if p.kind == kind]) for kind in PREMISE_KINDS}
+    return {kind: nli.rates_from_decisions(scores.judge.name, [p.extra["said"] for p in mine], mine)
+            for kind in PREMISE_KINDS if (mine := [p for p in pairs if p.kind == kind])}
 
 
 # --------------------------------------------------------------------------- planted human ratings (Table 2)
