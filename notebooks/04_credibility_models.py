@@ -154,8 +154,8 @@ summary = {n: C.summarize(r) for n, r in per_model.items()}
 judge_name = summary[names[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
-rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
-est = {n: C.intervals(r, seed=seed, rates=rates) for n, r in per_model.items()}  # each mean with its 95% interval
+rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
+est = {n: C.intervals(r, seed=seed, rates=rates[(n, "complete")]) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
 first = references.cited_sentences(answers[names[0]][0])

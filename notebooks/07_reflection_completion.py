@@ -191,8 +191,8 @@ C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every ans
 summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
-rates = simulation.correction_rates(rows)  # the judge's error on 00b's test set (a simulation's: on its own answers)
-est = {key: C.intervals(r, seed=seed, rates=rates) for key, r in rows.items()}
+rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
+est = {key: C.intervals(r, seed=seed, rates=rates[key]) for key, r in rows.items()}
 print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}

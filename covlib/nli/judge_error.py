@@ -36,6 +36,7 @@ from covlib.nli.scoring import entailed, probabilities
 
 
 STRATA = ("conflict", "high", "mid", "low")
+TEST_SET = "the frozen key-fact test set (00b)"
 MIN_CELL = 10  # test pairs of a class (entailed, not entailed) a stratum needs to carry its own rate of that class
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 
@@ -66,6 +67,7 @@ class JudgeRates:
     sums: np.ndarray  # (questions, 4)
     n_pairs: int
     cells: dict = field(default_factory=dict)  # stratum -> np.array([tp, fp, fn, tn])
+    measured_on: str = TEST_SET  # whose answers the labelled pairs came from: rates carry only to answers like them
 
     def error_posteriors(self, min_cell: int = MIN_CELL) -> dict[str, dict[str, Any]]:
         """Per stratum, Jeffreys Beta(a, b) parameters of the judge's sensitivity and specificity there; a stratum
@@ -148,7 +150,8 @@ def weighted_difference(a: JudgeRates, b: JudgeRates, seed: int = 0, n_boot: int
     return {name: _estimate(pa[name] - pb[name], da[name] - db[name], n_boot, a) for name in pa}
 
 
-def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPair]) -> JudgeRates:
+def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPair],
+                         measured_on: str = TEST_SET) -> JudgeRates:
     """`JudgeRates` from a judge's decisions on labelled pairs (weights and questions read from each pair's extra)."""
     said = np.asarray(said, dtype=bool)
     if said.size != len(pairs):
@@ -163,7 +166,7 @@ def rates_from_decisions(judge: str, said: Sequence[bool], pairs: Sequence[NLIPa
         sums[row[q]] += weight * np.array([s and g, g, (not s) and (not g), not g], dtype=float)
         cell = cells.setdefault(str(p.extra.get("stratum", "")), np.zeros(4))
         cell[[s and g, s and not g, (not s) and g, (not s) and (not g)].index(True)] += 1
-    return JudgeRates(judge, sums, len(pairs), cells)
+    return JudgeRates(judge, sums, len(pairs), cells, measured_on)
 
 
 PREMISE_KINDS = {"answer": "whole answers (key-fact recall's premise)",

@@ -249,8 +249,46 @@ def test_a_difference_between_reference_conditions_reads_the_corrected_recall_no
         return rows
 
     many, few = arm("high"), arm("mid")
-    est = corrected_difference(many, few, rates, seed=2)
+    est = corrected_difference(many, few, rates, rates, seed=2)
     assert est["raw"]["p"] < 0.001 and est["raw"]["value"] > 15  # the judge's bias alone
     assert est["low"] < 0 < est["high"] and est["p"] >= 0.05 and est["test"].startswith("paired bootstrap")
     rec = {"claim": "cred-complete-beats-partial", "scope": "hotpotqa", "unit": "points", **est}
     assert ledger.verdict(rec)[0] == "inconclusive at this n"
+
+
+def test_a_difference_between_conditions_corrected_by_one_measurement_is_shown_not_counted(tmp_path):
+    """The judge errs differently on each condition's answers (specificity 14% vs 62% in one stratum of a simulated
+    run), which rates measured once, on other answers, cannot show: with one measurement for both arms the ledger
+    reads the row "not testable here" (judge-bound) whatever its interval; with each arm's own rates it is counted."""
+    from covlib.papers.credibility import claims as cred
+    from covlib.papers.credibility.intervals import corrected_difference
+    from covlib.report import claims as ledger
+
+    rng = np.random.default_rng(3)
+    gold = [True] * 40 + [False] * 40
+    said = [bool(rng.random() < (0.9 if g else 0.1)) for g in gold]
+
+    def measured(on: str) -> dict[str, nli.JudgeRates]:
+        r = nli.rates_from_decisions("j", said, _pairs(gold, [f"q{i % 40}" for i in range(80)], strata=["high"] * 80),
+                                     measured_on=on)
+        return {"answer": r, "sentence": r}
+
+    def arm(truth: float) -> list[dict]:
+        return [{**_table_row([["high", bool(rng.random() < (0.9 if rng.random() < truth else 0.1))]
+                               for _ in range(3)], [], 0), "question_id": f"q{i}"} for i in range(150)]
+
+    complete, partial = arm(0.7), arm(0.2)
+    shared = measured(nli.judge_error.TEST_SET)
+    rows = {}
+    for name, (ra, rb) in {"one measurement": (shared, shared),
+                           "per condition": (measured("complete answers"), measured("partial answers"))}.items():
+        est = corrected_difference(complete, partial, ra, rb, seed=1)
+        assert est["low"] > 20, est  # a clear difference either way
+        rec = cred.estimate("cred-complete-beats-partial", "hotpotqa, 10 references", est, "points", model="m")
+        (tmp_path / "06_knowledge_recall.json").write_text(json.dumps(
+            {"metrics": {"claims": [rec]}, "params": {"profile": "cpu"}, "meta": {"model": "m"}}))
+        (rows[name],) = [r for r in ledger.collect(ledger.read_results(tmp_path), cred.CLAIMS)
+                         if r["id"] == "cred-complete-beats-partial"]
+    assert rows["one measurement"]["verdict"] == "not testable here" and not rows["one measurement"]["counted"]
+    assert "measured once, on the frozen key-fact test set" in rows["one measurement"]["reason"]
+    assert rows["per condition"]["verdict"] == "supported" and rows["per condition"]["counted"]

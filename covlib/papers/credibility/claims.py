@@ -35,6 +35,13 @@ INSTRUCTION_SCOPE = "instruction-tuned models"
 JUDGE_BOUND = ("raw key-fact and citation metrics count the judge's own decisions, whose error differs between the arms' answers (on "
                "held-out key-fact test questions raw recall's bias ranges from +19 to +61 points by reference "
                "condition), and no judge-corrected F1 or citation rate is computed")
+# Why a judge-corrected difference between reference conditions cannot decide a claim when one measurement of the
+# judge's error corrects both arms (records carry it as `judge_bound`); `{}`: what the rates were measured on.
+CONDITIONS_BOUND = ("the judge's error was measured once, on {}, not on this model's answers in each reference "
+                    "condition, and it differs between conditions (in a simulated run the same judge rejected 62% of "
+                    "one stratum's non-entailed closed-book pairs but 14% with partial references, whose answers copy "
+                    "reference sentences), so the corrected difference could still be the judge's; rates measured on "
+                    "labelled answers of each condition would make it testable")
 
 # --------------------------------------------------------------------------- what each model is (declared)
 

@@ -9,7 +9,7 @@ import numpy as np
 from covlib import nli
 from covlib.core import metrics, stats
 
-from covlib.papers.credibility.claims import JUDGE_BOUND, estimate, model_card, untestable
+from covlib.papers.credibility.claims import CONDITIONS_BOUND, JUDGE_BOUND, estimate, model_card, untestable
 from covlib.papers.credibility.metrics import f1
 
 
@@ -161,28 +161,32 @@ def judge_corrected(rows: Sequence[dict[str, Any]], rates: dict[str, nli.JudgeRa
 
 
 def corrected_difference(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
-                         rates: dict[str, nli.JudgeRates], metric: str = "recall", seed: int = 0,
-                         n_boot: int = stats.N_BOOT) -> dict[str, Any]:
+                         rates_a: dict[str, nli.JudgeRates], rates_b: dict[str, nli.JudgeRates],
+                         metric: str = "recall", seed: int = 0, n_boot: int = stats.N_BOOT) -> dict[str, Any]:
     """Judge-corrected `metric` ('recall' or 'precision') of a − b in points, paired over the same questions.
 
-    Each arm is corrected at its own share truly entailed (`judge_corrected`), so a judge whose errors inflate one
-    reference condition more than another (raw recall's bias differs by up to about 24 points between them) does
-    not decide the difference. The same questions and the same rate draws enter both arms; the percentile
-    interval decides, and the p is the bootstrap's (below 0.05 exactly when the interval excludes 0). `raw` is
-    the uncorrected paired difference (`stats.paired_difference`), shown beside it.
+    Each arm is corrected at its own share truly entailed with its own rates (`judge_corrected`), so a judge whose
+    errors inflate one reference condition more than another does not decide the difference, as far as each arm's
+    rates were measured on answers like its own. Rates measured once for both arms (the test set's) cannot show
+    that: the record is then `judge_bound` (`CONDITIONS_BOUND`; shown, not counted). The same questions enter both
+    arms; the percentile interval decides, and the p is the bootstrap's (below 0.05 exactly when the interval
+    excludes 0). `raw` is the uncorrected paired difference (`stats.paired_difference`), shown beside it.
     """
     _aligned(rows_a, rows_b)
     key = ROW_KEYS.get(metric, metric)
+    kind = _KIND[key]
     fa, fb = per_question(rows_a, key), per_question(rows_b, key)
     keep = np.isfinite(fa) & np.isfinite(fb)
     raw = stats.paired_difference(fa, fb, scale=100, seed=seed)
     out = {"value": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(keep.sum()),
            "p": float("nan"), "test": "paired bootstrap, judge-corrected (its 95% interval decides)",
-           "judge": rates[_KIND[key]].judge,
-           "raw": {k: raw.get(k) for k in ("value", "low", "high", "p", "test")}}
+           "judge": rates_a[kind].judge, "raw": {k: raw.get(k) for k in ("value", "low", "high", "p", "test")}}
+    if rates_a[kind].measured_on == rates_b[kind].measured_on:
+        out["judge_bound"] = CONDITIONS_BOUND.format(rates_a[kind].measured_on)
     if keep.sum() < 2:
         return out
-    (pa, da), (pb, db) = (_resampled(rs, rates, key, keep, seed, n_boot) for rs in (rows_a, rows_b))
+    (pa, da), (pb, db) = (_resampled(rs, rates, key, keep, seed, n_boot)
+                          for rs, rates in ((rows_a, rates_a), (rows_b, rates_b)))
     diff, draws = 100 * (pa - pb)[keep], 100 * (da - db)
     value = float(diff.mean())
     return {**out, "value": value, **stats.percentile_test(value, draws), "sd": float(diff.std(ddof=1)), "scale": 1.0}

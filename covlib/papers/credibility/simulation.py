@@ -209,30 +209,35 @@ def teach(S: Any, lm: SimLM) -> None:
 # --------------------------------------------------------------------------- the judge's error on the simulation's answers
 
 
-def labelled_pairs(scores: Scores) -> list[NLIPair]:
-    """Every (premise, key fact) pair the judge decided in `scores` (its decision in `extra["said"]`), labelled by what
-    the simulation stated: entailed exactly when the fact's own words are in the premise (a whole answer for recall,
-    a sentence for precision)."""
+def labelled_pairs(scores: Scores, key: tuple[str, str]) -> list[NLIPair]:
+    """Every (premise, key fact) pair the judge decided in run `key` of `scores` (its decision in `extra["said"]`),
+    labelled by what the simulation stated: entailed exactly when the fact's own words are in the premise (a whole
+    answer for recall, a sentence for precision)."""
     out = []
-    for per_answer in scores.details.values():
-        for q, judged in zip(scores.examples, per_answer):
-            for metric, kind in (("recall", "answer"), ("precision", "sentence")):
-                for *_, premise, fact, _probs, said in judged[metric]:
-                    label = "entailment" if fact.strip().rstrip(".") in premise else "neutral"
-                    out.append(NLIPair(premise, fact, label, f"sim:{q.id}", kind, {
-                        "stratum": nli.stratum(premise, fact), "question_id": q.id, "said": said}))
+    for q, judged in zip(scores.examples, scores.details[key]):
+        for metric, kind in (("recall", "answer"), ("precision", "sentence")):
+            for *_, premise, fact, _probs, said in judged[metric]:
+                label = "entailment" if fact.strip().rstrip(".") in premise else "neutral"
+                out.append(NLIPair(premise, fact, label, f"sim:{q.id}", kind, {
+                    "stratum": nli.stratum(premise, fact), "question_id": q.id, "said": said}))
     return out
 
 
-def correction_rates(scores: Scores) -> dict[str, nli.JudgeRates]:
-    """The judge's error the judge-corrected columns fold in: on the frozen key-fact test set (00b), or, when every
-    answer is the simulation's, on the simulation's own judged pairs (`labelled_pairs`): its verbatim facts are not
-    the test set's premises, and the test set's rates do not carry to them (docs/simulation.md)."""
-    if not scores.runs or not all(isinstance(getattr(run[0], "generator", None), SimLM) for run in scores.runs.values()):
-        return nli.judge_rates(scores.judge)
-    pairs = labelled_pairs(scores)
-    return {kind: nli.rates_from_decisions(scores.judge.name, [p.extra["said"] for p in mine], mine)
-            for kind in PREMISE_KINDS if (mine := [p for p in pairs if p.kind == kind])}
+def correction_rates(scores: Scores) -> dict[tuple[str, str], dict[str, nli.JudgeRates]]:
+    """Per run (model, setting), the judge's error its judge-corrected columns fold in: the frozen key-fact test
+    set's (00b; one measurement for every run), or, for a run whose answers are the simulation's, that run's own
+    judged pairs (`labelled_pairs`): the judge errs differently on each condition's answers (docs/simulation.md)."""
+    test_set = None
+    out = {}
+    for key, run in scores.runs.items():
+        if isinstance(getattr(run[0], "generator", None), SimLM):
+            pairs = labelled_pairs(scores, key)
+            out[key] = {kind: nli.rates_from_decisions(scores.judge.name, [p.extra["said"] for p in mine], mine,
+                                                       f"{key[0]}'s {key[1]} answers, labelled by the simulation")
+                        for kind in PREMISE_KINDS for mine in [[p for p in pairs if p.kind == kind]]}
+        else:
+            out[key] = test_set = test_set or nli.judge_rates(scores.judge)
+    return out
 
 
 # --------------------------------------------------------------------------- planted human ratings (Table 2)

@@ -87,16 +87,20 @@ def test_noise_lowers_true_recall_as_planted_and_null_keeps_it(questions):
 def test_the_judged_recall_gap_comes_back_with_sim_paper_and_not_with_sim_null(questions):
     questions = questions[:60]
     judge = nli.get_judge("overlap")  # a real judge of the library, fast; the notebooks run the trained one
-    rates = nli.evaluation.judge_rates(judge)
     planted_gap = claims.PLANTED_BY_MODEL["cred-complete-beats-partial"]["ChatGLM2-6B"]
     for spec, want in (("sim:paper/ChatGLM2-6B", planted_gap), ("sim:null", 0.0)):
         lm = taught(spec, questions)
         chosen = {k: v for k, v in sets(questions).items() if k != "closed-book"}
         rows = C.score_runs(C.answer_runs([lm], questions, chosen, progress=False), questions,
                             C.build_key_facts("agents", questions), judge, progress=False)
-        est = C.corrected_difference(rows[(lm.name, "complete")], rows[(lm.name, "partial")], rates)
+        a, b = (lm.name, "complete"), (lm.name, "partial")
+        rates = simulation.correction_rates(rows)  # each arm's own, measured on its answers
+        est = C.corrected_difference(rows[a], rows[b], rates[a], rates[b])
         assert est["low"] <= want <= est["high"] and est["raw"]["low"] <= want <= est["raw"]["high"], (spec, est)
         assert (est["raw"]["low"] > 0) == (want > 0)  # the raw gap finds the planted one; none under null
+        assert "judge_bound" not in est
+        test_set = nli.evaluation.judge_rates(judge)  # one measurement for both arms: shown, not counted
+        assert "not on this model's answers" in C.corrected_difference(rows[a], rows[b], test_set, test_set)["judge_bound"]
 
 
 def test_reflection_refuses_at_table4_rates_and_null_is_at_chance(questions):
@@ -199,19 +203,21 @@ def test_the_judge_correction_reads_the_simulations_own_labelled_pairs(questions
     lm = taught("sim:null", questions)
     runs = C.answer_runs([lm], questions, sets(questions), progress=False)
     rows = C.score_runs(runs, questions, C.build_key_facts("agents", questions), judge, progress=False)
-    pairs = simulation.labelled_pairs(rows)
+    pairs = [p for key in rows for p in simulation.labelled_pairs(rows, key)]
     known = {k.example.id: k for k in simulation.known_questions(questions).values()}
     stated = sum(round(simulation.content(a, known[ex.id])[1] * len(known[ex.id].facts)) for answers, _ in runs.values()
                  for a, ex in zip(answers, questions) if C.plain_answer(a).strip())
     assert sum(p.kind == "answer" and p.label == "entailment" for p in pairs) == stated > 0  # labels: what it stated
     assert {p.extra["stratum"] for p in pairs} <= set(nli.STRATA)
-    rates = simulation.correction_rates(rows)
-    assert set(rates) == {"answer", "sentence"} and sum(r.n_pairs for r in rates.values()) == len(pairs)
-    assert rates["answer"].n_pairs != nli.judge_rates(judge)["answer"].n_pairs  # not the test set's
+    rates = simulation.correction_rates(rows)  # per run, on that run's own answers
+    assert set(rates) == set(rows) and sum(r.n_pairs for run in rates.values() for r in run.values()) == len(pairs)
+    assert len({run["answer"].measured_on for run in rates.values()}) == len(rows)
     for setting in ("closed-book", "partial", "complete"):
         truth = 100 * true_recall(runs[(lm.name, setting)][0], questions).mean()
-        est = C.judge_corrected(rows[(lm.name, setting)], rates)["R_corrected"]
+        est = C.judge_corrected(rows[(lm.name, setting)], rates[(lm.name, setting)])["R_corrected"]
         assert est["low"] <= truth <= est["high"], (setting, truth, est)
-    real = C.score_runs({("a model", "complete"): (list(runs[(lm.name, "complete")][0]), runs[(lm.name, "complete")][1])},
+    real = C.score_runs({("a model", s): (list(runs[(lm.name, s)][0]), runs[(lm.name, s)][1]) for s in ("complete", "partial")},
                         questions, C.build_key_facts("agents", questions), judge, progress=False)
-    assert simulation.correction_rates(real)["answer"].n_pairs == nli.judge_rates(judge)["answer"].n_pairs  # a model's: 00b's
+    real_rates = simulation.correction_rates(real)  # a model's: 00b's, one measurement for every run
+    assert {r["answer"].measured_on for r in real_rates.values()} == {nli.judge_error.TEST_SET}
+    assert real_rates[("a model", "complete")]["answer"].n_pairs == nli.judge_rates(judge)["answer"].n_pairs
