@@ -31,7 +31,7 @@ from teaching.grading import Grade, grade, grade_notebook, merge, table_name, wr
 from teaching.handout import inject, smoke_parameters, student_parameters, student_version
 from teaching.runner import STOPPED, cell_error, execute
 from teaching.sandbox import Limits
-from teaching.submissions import find_submissions, select
+from teaching.submissions import console_text, find_submissions, select
 
 __all__ = ["EXERCISE_ID", "MARKERS", "ROLES", "STOPPED", "STUB", "CourseError", "Exercise", "Grade", "all_exercises",
            "build_wheel", "calls", "cell_error", "cell_role", "check_own_work", "exercise_notebooks", "exercises",
@@ -245,7 +245,7 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         by[r.student][0] += r.points
         by[r.student][1] += r.max_points
     for student, (got, of) in by.items():
-        print(f"{student}: {got:g} / {of:g}")
+        print(f"{console_text(student)}: {got:g} / {of:g}")
     print(f"grade table: {Path(args.out) / name}.csv and {name}.md; feedback notebooks under feedback/")
     return 0
 

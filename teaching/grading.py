@@ -14,6 +14,7 @@ import ast
 import copy
 import errno
 import hashlib
+from csv import QUOTE_NONNUMERIC  # every text quoted: a lone carriage return in a name cannot split a row
 import json
 import os
 import sys
@@ -32,7 +33,7 @@ from teaching.exercises import (CourseError, cell_role, exercise_notebooks, exer
 from teaching.feedback import feedback_notebook
 from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
-from teaching.submissions import SUBMISSION_CAP, find_submissions, notebook_id, select, table_cell
+from teaching.submissions import SUBMISSION_CAP, console_text, csv_cell, find_submissions, notebook_id, select, table_cell
 
 GRADER_VERSION = "3"  # part of every stored grade's fingerprint: a new grader grades everything again
 
@@ -226,7 +227,7 @@ def disk_error(err: OSError) -> str:
 
 
 def _warn(text: str) -> None:
-    print(f"warning: {text}", file=sys.stderr)  # the console, where a teacher grading sees it
+    print(f"warning: {console_text(text)}", file=sys.stderr)  # the console, where a teacher grading sees it
 
 
 def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
@@ -378,8 +379,8 @@ def _bar(items: list, show: bool, desc: str) -> Any:
 
 
 def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") -> tuple[Path, Path]:
-    """<name>.csv (one row per student and exercise, as recorded) and <name>.md (totals per student, then that table,
-    every text cell cleaned by `table_cell`)."""
+    """<name>.csv (one row per student and exercise, as recorded but for a formula's start, `csv_cell`) and <name>.md
+    (totals per student, then that table, every text cell cleaned by `table_cell`)."""
     import pandas as pd
 
     out = Path(out)
@@ -388,8 +389,9 @@ def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") ->
     csv, md = out / f"{name}.csv", out / f"{name}.md"
     totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
     totals = totals.assign(student=totals["student"].map(table_cell))
-    cleaned = frame.assign(**{c: frame[c].map(table_cell) for c in ("student", "notebook", "exercise", "error", "note")})
-    write_atomic(csv, frame.to_csv(index=False))
+    texts = ("student", "notebook", "exercise", "error", "note")
+    cleaned = frame.assign(**{c: frame[c].map(table_cell) for c in texts})
+    write_atomic(csv, frame.assign(**{c: frame[c].map(csv_cell) for c in texts}).to_csv(index=False, quoting=QUOTE_NONNUMERIC))
     write_atomic(md, "# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
                  + cleaned.to_markdown(index=False, floatfmt="g") + "\n")
     return csv, md

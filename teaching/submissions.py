@@ -91,17 +91,35 @@ def select(solutions: Sequence[Path], assignments: Sequence[str]) -> list[Path]:
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+MARKUP = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "[": "\\[", "]": "\\]", "\\": "\\\\", "|": "\\|"}
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet evaluates a cell that starts so (OWASP, CSV injection)
+
+
 def table_cell(text: object) -> str:
     """`text` as a cell of a Markdown table: bidi controls shown as <U+202E>, every line break (and other control
-    character) as a space, backslashes and `|` escaped, so a name can neither add a row nor display reversed."""
+    character) as a space, `|` and `\\` escaped, and HTML (`<`, `>`, `&`) and link or image brackets made inert, so a
+    name or message can neither add a row, display reversed, run a script nor load a remote image."""
     out = []
     for ch in str(text):
         if ch in BIDI_CONTROLS:
-            out.append(f"<U+{ord(ch):04X}>")
-        elif ch in "\\|":
-            out.append("\\" + ch)
+            out.append(f"&lt;U+{ord(ch):04X}&gt;")
+        elif ch in MARKUP:
+            out.append(MARKUP[ch])
         elif ch.isspace() or not ch.isprintable():
             out.append(" ")
         else:
             out.append(ch)
     return "".join(out)
+
+
+def csv_cell(text: object) -> object:
+    """A text cell of the grade CSV that a spreadsheet will not evaluate: one starting with `=`, `+`, `-`, `@`, a tab
+    or a carriage return gets a leading `'` (OWASP's advice); numbers and other text are kept as recorded."""
+    return "'" + text if isinstance(text, str) and text.startswith(FORMULA_START) else text
+
+
+def console_text(text: object) -> str:
+    """`text` for the teacher's terminal: control characters (escape sequences, line breaks) and bidi controls shown
+    as escapes (`\\x1b`, `\\n`, `\\u202e`), so a student's folder name can neither forge a line nor restyle it."""
+    return "".join(ch if ch.isprintable() and ch not in BIDI_CONTROLS
+                   else ch.encode("unicode_escape").decode("ascii") for ch in str(text))

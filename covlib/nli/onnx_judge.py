@@ -144,8 +144,9 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _session(model: Path | bytes, threads: int | None = None) -> Any:
-    """An ONNX Runtime CPU session of a file, or of a file's bytes (what `ONNXNLIJudge` hashed: no external data)."""
+def _session(model: Path | bytes, threads: int | None = None, path: Path | None = None) -> Any:
+    """An ONNX Runtime CPU session of a file, or of the bytes of the file `path` (what `ONNXNLIJudge` hashed: no
+    external data); a file ONNX Runtime cannot read (truncated, damaged) is an error naming it and the rebuild."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -153,8 +154,13 @@ def _session(model: Path | bytes, threads: int | None = None) -> Any:
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only
-    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
-                                providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime's InvalidProtobuf, InvalidGraph, Fail, ... share no base class but Exception
+        raise RuntimeError(f"ONNX Runtime cannot load {path or model} ({type(err).__name__}: {str(err)[:300]}); the "
+                           "file is truncated or damaged: rebuild it with `python scripts/build_judge.py --onnx-only` "
+                           "(or `make judge`)") from err
 
 
 def resolve_backend(folder: str | Path, backend: str | None = None, device: str | None = None) -> tuple[str, str]:
@@ -251,7 +257,7 @@ class ONNXNLIJudge:
         tokenizer = AutoTokenizer.from_pretrained(self.folder)
         loaded = (fingerprint_dir(self.folder, exclude=(ONNX_DIR,)), hashlib.sha256(model).hexdigest()[:16])
         check_unchanged(self.path, pinned, loaded)
-        self._tokenizer, self._session = tokenizer, _session(model, self.threads)
+        self._tokenizer, self._session = tokenizer, _session(model, self.threads, self.path)
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def probabilities(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:

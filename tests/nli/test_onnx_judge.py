@@ -274,3 +274,14 @@ def test_built_onnx_judge_agrees_with_torch_on_real_pairs(built_judges, shared_d
     assert same >= 0.97, f"{default} gives the torch judge's label on {same:.1%} of the fixture (< 97%)"
     fever_same = (probs[default]["fever"].argmax(1) == probs["torch"]["fever"].argmax(1)).mean()
     assert fever_same >= 0.94, fever_same
+
+
+def test_a_truncated_export_is_an_error_naming_the_file_and_the_rebuild(exported, tmp_path):
+    """A copy cut short (a full disk, an interrupted download) raised a bare InvalidProtobuf naming neither."""
+    folder = tmp_path / "judge"
+    shutil.copytree(exported[0], folder)
+    int8 = folder / "onnx" / "model.int8.onnx"
+    int8.write_bytes(int8.read_bytes()[: int8.stat().st_size // 3])
+    with pytest.raises(RuntimeError, match="build_judge.py --onnx-only") as err:
+        ONNXNLIJudge(folder, precision="int8").probabilities(PREMISES, HYPOTHESES)
+    assert str(int8) in str(err.value) and "truncated or damaged" in str(err.value)

@@ -702,11 +702,42 @@ def test_student_names_cannot_add_a_row_or_display_reversed(tmp_path):
     assert len(got) == len(names) and all(len(r) == 3 for r in got), got  # no fake row, no extra column
     assert [r[1:] for r in got] == [["2", "5"]] * len(names)
     shown = {r[0] for r in got}
-    assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "<U+202E>evil<U+2066>", "back\\\\\\|slash"} <= shown
+    assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "&lt;U+202E&gt;evil&lt;U+2066&gt;", "back\\\\\\|slash"} <= shown
     assert all(len(r) == 7 for r in _md_rows(per_exercise)) and len(_md_rows(per_exercise)) == len(rows)
     assert not any(ch in md for ch in "\u202e\u2066\u200e\u200f\u061c")
     with open(csv_path, newline="") as f:
         assert sorted({r["student"] for r in csv.DictReader(f)}) == sorted(names)  # the CSV keeps the raw name
+
+
+def test_messages_and_names_cannot_run_html_load_images_or_become_spreadsheet_formulas(tmp_path):
+    """An exception text reached grades.md raw (`<img onerror>`, `<script>`, a remote image), and a folder named
+    `=HYPERLINK(...)` became a live formula in the CSV (OWASP's CSV injection)."""
+    from markdown_it import MarkdownIt
+
+    hostile = ['<img src=x onerror="alert(1)">', "<script>alert(2)</script>", "![t](http://evil.example/p.png)",
+               "[click](javascript:alert(3))", "&lt;script&gt;"]
+    rows = [course.Grade("=HYPERLINK(\"evil.example\",\"click\")", "99_tiny.ipynb", "ex99-double", 0.0, 2.0, error=e)
+            for e in hostile] + [course.Grade(n, "99_tiny.ipynb", "ex99-root", 1.0, 3.0, error="-1 is not 1")
+                                  for n in ("+cmd", "-sum", "@at", "\tTab", "\rcr", "dan")]
+    csv_path, md_path = course.write_table(rows, tmp_path)
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md_path.read_text())  # raw HTML allowed
+    assert "<img" not in html and "<script" not in html and "<a " not in html and "onerror=\"" not in html
+    assert "&lt;img src=x onerror=" in html and "&amp;lt;script&amp;gt;" in html  # shown as text
+    with open(csv_path, newline="") as f:
+        read = list(csv.DictReader(f))
+    assert {r["student"] for r in read} == {"'=HYPERLINK(\"evil.example\",\"click\")", "'+cmd", "'-sum", "'@at",
+                                           "'\tTab", "'\rcr", "dan"}
+    assert {r["error"] for r in read if r["exercise"] == "ex99-root"} == {"'-1 is not 1"}
+    assert all(not r[c].startswith(("=", "+", "-", "@", "\t", "\r")) for r in read for c in r if c not in ("points", "max_points"))
+
+
+def test_a_students_name_reaches_the_console_with_its_control_characters_escaped():
+    from teaching.submissions import console_text
+
+    forged = "eve\nfake-row: 3 / 3\x1b[2K\x1b[31m\u202e"
+    shown = console_text(forged)
+    assert "\n" not in shown and "\x1b" not in shown and "\u202e" not in shown
+    assert shown == "eve\\nfake-row: 3 / 3\\x1b[2K\\x1b[31m\\u202e" and console_text("Zoë Ünal") == "Zoë Ünal"
 
 
 def test_an_assignment_is_a_number_or_a_whole_name():
