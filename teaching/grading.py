@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import nbformat
 
 from covlib.core import paths
-from teaching import checker, isolation, own_work, sandbox, tripwire
+from teaching import checker, copying, isolation, sandbox, stubs
 from teaching.exercises import (CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, split_checks,
                                 strip_solutions)
 from teaching.feedback import feedback_notebook
@@ -35,7 +35,8 @@ from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
 from teaching.submissions import SUBMISSION_CAP, console_text, csv_cell, find_submissions, notebook_id, select, table_cell
 
-GRADER_VERSION = "3"  # part of every stored grade's fingerprint: a new grader grades everything again
+INPUTS_KEY = "(inputs)"  # in a solution's reference values: its saved inputs file (`teaching.replay`) and SHA-256
+GRADER_VERSION = "4"  # part of every stored grade's fingerprint: a new grader grades everything again
 
 
 @dataclass
@@ -76,25 +77,80 @@ def answer_sources(submitted: Any | None) -> dict[str, str]:
     return {ex: next((a for a in srcs if "raise NotImplementedError()" not in a), srcs[0]) for ex, srcs in found.items()}
 
 
+def _bound(source: str) -> set[str]:
+    """The names a cell binds at its top level (definitions, assignments, imports)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, MemoryError, RecursionError, ValueError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _attributes_read(sources: Sequence[str]) -> dict[str, list[str]]:
+    """Per name, the attributes the sources read of it (`S.sets` -> {"S": ["sets"]})."""
+    out: dict[str, set[str]] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, MemoryError, RecursionError, ValueError):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                out.setdefault(n.value.id, set()).add(n.attr)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _inputs_cell(call: str) -> Any:
+    return nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_replay.{call}", metadata={"grader": "inputs"})
+
+
 def merge(solution: Any, submitted: Any | None, for_student: bool = True) -> tuple[Any, dict[str, str]]:
-    """The notebook to run: the solution with the student's answer cells, check cells cut to their recording part
-    (and, for a student, without reference values). Returns it and, per exercise, a note on a missing answer cell."""
+    """The notebook to run, and per exercise a note on a missing answer cell.
+
+    For the solution: the whole notebook, check cells cut to their recording part, with a cell before each answer
+    cell saving the notebook's values for the students' runs (`replay.save`, the answer cells' own names left out).
+    For a student: none of the notebook's own cells (they need covlib's graded steps), but each answer cell after a
+    cell restoring the values saved before it, then each check cell's recording part (no reference values) after
+    restoring them again, the names the answers define kept: no answer cell runs once a hidden input is in."""
     nb = copy.deepcopy(solution)
     answers = answer_sources(submitted) if for_student else {}
-    notes = {}
+    own = sorted({n for (ex, role), c in _cells_by_role(solution).items() if role == "answer" for n in _bound(c.source)})
+    views = _attributes_read([c.source for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")])
+    notes, cells, records = {}, [], []
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         role = cell_role(cell)
-        if role and role[1] == "answer" and for_student:
-            if role[0] in answers:
+        if role and role[1] == "answer":
+            cells.append(_inputs_cell(f"restore({role[0]!r}, globals())" if for_student else
+                                      f"save({role[0]!r}, globals(), skip={own!r}, views={views!r}, say=True)"))
+            if for_student and role[0] in answers:
                 cell.source = answers[role[0]]
-            else:
+            elif for_student:
                 cell.source = strip_solutions(cell.source)
                 notes[role[0]] = "answer cell missing from the submission"
+        elif role and role[1] == "checks" and for_student:
+            cell.source = without_reference(split_checks(cell.source)[0])
+            records.append(_inputs_cell(f"restore({role[0]!r}, globals(), keep={{KEEP}})"))
+            records.append(cell)
+            continue
         elif role and role[1] == "checks":
-            record = split_checks(cell.source)[0]
-            cell.source = without_reference(record) if for_student else record
+            cell.source = split_checks(cell.source)[0]
+        elif for_student:
+            continue
+        cells.append(cell)
+    kept = sorted({n for c in cells if cell_role(c) for n in _bound(c.source)})
+    for cell in records:
+        cell.source = cell.source.replace("{KEEP}", repr(kept))
+    nb.cells = cells + records
     return nb, notes
 
 
@@ -120,43 +176,33 @@ def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
     return f"not run: {stopped or 'no answer was recorded'}"
 
 
-def watched(nb: Any, solution: Any, for_student: bool = True) -> tuple[sandbox.Tripwire, dict[str, tuple[str, str]]]:
-    """What the own-work tripwire watches in the merged notebook `nb`: every graded name of `solution`'s check cells,
-    in the answer cells and (for a student, whose check cells record no reference) the check cells; and those cells."""
-    cells = {}
-    for cell in nb.cells:
-        role = cell_role(cell)
-        if role and (role[1] == "answer" or (role[1] == "checks" and for_student)):
-            cells[tripwire.cell_key(cell.source)] = role
-    names = sorted({n for names in forbidden(solution).values() for n in names})
-    return sandbox.Tripwire(tuple(names), tuple(cells)), cells
-
-
 def forbidden(solution: Any) -> dict[str, list[str]]:
     """Per exercise, the names of covlib's functions its answer may not call (its check cell's `check_own_work`)."""
-    return {role[0]: own_work.forbidden_names(c.source) for role, c in _cells_by_role(solution).items()
+    return {role[0]: stubs.forbidden_names(c.source) for role, c in _cells_by_role(solution).items()
             if role[1] == "checks"}
 
 
+def graded_covlib(solution: Any, where: Path) -> Path:
+    """The covlib a student's run of `solution` gets: a copy with the functions its check cells name stubbed
+    (`teaching.stubs`), made once per set of names under `where`."""
+    names = sorted({n for names in forbidden(solution).values() for n in names})
+    target = where / ("covlib-" + hashlib.sha256(",".join(names).encode()).hexdigest()[:12]) / "covlib"
+    if not (target.parent / "done").is_file():
+        stubs.stub_copy(paths.code_root() / "covlib", target, names)
+        (target.parent / "done").write_text(",".join(names))
+    return target
+
+
 def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, reference: dict[str, dict[str, Any]],
-              answers: dict[str, str], notes: dict[str, str], cells: dict[str, tuple[str, str]],
-              trusted: checker.Trusted | None = None) -> list[Grade]:
-    """The grades of one run: the own-work rule (a call the tripwire saw, then the static reading of the answers: the
-    rule students see in their check cells), then the trusted checks on the recorded values."""
+              answers: dict[str, str], notes: dict[str, str], trusted: checker.Trusted | None = None) -> list[Grade]:
+    """The grades of one run: the trusted checks on the recorded values, and a note for the teacher where an answer
+    copies the source of covlib's function for its step (`teaching.copying`)."""
     found = exercises(solution, name)
     codes = checks_code(solution)
-    guarded = forbidden(solution)
-    caught = tripwire.findings(run.tripwire, cells, guarded)
     rows = {e.id: Grade(student, name, e.id, 0.0, e.points) for e in found}
     jobs = {}
     for e in found:
-        others = [a for ex, a in answers.items() if ex != e.id]
-        static = own_work.problems(answers.get(e.id, ""), others, guarded.get(e.id, []))
-        if e.id in caught:
-            rows[e.id].error = caught[e.id]
-        elif static:
-            rows[e.id].error = static
-        elif e.id not in run.answers:
+        if e.id not in run.answers:
             rows[e.id].error = _why_missing(e.id, run.notebook, run.stopped)
         else:
             jobs[e.id] = {"code": codes[e.id], "got": run.answers[e.id], "ref": reference.get(e.id, {})}
@@ -168,20 +214,26 @@ def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, referenc
     for ex, note in notes.items():
         if rows[ex].error:
             rows[ex].error = f"{note}; {rows[ex].error}"
+    guarded = forbidden(solution)
+    for ex, row in rows.items():
+        row.note = copying.review_note(answers.get(ex, ""), guarded.get(ex, []))
     return list(rows.values())
 
 
 def run_notebook(solution: Any, submitted: Any | None, scratch: Path, time_limit: float, unsafe: bool,
-                 for_student: bool = True, limits: sandbox.Limits = sandbox.Limits()
-                 ) -> tuple[sandbox.Run, dict[str, str], dict[str, tuple[str, str]]]:
-    """Run a submission (or, `for_student=False`, the solution itself) isolated with the own-work tripwire armed;
-    the run, the missing-answer notes and the watched cells."""
+                 for_student: bool = True, limits: sandbox.Limits = sandbox.Limits(), inputs: Path | None = None
+                 ) -> tuple[sandbox.Run, dict[str, str]]:
+    """Run a submission against the graded covlib on the solution run's `inputs` (or, `for_student=False`, the
+    solution itself, saving them) isolated; the run and the missing-answer notes."""
     nb, notes = merge(solution, submitted, for_student)
-    nb = inject(nb, smoke_parameters(nb))
-    wire, cells = watched(nb, solution, for_student)
-    run = sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student, tripwire=wire,
-                      limits=limits)
-    return run, notes, cells
+    covlib = None
+    if for_student:
+        covlib = graded_covlib(solution, scratch.parent)
+    else:
+        nb = inject(nb, smoke_parameters(nb))
+    run = sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student, limits=limits,
+                      covlib=covlib, inputs=inputs)
+    return run, notes
 
 
 def grade_notebook(solution_path: str | Path, submission: str | Path | None, student: str, reference: dict,
@@ -204,11 +256,15 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
         why = f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
         return [Grade(student, solution_path.name, e.id, 0.0, e.points, why) for e in found]
     scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student / solution_path.stem
-    run, notes, cells = run_notebook(solution, submitted, scratch, time_limit, unsafe, limits=limits)
+    inputs = inputs_of(reference)
+    if inputs is None:
+        raise CourseError(f"the values the students' runs of {solution_path.name} need are missing or changed "
+                          f"({reference.get(INPUTS_KEY, {}).get('path', 'never saved')}): run the grader again")
+    run, notes = run_notebook(solution, submitted, scratch, time_limit, unsafe, limits=limits, inputs=inputs)
     if trusted:
         trusted.verify()
     answers = answer_sources(submitted)
-    rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes, cells, trusted)
+    rows = grade_run(solution, solution_path.name, student, run, reference, answers, notes, trusted)
     if feedback:
         handout = student_version(solution, solution_path.name)  # what was handed out: no solution, no hidden check
         try:
@@ -241,25 +297,40 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
     stored = out / "reference" / f"{path.stem}.json"
     if stored.is_file():
         saved = json.loads(stored.read_text())
-        if saved.get("fingerprint") == fingerprint:
+        if saved.get("fingerprint") == fingerprint and inputs_of(saved["reference"]) is not None:
             return saved["reference"]
-    run, _, cells = run_notebook(solution, None, out / "scratch" / "(solutions)" / path.stem, time_limit, unsafe,
-                                 for_student=False, limits=limits)
+    scratch = out / "scratch" / "(solutions)" / path.stem
+    run, _ = run_notebook(solution, None, scratch, time_limit, unsafe, for_student=False, limits=limits)
     if trusted:
         trusted.verify()
-    rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {}, cells, trusted)
+    rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {}, trusted)
     lost = [f"{r.notebook} {r.exercise}: {r.error}" for r in rows if r.points < r.max_points]
     if lost:
         log = f"\n  the run's log ({out / 'scratch' / '(solutions)' / path.stem / 'runner.log'}) ends: {run.log}" \
             if run.log else ""
         raise CourseError("the solution notebooks do not pass their own checks, so nobody can be graded:\n  "
                           + "\n  ".join(lost) + log)
+    inputs = stored.with_suffix(".inputs.pkl")
+    data = (scratch / sandbox.INPUTS).read_bytes()
+    reference = {**run.reference, INPUTS_KEY: {"path": str(inputs), "sha256": hashlib.sha256(data).hexdigest()}}
     try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        inputs.write_bytes(data)
         write_atomic(stored, json.dumps({"fingerprint": fingerprint, "seconds": round(run.seconds, 1),
-                                         "points": {r.exercise: r.points for r in rows}, "reference": run.reference}))
+                                         "points": {r.exercise: r.points for r in rows}, "reference": reference}))
     except OSError as err:
-        _warn(f"the reference values of {path.name} were not stored (they are used all the same): {disk_error(err)}")
-    return run.reference
+        raise CourseError(f"the values the students' runs need ({inputs}) were not stored: {disk_error(err)}") from err
+    return reference
+
+
+def inputs_of(reference: dict[str, Any]) -> Path | None:
+    """The solution run's saved inputs file named in its `reference` values, if it is there unchanged."""
+    saved = reference.get(INPUTS_KEY) or {}
+    path = Path(saved.get("path", "")) if saved.get("path") else None
+    try:
+        return path if path and hashlib.sha256(path.read_bytes()).hexdigest() == saved.get("sha256") else None
+    except OSError:
+        return None
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -5,7 +5,8 @@ Inside the sandbox the only writable places are the run's working folder (`WORK`
 run's own copy of the call cache) and `/tmp` (another). The Python installation, the virtual environment, the `covlib`
 and `teaching` packages, the data, the models and the retrieval indexes are mounted read-only; the solution
 notebooks, the rest of the repository, the shared call cache, the grade table and other students' folders are not
-mounted at all. What comes back (the executed notebook, why it stopped, the recorded answers) is three files bound one
+mounted at all; a student's run gets the graded copy of covlib (`teaching.stubs`) where covlib is. What comes back
+(the executed notebook, why it stopped, the recorded answers, the solution run's saved inputs) is four files bound one
 by one into a read-only folder (`OUT`), each under the file-size limit; the run's output goes through a pipe and is
 kept capped (`runner.log`); the grader removes the rest after reading it. The environment is cleared (no API key or
 token gets in), the network is a private empty one, and the sandbox has its own process namespace, so every process
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import sqlite3
@@ -30,7 +30,7 @@ from typing import Any
 from covlib.core import paths
 from teaching.isolation import (STUDENT_UID, dirs, drop, interpreter, namespaces, python_dirs, system_mounts,
                                  user_namespace)
-from teaching.tripwire import CELLS_ENV, NAMES_ENV, PIPE_ENV, STARTUP, read_report
+from teaching.replay import INPUTS_ENV
 
 ANSWERS_CAP = 16 * 2**20  # bytes of recorded answers read back from a run; a larger file is not read
 NOTEBOOK_CAP = 64 * 2**20  # bytes of executed notebook read back for the feedback
@@ -38,7 +38,8 @@ LOG_CAP = 32 * 2**10  # bytes of the run's own output (stdout and stderr) kept i
 
 WORK = "/covlib-run"  # inside the sandbox: the run's working folder, a size-capped tmpfs that goes with the run
 OUT = "/covlib-out"  # inside the sandbox: a read-only folder of the few files that come back, each bound from the host
-OUT_FILES = ("executed.ipynb", "executed.ipynb.stopped", "answers.jsonl")
+INPUTS = "inputs.pkl"  # the values a student's answers run on: saved by the solution run (`teaching.replay`)
+OUT_FILES = ("executed.ipynb", "executed.ipynb.stopped", "answers.jsonl", INPUTS)
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,6 @@ class Run:
     stopped: str = ""
     seconds: float = 0.0
     log: str = ""  # the last line the run printed (its runner.log), for messages when it failed
-    tripwire: list[str] = field(default_factory=list)  # what the own-work tripwire reported (teaching.tripwire)
-
-
-@dataclass(frozen=True)
-class Tripwire:
-    """What the own-work tripwire watches in a run: the graded functions' names, the exercises' cells (`cell_key`s)."""
-
-    names: tuple[str, ...]
-    cells: tuple[str, ...]
 
 
 def snapshot_cache(target: Path) -> Path | None:
@@ -95,7 +87,7 @@ def environment(work: str | Path, out: str | Path, cache: str | Path, limits: Li
     return {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": f"{work}/home", "LANG": "C.UTF-8",
             "USER": "student", "PYTHONPATH": str(paths.code_root()), "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp",
             "COVLIB_ROOT": str(work), "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()),
-            "COVLIB_CACHE": str(cache), "COVLIB_ANSWERS": f"{out}/answers.jsonl",
+            "COVLIB_CACHE": str(cache), "COVLIB_ANSWERS": f"{out}/answers.jsonl", INPUTS_ENV: f"{out}/{INPUTS}",
             "COVLIB_LIMITS": f"{limits.memory},{limits.file + cache_size},{limits.processes}",
             "MPLBACKEND": "Agg", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -107,13 +99,14 @@ def read_only() -> list[Path]:
 
 
 def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limits: Limits, userns: int | None,
-                  cache_fd: int | None, cache_size: int) -> list[str]:
-    """bwrap's arguments: system, code, data and models read-only; a size-capped tmpfs to work in; the files that
-    come back bound one by one into a read-only folder; nothing else of the host."""
+                  cache_fd: int | None, cache_size: int, covlib: Path | None = None) -> list[str]:
+    """bwrap's arguments: system, code, data and models read-only (`covlib`, when given, mounted where covlib is); a
+    size-capped tmpfs to work in; the files that come back bound one by one into a read-only folder; nothing else."""
     args = ["bwrap", *namespaces(userns), "--die-with-parent", "--new-session", "--clearenv", *system_mounts()]
     for d in python_dirs() + read_only():
         if d.exists():
-            args += dirs(d) + ["--ro-bind", str(d), str(d)]
+            source = covlib if covlib is not None and d == paths.code_root() / "covlib" else d
+            args += dirs(d) + ["--ro-bind", str(source), str(d)]
     if writable_cache:  # the solution run warms the shared cache
         args += dirs(paths.cache_dir()) + ["--bind", str(paths.cache_dir()), str(paths.cache_dir())]
     if writable_cache:  # the solution run (the teacher's code) keeps what it wrote, for the book and for a look
@@ -126,13 +119,8 @@ def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limi
         args += ["--perms", "0666", "--file", str(cache_fd), f"{WORK}/cache/calls.sqlite"]
     if not writable_cache and paths.index_dir().is_dir():  # the solution run's indexes, read-only in the private cache
         args += ["--ro-bind", str(paths.index_dir()), f"{WORK}/cache/indexes"]
-    startup = f"{WORK}/home/.ipython/profile_default/startup"
-    for sub in (".ipython", ".ipython/profile_default", ".ipython/profile_default/startup"):
-        args += ["--perms", "0777", "--dir", f"{WORK}/home/{sub}"]
-    if (scratch / "startup.py").is_file():
-        args += ["--ro-bind", str(scratch / "startup.py"), f"{startup}/00-covlib-tripwire.py"]
     args += ["--size", str(2**20), "--tmpfs", OUT]
-    for name in OUT_FILES + (("tripwire",) if (scratch / "out" / "tripwire").exists() else ()):
+    for name in OUT_FILES:
         args += ["--bind", str(scratch / "out" / name), f"{OUT}/{name}"]
     args += ["--remount-ro", OUT, "--chdir", WORK]
     for k, v in env.items():
@@ -141,12 +129,13 @@ def bwrap_command(scratch: Path, env: dict[str, str], writable_cache: bool, limi
 
 
 def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, writable_cache: bool = False,
-        limits: Limits = Limits(), tripwire: Tripwire | None = None) -> Run:
+        limits: Limits = Limits(), covlib: Path | None = None, inputs: Path | None = None) -> Run:
     """Run `nb` isolated (or, with `unsafe`, only in its own process group with a cleaned environment) within
     `limits`, and read back what it wrote; the whole process tree is killed at `time_limit` (plus a minute for the
-    kernel to start). With `tripwire`, the kernel starts with the own-work tripwires armed and `Run.tripwire` holds
-    their reports. Only `runner.log` (capped) stays in `scratch` afterwards, and, for the solution's own run
-    (`writable_cache`), its executed notebook and what it wrote (`work/`: figures, tables, results)."""
+    kernel to start). A student's run gets `covlib` (the graded copy, `teaching.stubs`) where covlib is, and its own
+    copy of the solution run's `inputs` (`teaching.replay`). Only `runner.log` (capped) stays in `scratch` afterwards,
+    and, for the solution's own run (`writable_cache`), its executed notebook, its saved inputs (`INPUTS`) and what it
+    wrote (`work/`: figures, tables, results)."""
     import nbformat
 
     scratch = Path(scratch).resolve()
@@ -156,9 +145,8 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     for name in OUT_FILES:
         (scratch / "out" / name).touch()
     (scratch / "work").mkdir()
-    if tripwire is not None:
-        os.mkfifo(scratch / "out" / "tripwire", 0o600)
-        (scratch / "startup.py").write_text(STARTUP)
+    if inputs is not None:  # the run's own copy of the values its answers run on
+        shutil.copyfile(inputs, scratch / "out" / INPUTS)
     if writable_cache:
         paths.cache_dir().mkdir(parents=True, exist_ok=True)  # else its writes would land in the sandbox and vanish
     snapshot = None if writable_cache else snapshot_cache(scratch / "snapshot" / "calls.sqlite")
@@ -174,18 +162,19 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
         if not writable_cache and paths.index_dir().is_dir():
             cache.mkdir(parents=True, exist_ok=True)
             (cache / "indexes").symlink_to(paths.index_dir())
-        if tripwire is not None:
-            (work / "home" / ".ipython" / "profile_default" / "startup").mkdir(parents=True)
-            shutil.copy(scratch / "startup.py", work / "home" / ".ipython/profile_default/startup/00-covlib-tripwire.py")
+        if covlib is not None:  # the graded covlib first on the path (unsafe: the real one is still on the disk)
+            (scratch / "code").mkdir()
+            (scratch / "code" / "covlib").symlink_to(covlib)
+            (scratch / "code" / "teaching").symlink_to(paths.code_root() / "teaching")
     else:
         work, out = Path(WORK), Path(OUT)
         cache = paths.cache_dir() if writable_cache else work / "cache"
         if os.geteuid() == 0 and not writable_cache:
-            for name in OUT_FILES + (("tripwire",) if tripwire is not None else ()):
+            for name in OUT_FILES:
                 os.chown(scratch / "out" / name, STUDENT_UID, STUDENT_UID)
     env = environment(work, out, cache, replace(limits, processes=0) if unsafe else limits, cache_size)
-    if tripwire is not None:
-        env.update({PIPE_ENV: f"{out}/tripwire", NAMES_ENV: ",".join(tripwire.names), CELLS_ENV: ",".join(tripwire.cells)})
+    if unsafe and covlib is not None:
+        env["PYTHONPATH"] = str(scratch / "code")
     runner = [interpreter(), "-m", "teaching.runner", f"{out}/executed.ipynb", f"{time_limit:g}"]
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -197,12 +186,11 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
             cache_file = stack.enter_context(open(snapshot, "rb")) if snapshot else None
             fds = [fd for fd in (userns, cache_file.fileno() if cache_file else None) if fd is not None]
             cmd = bwrap_command(scratch, env, writable_cache, limits, userns,
-                                cache_file.fileno() if cache_file else None, cache_size) + drop(runner, not writable_cache)
+                                cache_file.fileno() if cache_file else None, cache_size, covlib) + drop(runner, not writable_cache)
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 cwd=scratch, pass_fds=fds, start_new_session=True,
                                 env=env if unsafe else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         log = _Log(proc.stdout)
-        reports = _Reports(scratch / "out" / "tripwire", tripwire) if tripwire is not None else None
         stopped = ""
         try:
             proc.stdin.write(nbformat.writes(nb).encode())
@@ -216,8 +204,6 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
         finally:
             _kill(proc)
             log.join()
-            if reports is not None:
-                reports.close()
     try:
         (scratch / "runner.log").write_bytes(log.text())
     except OSError:  # a full disk: the run's results are still read back
@@ -230,64 +216,16 @@ def run(nb: Any, scratch: str | Path, time_limit: float, unsafe: bool = False, w
     result = Run(read_notebook(scratch / "out" / "executed.ipynb"), stopped=stopped,
                  seconds=time.monotonic() - started, log=log.last_line())
     result.answers, result.reference = read_answers(scratch / "out" / "answers.jsonl")
-    result.tripwire = reports.lines if reports is not None else []
     if writable_cache and (scratch / "out" / "executed.ipynb").is_file():
         shutil.move(str(scratch / "out" / "executed.ipynb"), scratch / "executed.ipynb")
-    for leftover in ("out", "snapshot", "startup.py") + (() if writable_cache else ("work",)):  # the capped log stays
+    if writable_cache and (scratch / "out" / INPUTS).is_file():
+        shutil.move(str(scratch / "out" / INPUTS), scratch / INPUTS)
+    for leftover in ("out", "snapshot", "code") + (() if writable_cache else ("work",)):  # the capped log stays
         if (scratch / leftover).is_dir():
             shutil.rmtree(scratch / leftover, ignore_errors=True)
         else:
             (scratch / leftover).unlink(missing_ok=True)
     return result
-
-
-class _Reports:
-    """Reads the tripwire's pipe while the run goes on, keeping each distinct report about the watched cells once."""
-
-    def __init__(self, fifo: Path, tripwire: Tripwire):
-        self.fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a reader from the start: the kernel never blocks opening it
-        self.cells, self.names = set(tripwire.cells) | {""}, set(tripwire.names)
-        self.ready = False
-        self.seen: dict[str, None] = {}  # each distinct report once: at most (names + kinds of tampering) x cells
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        pending = b""
-        while True:
-            ready = select.select([self.fd], [], [], 0.2)[0]
-            try:
-                chunk = os.read(self.fd, 65536) if ready else b""
-            except BlockingIOError:
-                chunk = b""
-            if not chunk and self.stop.is_set():
-                break
-            *whole, pending = (pending + chunk).split(b"\n")
-            pending = pending[-4096:]  # a line longer than any report is garbage
-            for line in whole:
-                self._keep(line.decode(errors="replace"))
-
-    def _keep(self, line: str) -> None:
-        item = read_report(line)
-        if item is None:
-            return
-        if item.get("ready") is True:
-            self.ready = True
-        elif item.get("cell") in self.cells and item.get("call") in self.names:
-            self.seen[json.dumps({"call": item["call"], "cell": item["cell"]})] = None
-        elif item.get("cell") in self.cells and item.get("tamper") in ("sys.setprofile", "threading.setprofile"):
-            self.seen[json.dumps({"tamper": item["tamper"], "cell": item["cell"]})] = None
-
-    @property
-    def lines(self) -> list[str]:
-        """The reports, each once, in their canonical form ("ready" first when it came)."""
-        return (['{"ready": true}'] if self.ready else []) + list(self.seen)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-        os.close(self.fd)
 
 
 class _Log:

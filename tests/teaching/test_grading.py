@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from teaching import course, grading, isolation, own_work, sandbox
+from teaching import course, grading, isolation, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def _meta(ex: str, role: str, points: float | None = None) -> dict:
 
 DOUBLE_CHECKS = """from covlib.runs import exercises
 
-exercises.check_own_work(double, "fsum")  # your own code, not covlib's
+exercises.check_own_work(double, "weighted_average")  # your own code, not covlib's
 got = exercises.record("ex99-double", two=double(2))
 ### BEGIN HIDDEN TESTS
 got = exercises.record("ex99-double", base=double(base), many=[double(v) for v in range(base)])

@@ -1,0 +1,107 @@
+"""The values a submission's answers run on, supplied by the grader: saved by the solution run, restored for a student.
+
+A student's run is not the whole notebook: the notebook's own cells compute with covlib's implementations of the
+graded steps, which the student's covlib does not have (`teaching.stubs`). The solution run (the teacher's code, the
+real covlib) therefore saves, just before each exercise's answer cell, the notebook's variables (`save`); a student's
+run is, per exercise, a cell restoring them (`restore`), the student's answer cell and the recording part of the
+check cell. What is saved: every variable that pickles (cloudpickle: modules by name, the notebook's own functions by
+value), except the names the solution's answer cells define (the solution's functions, never supplied); a variable
+that does not pickle, or only over `VALUE_CAP` (a session holding a model), is saved as the attributes the answer and check cells read of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+from types import SimpleNamespace
+from typing import Any, Iterable
+
+INPUTS_ENV = "COVLIB_INPUTS"  # the grader sets it: the file the values are saved to (solution) or read from (student)
+VALUE_CAP = 16 * 2**20  # bytes of one pickled value; a larger one (a model, an index) is not supplied
+SKIP = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+
+
+def _dumps(value: Any) -> bytes | None:
+    """`value` pickled, or None when it does not pickle or is over `VALUE_CAP` (a model's weights, an index)."""
+    import cloudpickle
+
+    try:
+        data = cloudpickle.dumps(value)
+    except Exception:  # a model, a lock, an open file: not supplied as it is
+        return None
+    return data if len(data) <= VALUE_CAP else None
+
+
+def _stripped(value: Any, depth: int = 0) -> Any:
+    """`value` if it pickles; else a copy with what does not pickle set to None: its attributes (a run's results less
+    the model that made them), and, in a dict, list or tuple, its items (to `depth` 2)."""
+    if _dumps(value) is not None:
+        return value
+    if depth > 2:
+        return None
+    if type(value) is dict:
+        return {k: _stripped(v, depth + 1) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_stripped(v, depth + 1) for v in value)
+    try:
+        clone = copy.copy(value)
+        for attr, v in list(vars(clone).items()):
+            if _dumps(v) is None:
+                setattr(clone, attr, None)
+        if isinstance(clone, list):
+            clone[:] = [_stripped(v, depth + 1) for v in clone]
+    except Exception:  # no __dict__, or one that cannot be set
+        return None
+    return clone
+
+
+def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), views: dict[str, list[str]] | None = None,
+         say: bool = False) -> list[str]:
+    """Append `exercise`'s values (the namespace less `skip` and private names) to the inputs file; the names of the
+    values that could not be saved (printed with `say`). `views`: per variable, the attributes to save when it does
+    not pickle whole."""
+    skip, saved, lost = set(skip) | SKIP, {}, []
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or name in skip:
+            continue
+        data = _dumps(value)
+        if data is None and name in (views or {}):  # what the cells read of it
+            attrs = {a: getattr(value, a) for a in views[name] if hasattr(value, a)}
+            data = _dumps(SimpleNamespace(**{a: v for a, v in attrs.items() if _dumps(v) is not None}))
+        if data is None:
+            data = _dumps(_stripped(value))
+        if data is None:
+            lost.append(name)
+        else:
+            saved[name] = data
+    with open(os.environ[INPUTS_ENV], "ab") as f:
+        pickle.dump((exercise, saved), f, protocol=pickle.HIGHEST_PROTOCOL)
+    if say and lost:
+        print(f"{exercise}: not supplied to the students' runs (they do not pickle, or are over "
+              f"{VALUE_CAP // 2**20} MiB): {', '.join(sorted(lost))}")
+    return lost
+
+
+def restore(exercise: str, namespace: dict[str, Any], keep: Iterable[str] = ()) -> list[str]:
+    """Put `exercise`'s saved values into `namespace`, but for the names in `keep` (what the student's answers
+    define); the names that could not be loaded here (they stay unset)."""
+    found: dict[str, bytes] = {}
+    with open(os.environ[INPUTS_ENV], "rb") as f:
+        while True:
+            try:
+                name, values = pickle.load(f)
+            except EOFError:
+                break
+            if name == exercise:
+                found = values
+                break
+    lost, keep = [], set(keep)
+    for name, data in found.items():
+        if name in keep:
+            continue
+        try:
+            namespace[name] = pickle.loads(data)
+        except Exception:  # a value of a class the grading copy lacks
+            lost.append(name)
+    return lost
