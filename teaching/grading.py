@@ -1,25 +1,25 @@
 """The autograder: each submission runs isolated, records its answers' values, and trusted checks grade those values.
 
-For each submitted notebook the grader rebuilds it from the solution notebook with only the student's answer cells
-and with the check cells cut to their recording part (no assert, no reference value), runs it in a sandbox
-(`teaching.sandbox`) in the smoke profile under a time limit, then runs every check, visible and hidden, in a clean
-process of its own (`teaching.checker`) on the values the run recorded and on the reference values of the solution
-notebook's own run. The answer cells are also read statically for covlib's own implementation (`teaching.own_work`).
-Grades are written per student and notebook as each finishes; an unchanged submission is not graded again.
+The solution notebook runs first, in the smoke profile, saving before each answer cell the notebook's values
+(`teaching.replay`). For each submitted notebook the grader then runs, in a sandbox (`teaching.sandbox`) with a covlib
+whose graded functions do not exist (`teaching.stubs`), only the student's answer cells, each after its exercise's
+saved values, and the check cells' recording part (no assert, no reference value; `teaching.assembly`); then every
+check, visible and hidden, runs in a clean process of its own (`teaching.checker`) on the values the run recorded and on
+the reference values of the solution run. Answers that copy covlib's source are flagged for the teacher
+(`teaching.copying`). Grades are written per student and notebook as each finishes; an unchanged submission is not
+graded again.
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import errno
 import hashlib
-from csv import QUOTE_NONNUMERIC  # every text quoted: a lone carriage return in a name cannot split a row
 import json
 import os
 import sys
 import tempfile
 import time
+from csv import QUOTE_NONNUMERIC  # every text quoted: a lone carriage return in a name cannot split a row
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,9 +27,10 @@ from typing import Any, Sequence
 import nbformat
 
 from covlib.core import paths
-from teaching import checker, copying, isolation, sandbox, stubs
-from teaching.exercises import (CourseError, cell_role, exercise_notebooks, exercises, read, secret_lines, split_checks,
-                                strip_solutions)
+from teaching import checker, copying, isolation, sandbox
+from teaching.assembly import (_cells_by_role, answer_sources, checks_code, forbidden, graded_covlib, merge,  # noqa: F401
+                               without_reference)
+from teaching.exercises import CourseError, exercise_notebooks, exercises, read, secret_lines
 from teaching.feedback import feedback_notebook
 from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
@@ -52,117 +53,6 @@ class Grade:
     note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
 
 
-def without_reference(source: str) -> str:
-    """`source` less its statements that call `exercises.reference` (a submission's run records no reference); a
-    source that cannot be parsed is returned as it is (its run fails with the error)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, MemoryError, RecursionError, ValueError):
-        return source
-    drop = set()
-    for stmt in tree.body:
-        if any(isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "reference"
-               for n in ast.walk(stmt)):
-            drop.update(range(stmt.lineno, stmt.end_lineno + 1))
-    return "".join(ln for i, ln in enumerate(source.splitlines(keepends=True), 1) if i not in drop)
-
-
-def answer_sources(submitted: Any | None) -> dict[str, str]:
-    """The student's answer cell per exercise (of copies with the same id, the first that is not the untouched stub)."""
-    found: dict[str, list[str]] = {}
-    for cell in (submitted.cells if submitted is not None else []):
-        role = cell_role(cell)
-        if role and role[1] == "answer" and cell.get("cell_type") == "code" and isinstance(cell.get("source"), str):
-            found.setdefault(role[0], []).append(cell.source)
-    return {ex: next((a for a in srcs if "raise NotImplementedError()" not in a), srcs[0]) for ex, srcs in found.items()}
-
-
-def _bound(source: str) -> set[str]:
-    """The names a cell binds at its top level (definitions, assignments, imports)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, MemoryError, RecursionError, ValueError):
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    return names
-
-
-def _attributes_read(sources: Sequence[str]) -> dict[str, list[str]]:
-    """Per name, the attributes the sources read of it (`S.sets` -> {"S": ["sets"]})."""
-    out: dict[str, set[str]] = {}
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, MemoryError, RecursionError, ValueError):
-            continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
-                out.setdefault(n.value.id, set()).add(n.attr)
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def _inputs_cell(call: str) -> Any:
-    return nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_replay.{call}", metadata={"grader": "inputs"})
-
-
-def merge(solution: Any, submitted: Any | None, for_student: bool = True) -> tuple[Any, dict[str, str]]:
-    """The notebook to run, and per exercise a note on a missing answer cell.
-
-    For the solution: the whole notebook, check cells cut to their recording part, with a cell before each answer
-    cell saving the notebook's values for the students' runs (`replay.save`, the answer cells' own names left out).
-    For a student: none of the notebook's own cells (they need covlib's graded steps), but each answer cell after a
-    cell restoring the values saved before it, then each check cell's recording part (no reference values) after
-    restoring them again, the names the answers define kept: no answer cell runs once a hidden input is in."""
-    nb = copy.deepcopy(solution)
-    answers = answer_sources(submitted) if for_student else {}
-    own = sorted({n for (ex, role), c in _cells_by_role(solution).items() if role == "answer" for n in _bound(c.source)})
-    views = _attributes_read([c.source for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")])
-    notes, cells, records = {}, [], []
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-        role = cell_role(cell)
-        if role and role[1] == "answer":
-            cells.append(_inputs_cell(f"restore({role[0]!r}, globals())" if for_student else
-                                      f"save({role[0]!r}, globals(), skip={own!r}, views={views!r}, say=True)"))
-            if for_student and role[0] in answers:
-                cell.source = answers[role[0]]
-            elif for_student:
-                cell.source = strip_solutions(cell.source)
-                notes[role[0]] = "answer cell missing from the submission"
-        elif role and role[1] == "checks" and for_student:
-            cell.source = without_reference(split_checks(cell.source)[0])
-            records.append(_inputs_cell(f"restore({role[0]!r}, globals(), keep={{KEEP}})"))
-            records.append(cell)
-            continue
-        elif role and role[1] == "checks":
-            cell.source = split_checks(cell.source)[0]
-        elif for_student:
-            continue
-        cells.append(cell)
-    kept = sorted({n for c in cells if cell_role(c) for n in _bound(c.source)})
-    for cell in records:
-        cell.source = cell.source.replace("{KEEP}", repr(kept))
-    nb.cells = cells + records
-    return nb, notes
-
-
-def _cells_by_role(nb: Any | None) -> dict[tuple[str, str], Any]:
-    return {role: c for c in (nb.cells if nb is not None else []) if isinstance(c, dict) and (role := cell_role(c))}
-
-
-def checks_code(solution: Any) -> dict[str, str]:
-    """Per exercise, the solution's checks (below the marker): what the trusted checker runs."""
-    return {role[0]: split_checks(c.source)[1] for role, c in _cells_by_role(solution).items() if role[1] == "checks"}
-
-
 def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
     """Why a run recorded no answer for `ex`, from the executed notebook (the student's to tamper with: words only)."""
     cells = _cells_by_role(executed)
@@ -174,23 +64,6 @@ def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
         err = cell_error(checks)
         return err if err.startswith(("stopped:", "not answered")) else f"checks: {err}"
     return f"not run: {stopped or 'no answer was recorded'}"
-
-
-def forbidden(solution: Any) -> dict[str, list[str]]:
-    """Per exercise, the names of covlib's functions its answer may not call (its check cell's `check_own_work`)."""
-    return {role[0]: stubs.forbidden_names(c.source) for role, c in _cells_by_role(solution).items()
-            if role[1] == "checks"}
-
-
-def graded_covlib(solution: Any, where: Path) -> Path:
-    """The covlib a student's run of `solution` gets: a copy with the functions its check cells name stubbed
-    (`teaching.stubs`), made once per set of names under `where`."""
-    names = sorted({n for names in forbidden(solution).values() for n in names})
-    target = where / ("covlib-" + hashlib.sha256(",".join(names).encode()).hexdigest()[:12]) / "covlib"
-    if not (target.parent / "done").is_file():
-        stubs.stub_copy(paths.code_root() / "covlib", target, names)
-        (target.parent / "done").write_text(",".join(names))
-    return target
 
 
 def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, reference: dict[str, dict[str, Any]],
@@ -223,16 +96,20 @@ def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, referenc
 def run_notebook(solution: Any, submitted: Any | None, scratch: Path, time_limit: float, unsafe: bool,
                  for_student: bool = True, limits: sandbox.Limits = sandbox.Limits(), inputs: Path | None = None
                  ) -> tuple[sandbox.Run, dict[str, str]]:
-    """Run a submission against the graded covlib on the solution run's `inputs` (or, `for_student=False`, the
-    solution itself, saving them) isolated; the run and the missing-answer notes."""
-    nb, notes = merge(solution, submitted, for_student)
-    covlib = None
-    if for_student:
-        covlib = graded_covlib(solution, scratch.parent)
-    else:
-        nb = inject(nb, smoke_parameters(nb))
-    run = sandbox.run(nb, scratch, time_limit, unsafe=unsafe, writable_cache=not for_student, limits=limits,
-                      covlib=covlib, inputs=inputs)
+    """Run the solution itself (`for_student=False`), saving the values the students' answers run on; or a submission,
+    isolated, against the graded covlib on the solution run's `inputs`, twice: with the hidden inputs (its values are
+    graded) and without them (what its answer cells print goes back in the feedback: `Run.shown`). The run and the
+    missing-answer notes."""
+    if not for_student:
+        nb, notes = merge(solution, None, for_student=False)
+        return sandbox.run(inject(nb, smoke_parameters(nb)), scratch, time_limit, unsafe=unsafe, writable_cache=True,
+                           limits=limits), notes
+    covlib = graded_covlib(solution)
+    nb, notes = merge(solution, submitted)
+    run = sandbox.run(nb, scratch, time_limit, unsafe=unsafe, limits=limits, covlib=covlib, inputs=inputs)
+    visible = merge(solution, submitted, hidden=False)[0]
+    run.shown = sandbox.run(visible, scratch / "visible", time_limit, unsafe=unsafe, limits=limits, covlib=covlib,
+                            inputs=inputs).notebook
     return run, notes
 
 
@@ -269,7 +146,7 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
         handout = student_version(solution, solution_path.name)  # what was handed out: no solution, no hidden check
         try:
             Path(feedback).parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(feedback_notebook(handout, answers, run.notebook, rows, secret_lines(solution)), str(feedback))
+            nbformat.write(feedback_notebook(handout, answers, run.shown, rows, secret_lines(solution)), str(feedback))
         except OSError as err:
             _warn(f"{student}: the feedback notebook {feedback} was not written: {disk_error(err)}")
     return rows

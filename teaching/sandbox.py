@@ -62,6 +62,7 @@ class Run:
     stopped: str = ""
     seconds: float = 0.0
     log: str = ""  # the last line the run printed (its runner.log), for messages when it failed
+    shown: Any = None  # a student's run without the hidden inputs: its executed notebook, for the feedback
 
 
 def snapshot_cache(target: Path) -> Path | None:

@@ -4,7 +4,8 @@ The own-work rule holds by construction: a student's code runs (in the sandbox) 
 and the functions the check cells name (`exercises.check_own_work(func, "name", ...)`) raise "write this step
 yourself" however they are reached (an import, `getattr`, `pickle`, another thread or process, a rebuilt code
 object): their code is not in the process, nor in any file it can read. The copy keeps every other function, class and
-constant, so the values the grader supplies (`teaching.replay`) load and the students' own helpers run.
+constant, so the values the grader supplies (`teaching.replay`) load and the students' own helpers run. A stub raises
+RuntimeError, not NotImplementedError, which the grader reads as an answer cell left as handed out.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def stub_source(source: str, names: set[str]) -> tuple[str, list[str]]:
         if first == node.lineno:
             raise ValueError(f"{node.name} (line {node.lineno}) has its body on its def line: cannot stub it")
         indent = " " * node.body[0].col_offset
-        lines[first - 1:last] = [f"{indent}raise NotImplementedError({NOT_HERE.format(name=node.name)!r})\n"]
+        lines[first - 1:last] = [f"{indent}raise RuntimeError({NOT_HERE.format(name=node.name)!r})\n"]
     out = "".join(lines)
     compile(out, "<stub>", "exec")
     return out, [n.name for n in reversed(found)]

@@ -11,7 +11,6 @@ by `check_own_work` have no body (`teaching.stubs`, outside this wheel).
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os

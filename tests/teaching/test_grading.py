@@ -71,6 +71,11 @@ SOLUTION_BODY = {"ex99-double": "doubled_value = x * 2\n    return doubled_value
                  "ex99-root": "square_root_of_x = math.sqrt(x)\n    return square_root_of_x"}
 
 
+AVERAGE = ("import importlib, string\n_m = importlib.import_module('covlib.papers.covrag.metrics')\n"
+           "_f = string.Formatter().get_field('0.weighted_' + 'average', (_m,), {})[0]\n")  # covlib's, no name written
+HIDDEN_CALL = AVERAGE + "_g = lambda *a: _f(*a)\n"  # a function whose name says nothing: the visible check cannot tell
+
+
 def tiny_course(folder: Path) -> Path:
     """A one-notebook course with two exercises in the real markup; no model, so each run takes seconds."""
     cells = [v4.new_markdown_cell("# 99 · tiny"), v4.new_code_cell("import math"),
@@ -131,9 +136,13 @@ CASES = {
                                       ["stopped: the kernel died", "not run: the kernel died"]),
     "an answer that is not plain data": ({"ex99-root": "def root(x):\n    return {1, 2}"},
                                          {"ex99-double": 2, "ex99-root": 0}, ["", "checks: TypeError: ex99-root: four must be plain data"]),
-    "calls the reference it should replace": ({"ex99-double": "def double(x):\n    return math.fsum([x, x])"},
-                                              {"ex99-double": 0, "ex99-root": 3},
-                                              ["uses covlib's fsum: write this step yourself", ""]),
+    "calls the reference it should replace": (
+        {"ex99-double": "from covlib.papers.covrag import weighted_average\ndef double(x):\n"
+                        "    return 2 * weighted_average({'a': x}, {'a': 1})"},
+        {"ex99-double": 0, "ex99-root": 3}, ["checks: AssertionError: double calls weighted_average: write this step yourself", ""]),
+    "reaches the reference without naming it": (
+        {"ex99-double": HIDDEN_CALL + "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})"},
+        {"ex99-double": 0, "ex99-root": 3}, ["checks: RuntimeError: weighted_average is not available when your work is graded", ""]),
 }
 
 
@@ -172,32 +181,6 @@ def test_recorded_values_are_plain_json_and_numpy_values_become_python_ones(tmp_
     assert sandbox.read_answers(tmp_path / "answers.jsonl") == ({}, {})  # garbage is skipped, never raised
 
 
-def test_the_own_work_check_reads_the_answers_source():
-    forbidden = own_work.forbidden_names(DOUBLE_CHECKS)
-    assert forbidden == ["fsum"]
-    ok = "def double(x):\n    return sum([x, x])"
-    assert own_work.problems(ok, [], forbidden) == ""
-    for answer in ("def double(x):\n    return math.fsum([x, x])",
-                   "from math import fsum as f\ndef double(x):\n    return f([x, x])",
-                   "def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])",
-                   "import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])",
-                   "def double(x):\n    return vars(math)['fsum']([x, x])",
-                   "def double(x):\n    return math.__dict__['fsum']([x, x])"):
-        assert own_work.problems(answer, [], forbidden), answer
-    helper = "def helper(v):\n    return math.fsum(v)"  # in another answer cell
-    assert own_work.problems("def double(x):\n    return helper([x, x])", [helper], forbidden).startswith("uses covlib's fsum")
-    assert own_work.problems("def double(x):\n    return x *", [], forbidden) == ""  # a syntax error fails on its own
-
-
-def test_the_shipped_solutions_pass_the_static_own_work_check():
-    for path in course.exercise_notebooks():
-        nb = course.read(path)
-        answers = grading.answer_sources(nb)
-        for ex, answer in answers.items():
-            forbidden = own_work.forbidden_names(_cells(nb, ex, "checks")[0].source)
-            assert own_work.problems(answer, [a for e, a in answers.items() if e != ex], forbidden) == "", (path.name, ex)
-
-
 # --------------------------------------------------------------------------- the attacks, through the real command
 
 PLANTED = "sk-planted-secret-4242"
@@ -212,13 +195,36 @@ ATTACKS = {
     "always-equal object and a patched isclose": (
         "import math\nclass Same:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
         "math.isclose = lambda *a, **k: True\ndef double(x):\n    return Same()"),
-    "own work bypassed with importlib": "import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])",
-    "own work bypassed with getattr": "def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])",
-    "own work bypassed with pickle": "import pickle\ndef double(x):\n    return pickle.loads(b'cmath\\nfsum\\n.')([x, x])",
-    "own work bypassed with a match class pattern": (
-        "import types\ndef double(x):\n    match math:\n        case types.ModuleType(fsum=f):\n            return f([x, x])"),
-    "switches the tripwire off": (
-        "import pickle, sys\ndef double(x):\n    sys.setprofile(None)\n    return pickle.loads(b'cmath\\nfsum\\n.')([x, x])"),
+    # issue 49: covlib's graded function reached without its name, each with what defeated the tripwire, and each
+    # computing the right value (2 * the mean of {x}) when the real function runs
+    "a module dressed as a notebook cell": (HIDDEN_CALL + "import linecache\nlinecache.cache[_m.__file__] = (1, None, ['\\n'], _m.__file__)\n"
+                                            "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "one byte on the report pipe": (HIDDEN_CALL + "def double(x):\n    try:\n        open(os.environ.get('COVLIB_TRIPWIRE', '/dev/null'), 'w').write('x')\n"
+                                    "    except OSError:\n        pass\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "a line of 60,000 brackets on the report pipe": (
+        HIDDEN_CALL + "try:\n    open(os.environ.get('COVLIB_TRIPWIRE', '/dev/null'), 'w').write('[' * 60000 + '\\n')\n"
+        "except OSError:\n    pass\ndef double(x):\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "the code object renamed": (AVERAGE + "import types\n_h = types.FunctionType(_f.__code__.replace(co_name='my_average'), "
+                                "_f.__globals__)\n_g = lambda *a: _h(*a)\ndef double(x):\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "a raw thread": (HIDDEN_CALL + "import threading, time\ndef double(x):\n    out = []\n"
+                     "    threading._start_new_thread(lambda: out.append(_g({'a': x}, {'a': 1})), ())\n"
+                     "    for _ in range(100):\n        if out:\n            break\n        time.sleep(0.02)\n"
+                     "    return 2 * out[0] if out else None"),
+    "a helper interpreter": (
+        "import sys, time, os, webbrowser\n_failed = []\ndef double(x):\n    if _failed:\n        return None\n"
+        "    path = f'/tmp/answer-{x}'\n"
+        "    code = f\"import importlib; m = importlib.import_module('covlib.papers.covrag.metrics'); "
+        "open({path!r}, 'w').write(str(getattr(m, 'weighted_' + 'average')({{'a': {x}}}, {{'a': 1}})))\"\n"
+        "    webbrowser.BackgroundBrowser([sys.executable, '-c', code]).open('')\n"
+        "    for _ in range(200):\n        if os.path.exists(path) and open(path).read():\n"
+        "            return 2 * float(open(path).read())\n        time.sleep(0.05)\n    _failed.append(x)"),
+    "the cell callbacks unregistered": (HIDDEN_CALL + "import IPython\n_ev = IPython.get_ipython().events\n"
+                                        "for _k in ('pre_run_cell', 'post_run_cell'):\n    _ev.callbacks[_k].clear()\n"
+                                        "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "the threads' profile hook cleared": (HIDDEN_CALL + "import threading\nthreading._profile_hook = None\n"
+                                          "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})"),
+    "the profile hook switched off": (HIDDEN_CALL + "import sys\ndef double(x):\n    sys.setprofile(None)\n"
+                                      "    return 2 * _g({'a': x}, {'a': 1})"),
     "patched record writes the right values": (
         "from covlib.runs import exercises as _e\n_real = _e.record\n"
         "_e.record = lambda ex, **v: _real(ex, **({k: 4 if k == 'two' else 20 if k == 'base' else [] for k in v}\n"
@@ -320,24 +326,36 @@ def _points(rows, student: str) -> dict[str, float]:
 HONEST = {"ex99-double": 2.0, "ex99-root": 3.0}
 
 
+OWN_WORK_ATTACKS = ["a module dressed as a notebook cell", "one byte on the report pipe",
+                    "a line of 60,000 brackets on the report pipe", "the code object renamed", "a raw thread",
+                    "a helper interpreter", "the cell callbacks unregistered", "the threads' profile hook cleared",
+                    "the profile hook switched off"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ["custom exception handler", "input transformer turns asserts into pass",
-                                    "always-equal object and a patched isclose", "own work bypassed with importlib",
-                                    "own work bypassed with getattr", "patched record writes the right values",
-                                    "own work bypassed with pickle", "own work bypassed with a match class pattern",
-                                    "switches the tripwire off"])
+                                    "always-equal object and a patched isclose", "patched record writes the right values",
+                                    *OWN_WORK_ATTACKS])
 def test_an_attack_earns_no_unearned_marks(attacked, attack):
     rows = [r for r in attacked["rows"] if r["student"] == attacked["names"][attack]]
     assert {r["exercise"]: float(r["points"]) for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}, rows
-    caught = "calls covlib's fsum (while ex99-double's checks cell ran): write this step yourself"
-    want = {"own work bypassed with importlib": "uses importlib: an answer may not reach code by a computed name",
-            "own work bypassed with getattr": caught, "custom exception handler": "uses get_ipython",
-            "input transformer turns asserts into pass": "uses get_ipython",
-            "own work bypassed with pickle": caught, "own work bypassed with a match class pattern": caught,
-            "switches the tripwire off": "switched off the own-work check (sys.setprofile) in its checks cell",
-            "always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
-            "patched record writes the right values": "AssertionError: hidden_double_check"}
-    assert rows[0]["error"].startswith(want.get(attack, "AssertionError: double(2): expected 4, got 5")), rows[0]
+    stub = "checks: RuntimeError: weighted_average is not available when your work is graded"
+    want = {"always-equal object and a patched isclose": "checks: TypeError: ex99-double: two must be plain data",
+            "patched record writes the right values": "AssertionError: hidden_double_check",
+            "a raw thread": "AssertionError: double(2): expected 4, got None",  # the thread's call raised the stub's error
+            "a helper interpreter": "AssertionError: double(2): expected 4, got None"}  # so did the helper's
+    assert rows[0]["error"].startswith(want.get(attack, stub if attack in OWN_WORK_ATTACKS else
+                                                "AssertionError: double(2): expected 4, got 5")), rows[0]
+
+
+@pytest.mark.parametrize("attack", OWN_WORK_ATTACKS)
+def test_each_own_work_attack_is_a_real_route_to_covlib(attack, tmp_path):
+    """Outside grading, against the real covlib, each attack's double(2) is 4: what stops it is the graded copy."""
+    code = "import os\n" + ATTACKS[attack] + "\nprint('double(2) =', double(2))"
+    if "IPython.get_ipython" in code:
+        code = code.replace("IPython.get_ipython().events", "__import__('types').SimpleNamespace(callbacks={'pre_run_cell': [], 'post_run_cell': []})")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "double(2) = 4.0" in run.stdout, (run.stdout, run.stderr[-800:])
 
 
 @pytest.mark.slow
@@ -383,10 +401,11 @@ def test_no_attack_harms_the_teacher_or_another_student(attacked):
                    "poisons the shared cache",
                    "writes outside its scratch folder", "reaches the network", "prints 30 MB"):
         assert _points(rows, attacked["names"][attack]) == HONEST, attack
-    quoted = [r for r in rows if r["student"] == attacked["names"]["quotes the hidden record line from a later cell"]]
-    assert all(r["error"].startswith("uses sys._getframe") for r in quoted), quoted  # the rule: it reads frames
-    spawned = _points(rows, attacked["names"]["detached processes rewrite the grade table later"])
-    assert spawned == {"ex99-double": 0.0, "ex99-root": 3.0}  # the rule: it uses subprocess
+    for attack in ("quotes the hidden record line from a later cell", "detached processes rewrite the grade table later"):
+        assert _points(rows, attacked["names"][attack]) == HONEST, attack  # right answers: no rule against frames now
+    quoted = (attacked["out"] / "feedback" / attacked["names"]["quotes the hidden record line from a later cell"]
+              / "99_tiny.ipynb").read_text()
+    assert "[]" in quoted and "base=double(base)" not in quoted  # every answer cell ran before any hidden input came
     leftovers = subprocess.run(["pgrep", "-f", attacked["mark"]], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
 
@@ -449,7 +468,7 @@ def test_one_assignment_is_graded_and_totalled_alone(tmp_path):
                            "--assignment", "99"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "dan: 5 / 5" in done.stdout and "grades-99.csv" in done.stdout
-    assert sorted(p.name for p in (tmp_path / "out" / "reference").iterdir()) == ["99_tiny.json"]  # only its solution ran
+    assert sorted(p.name for p in (tmp_path / "out" / "reference").iterdir()) == ["99_tiny.inputs.pkl", "99_tiny.json"]  # only its solution ran
     with open(tmp_path / "out" / "grades-99.csv", newline="") as f:
         assert {r["notebook"] for r in csv.DictReader(f)} == {"99_tiny.ipynb"}
 
@@ -510,112 +529,75 @@ def test_grade_table_escapes_and_totals(tmp_path):
 # --------------------------------------------------------------------------- issue 32: the own-work rule, feedback,
 # deep answers, hostile names in the table, naming an assignment
 
-ORDINARY = {  # honest answers in ordinary Python: every one passes every check of the tiny course
-    "itemgetter": "from operator import itemgetter\ndef double(x):\n    return sum(map(itemgetter(0), [(x,), (x,)]))",
-    "getattr with a constant name": "def double(x):\n    s = x * 2\n    return getattr(s, \"real\", s)",
-    "attrgetter on data": "import operator\ndef double(x):\n    return operator.attrgetter('real')(x) * 2",
-    "methodcaller with a constant name": "from operator import methodcaller\ndef double(x):\n    return methodcaller('__mul__', 2)(x)",
-}
-
-REACHES_COVLIB = {  # each can reach covlib's implementation: (answer, how the static reading says so)
-    "names it": ("def double(x):\n    return math.fsum([x, x])", "uses covlib's fsum"),
-    "imports it under another name": ("from math import fsum as f\ndef double(x):\n    return f([x, x])", "uses covlib's fsum"),
-    "names it in a string": ("def double(x):\n    return getattr(math, 'math.fsum')([x, x])", "uses covlib's fsum"),
-    "getattr with a computed name": ("def double(x):\n    return getattr(math, 'fs' + 'um')([x, x])", "uses getattr with a computed name"),
-    "getattr on a module it imports": ("import math as m\ndef double(x):\n    return getattr(m, 'pi') and 2 * x", "uses getattr on the module m"),
-    "getattr passed as a value": ("from functools import reduce\ndef double(x):\n    return reduce(getattr, ['fs' + 'um'], math)([x, x])", "uses getattr passed as a value"),
-    "attrgetter with a computed name": ("from operator import attrgetter as ag\ndef double(x):\n    return ag('fs' + 'um')(math)([x, x])", "uses attrgetter with a computed name"),
-    "importlib": ("import importlib\ndef double(x):\n    return importlib.import_module('math').fsum([x, x])", "uses importlib"),
-    "__import__": ("def double(x):\n    return __import__('ma' + 'th') and 2 * x", "uses __import__"),
-    "vars of a module": ("def double(x):\n    return vars(math)['fs' + 'um']([x, x])", "uses vars()"),
-    "a module's __dict__": ("def double(x):\n    return math.__dict__['fs' + 'um']([x, x])", "uses __dict__"),
-    "globals": ("def double(x):\n    return globals()['ma' + 'th'] and 2 * x", "uses globals()"),
-    "sys.modules": ("import sys as s\ndef double(x):\n    return s.modules['ma' + 'th'] and 2 * x", "uses sys.modules"),
-    "pickle loads": ("import pickle\ndef double(x):\n    return pickle.loads(b'cmath\\nfs' + b'um\\n.')([x, x])", "uses pickle"),
-    "marshal loads": ("from marshal import loads\ndef double(x):\n    return 2 * x", "uses marshal"),
-    "eval": ("def double(x):\n    return eval('math.fs' + 'um')([x, x])", "uses eval"),
-    "a match class pattern": ("import types\ndef double(x):\n    match math:\n        case types.ModuleType(fsum=f):\n"
-                              "            return f([x, x])", "uses covlib's fsum"),
-    "a function's globals": ("def double(x):\n    return double.__globals__['ma' + 'th'] and 2 * x", "uses __globals__"),
-    "pydoc.locate": ("import pydoc\ndef double(x):\n    return pydoc.locate('math.fs' + 'um')([x, x])", "uses pydoc"),
-    "a raw thread": ("import _thread\ndef double(x):\n    return 2 * x", "uses _thread"),
-    "a subprocess through asyncio": ("import asyncio\ndef double(x):\n    return 2 * x", "uses asyncio"),
-    "the kernel's namespace": ("def double(x):\n    return get_ipython().user_ns['ma' + 'th'] and 2 * x", "uses get_ipython"),
+REACHES_COVLIB = {  # each reaches covlib's weighted_average without writing its name: 2 * mean of {x} is 2x
+    "through a lambda": HIDDEN_CALL + "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})",
+    "a rebuilt code object": AVERAGE + "import types\n_g = types.FunctionType(_f.__code__.replace(co_name='mine'), _f.__globals__)\n"
+                             "def double(x):\n    return 2 * _g({'a': x}, {'a': 1})",
+    "getattr with a computed name": "import importlib\ndef double(x):\n    m = importlib.import_module('covlib.papers.covrag')\n"
+                                    "    return 2 * getattr(m, 'weighted_' + 'average')({'a': x}, {'a': 1})",
+    "pickle": "import pickle\ndef double(x):\n    return 2 * pickle.loads(b'ccovlib.papers.covrag.metrics\\nweighted_' + b'average\\n.')({'a': x}, {'a': 1})",
 }
 
 
-@pytest.mark.parametrize("case", ORDINARY)
-def test_ordinary_python_keeps_the_own_work_rule(case):
-    answer = ORDINARY[case]
-    scope = {}
-    exec(answer, scope)
-    assert scope["double"](2) == 4 and scope["double"](10) == 20  # a correct answer
-    assert own_work.problems(answer, [], own_work.forbidden_names(DOUBLE_CHECKS)) == ""
+def test_the_graded_covlib_has_no_body_for_the_graded_functions(tmp_path):
+    """Each function a check cell names is a `raise` in the graded copy, everything else is covlib's, and no bytecode
+    of the real one comes along; a name that is in no module is refused."""
+    from teaching import stubs
+
+    solution = course.read(tiny_course(tmp_path / "course"))
+    target = grading.graded_covlib(solution)
+    assert target.name == "covlib" and not list(target.rglob("__pycache__")) and not list(target.rglob("*.pyc"))
+    metrics = (target / "papers" / "covrag" / "metrics.py").read_text()
+    real = (ROOT / "covlib" / "papers" / "covrag" / "metrics.py").read_text()
+    assert 'raise RuntimeError("weighted_average is not available when your work is graded' in metrics
+    assert metrics.count("\n") < real.count("\n") and metrics.replace(" ", "") != real.replace(" ", "")
+    run = subprocess.run([sys.executable, "-c", "import covlib.papers.covrag as C\nprint(C.PAPER_COUNTS)\n"
+                          "C.weighted_average({'a': 1}, {'a': 1})"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(target.parent)))
+    assert run.returncode == 1 and "RuntimeError: weighted_average is not available" in run.stderr, run.stderr
+    assert run.stdout.strip()  # the rest of the package imports and works
+    with pytest.raises(ValueError, match="no function fsum"):
+        stubs.stub_copy(ROOT / "covlib", tmp_path / "other", ["fsum"])
 
 
 @pytest.mark.parametrize("case", REACHES_COVLIB)
-def test_what_can_reach_covlib_fails_the_own_work_rule(case):
-    answer, why = REACHES_COVLIB[case]
-    assert own_work.problems(answer, [], own_work.forbidden_names(DOUBLE_CHECKS)).startswith(why)
+def test_every_route_to_a_graded_function_ends_in_its_stub(case, tmp_path):
+    """What the static rule and the tripwire tried to catch route by route: with the graded copy, each route runs the
+    stub; the same answer against the real covlib computes the right value (it is a real route)."""
+    solution = course.read(tiny_course(tmp_path / "course"))
+    target = grading.graded_covlib(solution)
+    code = REACHES_COVLIB[case] + "\nprint(double(21))"
+    for where, want in ((ROOT, "42.0"), (target.parent, "RuntimeError: weighted_average is not available")):
+        run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(where)))
+        assert want in run.stdout + run.stderr, (where, run.stdout, run.stderr[-500:])
 
 
-def _as_a_notebook_cell(source: str, number: int) -> dict:
-    """Run `source` as IPython runs a cell: compiled under a name that is no file, its text kept in `linecache`."""
-    import linecache
-
-    name = f"/tmp/ipykernel_0/covlib-test-cell-{number}.py"
-    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
-    scope = {"math": __import__("math"), "__name__": "__main__"}
-    exec(compile(source, name, "exec"), scope)
-    return scope
-
-
-def test_the_visible_check_applies_the_graders_rule(monkeypatch):
+def test_the_visible_check_names_a_direct_call_and_states_the_rule():
     from covlib.runs import exercises
 
-    monkeypatch.delenv(exercises.ANSWERS_ENV, raising=False)  # the student's own run
-
-    for i, answer in enumerate(ORDINARY.values()):
-        exercises.check_own_work(_as_a_notebook_cell(answer, i)["double"], "fsum")  # passes, as with the grader
-    for i, (answer, why) in enumerate(REACHES_COVLIB.values()):
-        scope = _as_a_notebook_cell(answer, 100 + i)
-        with pytest.raises(AssertionError, match="write this step yourself") as err:
-            exercises.check_own_work(scope["double"], "fsum")
-        assert why in str(err.value) or "calls fsum" in str(err.value), (answer, str(err.value))
-        if "calls fsum" not in str(err.value):  # what the grader says, with the rule stated
-            assert exercises.OWN_WORK_RULE in str(err.value)
-    helper = _as_a_notebook_cell("def helper(v):\n    return getattr(math, 'fs' + 'um')(v)", 200)
-    scope = _as_a_notebook_cell("def double(x):\n    return helper([x, x])", 201)
-    scope["helper"] = helper["helper"]
-    with pytest.raises(AssertionError, match="double: uses getattr with a computed name"):  # another cell it uses
-        exercises.check_own_work(scope["double"], "fsum")
-    monkeypatch.setenv(exercises.ANSWERS_ENV, "answers.jsonl")  # a graded run: the grader reads the source itself,
-    exercises.check_own_work(scope["double"], "fsum")  # where the static reading is its second signal, not the kernel
+    scope: dict = {}
+    exec("from covlib.papers.covrag import weighted_average as avg\ndef double(x):\n    return 2 * avg({'a': x}, {'a': 1})", scope)
+    with pytest.raises(AssertionError, match="double calls weighted_average: write this step yourself") as err:
+        exercises.check_own_work(scope["double"], "weighted_average")
+    assert exercises.OWN_WORK_RULE in str(err.value) and "do not exist" in exercises.OWN_WORK_RULE
+    exec("def honest(x):\n    return 2 * x", scope)
+    exercises.check_own_work(scope["honest"], "weighted_average")
 
 
-def test_the_rule_is_stated_in_the_hand_out(tmp_path):
-    from covlib.runs import exercises
+def test_copied_source_is_flagged_for_the_teacher_with_the_lines_and_honest_work_is_not():
+    from teaching import copying
 
-    solution = tiny_course(tmp_path)
-    header = course.student_version(course.read(solution), solution.name).cells[0]
-    assert header.cell_type == "markdown" and exercises.OWN_WORK_RULE in header.source
-    assert "itemgetter" in exercises.OWN_WORK_RULE and "`__dict__`" in exercises.OWN_WORK_RULE  # code, not bold
-
-
-@pytest.mark.slow
-def test_the_visible_check_fails_in_the_students_kernel(tmp_path):
-    """The student's own run, in a real kernel: the check cell stops a computed getattr and passes an itemgetter."""
-    import nbclient
-
-    solution = tiny_course(tmp_path / "course")
-    seen = {}
-    for case, answer in (("ordinary", ORDINARY["itemgetter"]), ("computed", REACHES_COVLIB["getattr with a computed name"][0])):
-        nb = course.read(submit(solution, tmp_path / case, answers={"ex99-double": answer}))
-        nbclient.NotebookClient(nb, timeout=120, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}).execute()
-        (checks,) = _cells(nb, "ex99-double", "checks")
-        seen[case] = [o for o in checks.outputs if o.output_type == "error"]
-    assert seen["ordinary"] == []
-    assert len(seen["computed"]) == 1 and "uses getattr with a computed name" in seen["computed"][0].evalue
+    path, source, first = copying.reference_source("self_consistency")
+    assert path == "covlib/papers/verify_edit/cot.py" and first > 1
+    renamed = source.replace("answers", "paths").replace("weights", "w").replace("votes", "tally")
+    copied = "def consistency(paths, mean_logprobs, dataset='hotpotqa', vote='wang'):\n" + renamed
+    note = copying.review_note(copied, ["self_consistency"])
+    assert note.startswith("for review: lines 2-") and "match covlib's self_consistency (covlib/papers/verify_edit/cot.py" in note
+    for nb_path in course.exercise_notebooks():  # the shipped solutions, written apart from covlib: not flagged
+        nb = course.read(nb_path)
+        for ex, answer in grading.answer_sources(nb).items():
+            assert copying.review_note(answer, grading.forbidden(nb)[ex]) == "", (nb_path.name, ex)
 
 
 DEEP = "def double(x):\n    return " + "-" * 100_000 + "x\n"  # ast.parse raises MemoryError, not SyntaxError
@@ -623,17 +605,17 @@ DEEP = "def double(x):\n    return " + "-" * 100_000 + "x\n"  # ast.parse raises
 
 def test_a_too_deeply_nested_answer_fails_its_own_exercise_only(tmp_path):
     root = "def root(x):\n    return math.sqrt(x)"
-    assert own_work.problems(DEEP, [root], ["fsum"]).startswith("the answer is too deeply nested or too large to read "
-                                                                 "(MemoryError)")
-    assert own_work.problems(root, [DEEP], []) == ""  # the other exercise is read as ever
     assert grading.without_reference("x = " + "-" * 100_000 + "1\n").startswith("x = ---")
     solution = course.read(tiny_course(tmp_path))
-    run = sandbox.Run(notebook=None, answers={"ex99-root": {"four": 2.0, "two": 2 ** 0.5}},
-                      tripwire=['{"ready": true}'])
-    rows = grading.grade_run(solution, "99_tiny.ipynb", "dan", run, {}, {"ex99-double": DEEP, "ex99-root": root}, {}, {})
+    submitted = course.student_version(solution, "99_tiny.ipynb")
+    _answer(submitted, "ex99-double").source, _answer(submitted, "ex99-root").source = DEEP, root
+    nb, _ = grading.merge(solution, submitted)  # the grader reads it without failing
+    assert _answer(nb, "ex99-double").source == DEEP
+    run = sandbox.Run(notebook=None, answers={"ex99-root": {"four": 2.0, "two": 2 ** 0.5}})
+    rows = grading.grade_run(solution, "99_tiny.ipynb", "dan", run, {}, {"ex99-double": DEEP, "ex99-root": root}, {})
     assert {r.exercise: r.points for r in rows} == {"ex99-double": 0.0, "ex99-root": 3.0}
     double = next(r for r in rows if r.exercise == "ex99-double")
-    assert "too deeply nested" in double.error + double.note and "grader error" not in double.error
+    assert double.error.startswith("not run") and "grader error" not in double.error
 
 
 def _verdict_cells(nb) -> list:
