@@ -405,7 +405,7 @@ def test_no_attack_harms_the_teacher_or_another_student(attacked):
         assert _points(rows, attacked["names"][attack]) == HONEST, attack  # right answers: no rule against frames now
     quoted = (attacked["out"] / "feedback" / attacked["names"]["quotes the hidden record line from a later cell"]
               / "99_tiny.ipynb").read_text()
-    assert "[]" in quoted and "base=double(base)" not in quoted  # every answer cell ran before any hidden input came
+    assert "two=double(2)" in quoted and "base=double(base)" not in quoted  # the feedback's run had no hidden input
     leftovers = subprocess.run(["pgrep", "-f", attacked["mark"]], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
 
