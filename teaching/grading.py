@@ -246,6 +246,11 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
     why = isolation.unreadable(sandbox.read_only() + [paths.index_dir()]) if not unsafe and os.geteuid() == 0 else ""
     if why:
         raise CourseError(f"a submission could not read what it needs: {why}")
+    installed = isolation.installed_covlib(isolation.python_dirs())
+    if installed:
+        raise CourseError(f"covlib's source is installed in {installed[0]}, which every submission can read: it holds the "
+                          "functions the students must write. Install the repository editable (`pip install -e .`, as "
+                          "`make env` does) and grade again")
     solutions = select(exercise_notebooks(folder), assignments)
     out = Path(out) if out else paths.build_dir() / "grades"
     found = find_submissions(submissions, [p.name for p in solutions])

@@ -139,6 +139,12 @@ def python_dirs() -> list[Path]:
     return sorted(d for d in dirs if d != Path("/usr") and not str(d).startswith("/usr/"))
 
 
+def installed_covlib(dirs: list[Path]) -> list[Path]:
+    """Copies of covlib's source installed under `dirs` (a non-editable `pip install`): mounted in every sandbox, they
+    would hand a submission the graded functions the graded copy leaves out."""
+    return sorted(p for d in dirs for p in d.glob("lib*/python*/site-packages/covlib") if (p / "__init__.py").is_file())
+
+
 def interpreter() -> str:
     """The virtual environment's python with its folder's links resolved: the path that exists inside the sandbox."""
     return str(Path(sys.prefix).resolve() / "bin" / Path(sys.executable).name) if sys.prefix != sys.base_prefix \

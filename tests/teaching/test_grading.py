@@ -573,6 +573,17 @@ def test_every_route_to_a_graded_function_ends_in_its_stub(case, tmp_path):
         assert want in run.stdout + run.stderr, (where, run.stdout, run.stderr[-500:])
 
 
+def test_a_covlib_installed_in_the_environment_is_found(tmp_path):
+    """A non-editable install puts covlib's source in site-packages, which every sandbox mounts read-only: the grader
+    refuses to grade with it there (`grade` raises with the path)."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "covlib").mkdir(parents=True)
+    assert isolation.installed_covlib([tmp_path / "venv"]) == []  # a folder without the package's __init__
+    (site / "covlib" / "__init__.py").write_text("")
+    assert isolation.installed_covlib([tmp_path / "venv"]) == [site / "covlib"]
+    assert isolation.installed_covlib(isolation.python_dirs()) == []  # this environment: covlib is editable
+
+
 def test_the_visible_check_names_a_direct_call_and_states_the_rule():
     from covlib.runs import exercises
 
