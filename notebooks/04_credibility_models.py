@@ -186,7 +186,7 @@ import math
 
 from covlib.runs import exercises
 
-exercises.check_own_work(citation_pr, "citation_scores", "score_answers", "score_runs")  # your own code, not covlib's
+exercises.check_own_work(citation_pr, "citation_scores", "score_answers", "score_details", "score_runs")  # your own code, not covlib's
 got = exercises.record(
     "ex04-citations",
     half=citation_pr([1, 3], [1, 2]),
@@ -256,7 +256,7 @@ import numpy as np
 
 from covlib.runs import exercises
 
-exercises.check_own_work(key_fact_recall, "score_answers", "score_runs")  # your own code, not covlib's
+exercises.check_own_work(key_fact_recall, "score_answers", "score_details", "score_runs")  # your own code, not covlib's
 
 
 class ToyJudge:

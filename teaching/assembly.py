@@ -44,19 +44,19 @@ def answer_sources(submitted: Any | None) -> dict[str, str]:
 
 
 def _bound(source: str) -> set[str]:
-    """The names a cell binds at its top level (definitions, assignments, imports)."""
+    """Every name a cell binds anywhere in it (definitions, assignments, imports, in `if`, `try`, `with` or not)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, MemoryError, RecursionError, ValueError):
         return set()
     names = set()
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
     return names
 
 
@@ -74,22 +74,21 @@ def _attributes_read(sources: Sequence[str]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _inputs_cell(call: str) -> Any:
-    return nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_replay.{call}", metadata={"grader": "inputs"})
-
-
 def merge(solution: Any, submitted: Any | None, for_student: bool = True, hidden: bool = True
           ) -> tuple[Any, dict[str, str]]:
     """The notebook to run, and per exercise a note on a missing answer cell.
 
     For the solution: the whole notebook, check cells cut to their recording part, with a cell before each answer
-    cell saving the notebook's values for the students' runs (`replay.save`, the answer cells' own names left out).
+    cell saving the notebook's values for the students' runs (`replay.save`; what answer and check cells bind left out).
     For a student: none of the notebook's own cells (they need covlib's graded steps), but per exercise a cell
     restoring the values saved before its answer cell, the student's answer cell and the check cell's recording part
     (no reference values; without `hidden`, no hidden inputs either)."""
     nb = copy.deepcopy(solution)
     answers = answer_sources(submitted) if for_student else {}
-    own = sorted({n for (ex, role), c in _cells_by_role(solution).items() if role == "answer" for n in _bound(c.source)})
+    # never supplied: what the solution's answer cells define (its functions) and what check cells bind (recorded
+    # values, hidden inputs, reference values): a student gets the notebook's own values only
+    own = sorted({n for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")
+                  for n in _bound(c.source)})
     views = _attributes_read([c.source for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")])
     notes, cells = {}, []
     for cell in nb.cells:
@@ -99,7 +98,7 @@ def merge(solution: Any, submitted: Any | None, for_student: bool = True, hidden
         if role and role[1] == "answer":
             call = (f"restore({role[0]!r}, globals())" if for_student else
                     f"save({role[0]!r}, globals(), skip={own!r}, views={views!r}, say=True)")
-            cells.append(nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_replay.{call}",
+            cells.append(nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_lost = _replay.{call}",
                                                    metadata={"grader": "inputs"}))
             if for_student and role[0] in answers:
                 cell.source = answers[role[0]]

@@ -24,6 +24,7 @@ from covlib.core import paths
 MIN_TOKENS = 80  # fewer shared tokens are idioms: a function this short, written right, reads like covlib's
 MIN_SHARE = 0.6  # of the reference function's tokens (the shipped solutions share at most 52%)
 MIN_BLOCK = 8  # a shared run shorter than this is chance, not copying
+MAX_TOKENS = 20_000  # of an answer compared (about 30 KB of code): a longer one is compared by its start
 BUILTINS = frozenset(dir(builtins))
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
         tokenize.ENDMARKER}
@@ -68,7 +69,7 @@ def reference_source(name: str) -> tuple[str, str, int]:
 
 def shared(answer: str, reference: str) -> tuple[int, tuple[int, int], tuple[int, int]]:
     """Normalised tokens both share in runs of at least `MIN_BLOCK`: (how many, the answer's lines, the reference's)."""
-    a, b = tokens(answer), tokens(reference)
+    a, b = tokens(answer)[:MAX_TOKENS], tokens(reference)
     if not a or not b:
         return 0, (0, 0), (0, 0)
     blocks = [m for m in difflib.SequenceMatcher(None, [t for t, _ in a], [t for t, _ in b], autojunk=False)

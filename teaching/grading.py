@@ -176,6 +176,10 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
         saved = json.loads(stored.read_text())
         if saved.get("fingerprint") == fingerprint and inputs_of(saved["reference"]) is not None:
             return saved["reference"]
+    try:  # the students' covlib, before anything runs: a check cell naming no covlib function stops here
+        graded_covlib(solution)
+    except (ValueError, SyntaxError) as err:
+        raise CourseError(f"{path.name}: cannot make the covlib its students run with: {err}") from err
     scratch = out / "scratch" / "(solutions)" / path.stem
     run, _ = run_notebook(solution, None, scratch, time_limit, unsafe, for_student=False, limits=limits)
     if trusted:
@@ -246,7 +250,7 @@ def grade(submissions: str | Path, out: str | Path | None = None, time_limit: fl
     why = isolation.unreadable(sandbox.read_only() + [paths.index_dir()]) if not unsafe and os.geteuid() == 0 else ""
     if why:
         raise CourseError(f"a submission could not read what it needs: {why}")
-    installed = isolation.installed_covlib(isolation.python_dirs())
+    installed = isolation.installed_covlib(isolation.python_dirs() + [Path("/usr")])
     if installed:
         raise CourseError(f"covlib's source is installed in {installed[0]}, which every submission can read: it holds the "
                           "functions the students must write. Install the repository editable (`pip install -e .`, as "
@@ -345,6 +349,7 @@ def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") ->
     texts = ("student", "notebook", "exercise", "error", "note")
     cleaned = frame.assign(**{c: frame[c].map(table_cell) for c in texts})
     write_atomic(csv, frame.assign(**{c: frame[c].map(csv_cell) for c in texts}).to_csv(index=False, quoting=QUOTE_NONNUMERIC))
-    write_atomic(md, "# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g") + "\n\n## Per exercise\n\n"
-                 + cleaned.to_markdown(index=False, floatfmt="g") + "\n")
+    as_text = [i for i, c in enumerate(cleaned.columns) if c in texts]  # a name 007 stays 007, not 7
+    write_atomic(md, "# Grades\n\n" + totals.to_markdown(index=False, floatfmt="g", disable_numparse=[0]) + "\n\n"
+                 "## Per exercise\n\n" + cleaned.to_markdown(index=False, floatfmt="g", disable_numparse=as_text) + "\n")
     return csv, md

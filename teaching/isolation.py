@@ -140,9 +140,15 @@ def python_dirs() -> list[Path]:
 
 
 def installed_covlib(dirs: list[Path]) -> list[Path]:
-    """Copies of covlib's source installed under `dirs` (a non-editable `pip install`): mounted in every sandbox, they
-    would hand a submission the graded functions the graded copy leaves out."""
-    return sorted(p for d in dirs for p in d.glob("lib*/python*/site-packages/covlib") if (p / "__init__.py").is_file())
+    """Copies of covlib's source installed under `dirs` (a non-editable `pip install`, a Debian `dist-packages` one, an
+    egg): mounted in every sandbox, they would hand a submission the graded functions the graded copy leaves out."""
+    found = set()
+    for d in dirs:
+        for pattern in ("lib*/python*/*-packages", "local/lib*/python*/*-packages"):
+            for packages in d.glob(pattern):
+                found.update(p for p in [packages / "covlib", *packages.glob("covlib*.egg/covlib")]
+                             if (p / "__init__.py").is_file())
+    return sorted(found)
 
 
 def interpreter() -> str:

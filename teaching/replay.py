@@ -5,8 +5,10 @@ graded steps, which the student's covlib does not have (`teaching.stubs`). The s
 real covlib) therefore saves, just before each exercise's answer cell, the notebook's variables (`save`); a student's
 run is, per exercise, a cell restoring them (`restore`), the student's answer cell and the recording part of the
 check cell. What is saved: every variable that pickles (cloudpickle: modules by name, the notebook's own functions by
-value), except the names the solution's answer cells define (the solution's functions, never supplied); a variable
-that does not pickle, or only over `VALUE_CAP` (a session holding a model), is saved as the attributes the answer and check cells read of it.
+value), except what the answer and check cells bind (the solution's functions, recorded and reference values, hidden
+inputs: never supplied) and functions that call them. A variable
+that does not pickle, or only over `VALUE_CAP`, is saved as the attributes the answer and check cells read of it (a
+session holding a model), else with what does not pickle set to None (a run's results less the model that made them).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Iterable
 
 INPUTS_ENV = "COVLIB_INPUTS"  # the grader sets it: the file the values are saved to (solution) or read from (student)
 VALUE_CAP = 16 * 2**20  # bytes of one pickled value; a larger one (a model, an index) is not supplied
-SKIP = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+SKIP = frozenset({"In", "Out", "get_ipython", "exit", "quit"})  # IPython's own
 
 
 def _dumps(value: Any) -> bytes | None:
@@ -56,6 +58,18 @@ def _stripped(value: Any, depth: int = 0) -> Any:
     return clone
 
 
+def _refers_to(value: Any, names: set[str]) -> bool:
+    """Whether a function (or a nested one in it) names one of `names` as a global."""
+    todo = [getattr(value, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is not None and hasattr(code, "co_names"):
+            if set(code.co_names) & names:
+                return True
+            todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return False
+
+
 def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), views: dict[str, list[str]] | None = None,
          say: bool = False) -> list[str]:
     """Append `exercise`'s values (the namespace less `skip` and private names) to the inputs file; the names of the
@@ -65,8 +79,11 @@ def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), vie
     for name, value in list(namespace.items()):
         if name.startswith("_") or name in skip:
             continue
+        if _refers_to(value, skip):  # a notebook function calling the solution's: pickled by value, it would carry it
+            lost.append(name)
+            continue
         data = _dumps(value)
-        if data is None and name in (views or {}):  # what the cells read of it
+        if data is None and name in (views or {}) and type(value) not in (dict, list, tuple):  # what the cells read
             attrs = {a: getattr(value, a) for a in views[name] if hasattr(value, a)}
             data = _dumps(SimpleNamespace(**{a: v for a, v in attrs.items() if _dumps(v) is not None}))
         if data is None:
@@ -78,14 +95,13 @@ def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), vie
     with open(os.environ[INPUTS_ENV], "ab") as f:
         pickle.dump((exercise, saved), f, protocol=pickle.HIGHEST_PROTOCOL)
     if say and lost:
-        print(f"{exercise}: not supplied to the students' runs (they do not pickle, or are over "
-              f"{VALUE_CAP // 2**20} MiB): {', '.join(sorted(lost))}")
+        print(f"{exercise}: not supplied to the students' runs (they do not pickle, are over {VALUE_CAP // 2**20} "
+              f"MiB, or call the solution's functions): {', '.join(sorted(lost))}")
     return lost
 
 
-def restore(exercise: str, namespace: dict[str, Any], keep: Iterable[str] = ()) -> list[str]:
-    """Put `exercise`'s saved values into `namespace`, but for the names in `keep` (what the student's answers
-    define); the names that could not be loaded here (they stay unset)."""
+def restore(exercise: str, namespace: dict[str, Any]) -> list[str]:
+    """Put `exercise`'s saved values into `namespace`; the names that could not be loaded here (they stay unset)."""
     found: dict[str, bytes] = {}
     with open(os.environ[INPUTS_ENV], "rb") as f:
         while True:
@@ -96,10 +112,8 @@ def restore(exercise: str, namespace: dict[str, Any], keep: Iterable[str] = ()) 
             if name == exercise:
                 found = values
                 break
-    lost, keep = [], set(keep)
+    lost = []
     for name, data in found.items():
-        if name in keep:
-            continue
         try:
             namespace[name] = pickle.loads(data)
         except Exception:  # a value of a class the grading copy lacks

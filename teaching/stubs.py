@@ -33,21 +33,24 @@ def forbidden_names(checks_source: str) -> list[str]:
 
 
 def stub_source(source: str, names: set[str]) -> tuple[str, list[str]]:
-    """`source` with the body of every function (or method) named in `names` replaced by a `raise`; and the names
-    stubbed, in order. A body on its `def` line is refused: no graded function is written so."""
+    """`source` with the body of every function (or method) named in `names` replaced by a `raise` (its docstring kept);
+    and the names stubbed, in order. A stubbed function inside another is gone with the outer body; a body on the
+    line where the signature ends is refused: no graded function is written so."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    found = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in names),
-                   key=lambda n: n.lineno, reverse=True)
-    for node in found:  # bottom-up, so earlier line numbers stay right
-        first, last = node.body[0].lineno, node.body[-1].end_lineno
-        if first == node.lineno:
-            raise ValueError(f"{node.name} (line {node.lineno}) has its body on its def line: cannot stub it")
-        indent = " " * node.body[0].col_offset
-        lines[first - 1:last] = [f"{indent}raise RuntimeError({NOT_HERE.format(name=node.name)!r})\n"]
+    found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in names]
+    inner = {id(m) for n in found for m in ast.walk(n) if m is not n}
+    outer = sorted((n for n in found if id(n) not in inner), key=lambda n: n.lineno, reverse=True)
+    for node in outer:  # bottom-up, so earlier line numbers stay right
+        docstring = ast.get_docstring(node) is not None and len(node.body) > 1
+        first, last = node.body[1 if docstring else 0].lineno, node.body[-1].end_lineno
+        start = node.body[1 if docstring else 0]
+        if lines[first - 1][:start.col_offset].strip():
+            raise ValueError(f"{node.name} (line {node.lineno}) has its body on the signature's line: cannot stub it")
+        lines[first - 1:last] = [f"{' ' * start.col_offset}raise RuntimeError({NOT_HERE.format(name=node.name)!r})\n"]
     out = "".join(lines)
     compile(out, "<stub>", "exec")
-    return out, [n.name for n in reversed(found)]
+    return out, [n.name for n in reversed(outer)]
 
 
 def stub_copy(covlib: Path, target: Path, names: Iterable[str]) -> dict[str, list[str]]:

@@ -158,9 +158,9 @@ def _session(model: Path | bytes, threads: int | None = None, path: Path | None 
         return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
                                     providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime's InvalidProtobuf, InvalidGraph, Fail, ... share no base class but Exception
-        raise RuntimeError(f"ONNX Runtime cannot load {path or model} ({type(err).__name__}: {str(err)[:300]}); the "
-                           "file is truncated or damaged: rebuild it with `python scripts/build_judge.py --onnx-only` "
-                           "(or `make judge`)") from err
+        raise RuntimeError(f"ONNX Runtime cannot load {path or (model if isinstance(model, Path) else 'the ONNX bytes')} "
+                           f"({type(err).__name__}: {str(err)[:300]}); a file truncated, damaged or written for another "
+                           "ONNX Runtime is rebuilt by `python scripts/build_judge.py --onnx-only` (or `make judge`)") from err
 
 
 def resolve_backend(folder: str | Path, backend: str | None = None, device: str | None = None) -> tuple[str, str]:

@@ -89,7 +89,7 @@ def calls(func: Any) -> set[str]:
 OWN_WORK_RULE = ("Write each step yourself. When your notebook is graded, your answers run with a copy of covlib in which "
                  "the functions for the graded steps (named in each check cell's `check_own_work` line) do not exist: "
                  "calling one, however it is reached, raises an error and that exercise scores 0. An answer that "
-                 "copies their source text is shown to your teacher with the matching lines.")
+                 "copies their source text may be flagged for your teacher with the matching lines.")
 
 
 def check_own_work(func: Any, *reference: str) -> None:

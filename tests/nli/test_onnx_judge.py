@@ -284,4 +284,4 @@ def test_a_truncated_export_is_an_error_naming_the_file_and_the_rebuild(exported
     int8.write_bytes(int8.read_bytes()[: int8.stat().st_size // 3])
     with pytest.raises(RuntimeError, match="build_judge.py --onnx-only") as err:
         ONNXNLIJudge(folder, precision="int8").probabilities(PREMISES, HYPOTHESES)
-    assert str(int8) in str(err.value) and "truncated or damaged" in str(err.value)
+    assert str(int8) in str(err.value) and "truncated, damaged" in str(err.value)

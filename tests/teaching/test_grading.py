@@ -560,6 +560,41 @@ def test_the_graded_covlib_has_no_body_for_the_graded_functions(tmp_path):
         stubs.stub_copy(ROOT / "covlib", tmp_path / "other", ["fsum"])
 
 
+def test_a_stub_keeps_what_follows_a_nested_graded_function_and_refuses_a_one_line_body():
+    from teaching import stubs
+
+    source = ('def outer(x):\n    """Doc."""\n    def inner(y):\n        return y\n    return inner(x)\n\n\nLIMIT = 3\n'
+              'TOTAL = 4\n\n\ndef kept(x):\n    return x\n')
+    out, done = stubs.stub_source(source, {"outer", "inner"})
+    scope: dict = {}
+    exec(out, scope)
+    assert done == ["outer"] and scope["LIMIT"] == 3 and scope["TOTAL"] == 4 and scope["kept"](5) == 5
+    assert scope["outer"].__doc__ == "Doc."
+    with pytest.raises(RuntimeError, match="outer is not available when your work is graded"):
+        scope["outer"](1)
+    with pytest.raises(ValueError, match="body on the signature's line"):
+        stubs.stub_source("def f(a,\n      b): return a\n", {"f"})
+
+
+def test_values_a_check_cell_binds_are_never_supplied_to_a_student(tmp_path, monkeypatch):
+    """Review of round 4: the values saved before exercise 2 held exercise 1's recorded `got` and hidden `ref`
+    (bound in its check cell), which a later answer could record again or print. Nothing a check or answer cell
+    binds is saved, nor a notebook function that calls the solution's."""
+    from teaching import replay
+
+    solution = course.read(tiny_course(tmp_path))
+    nb, _ = grading.merge(solution, None, for_student=False)
+    saves = [c.source for c in nb.cells if c.get("metadata", {}).get("grader") == "inputs"]
+    assert len(saves) == 2 and all("'got'" in s and "'ref'" in s and "'double'" in s for s in saves)
+    monkeypatch.setenv(replay.INPUTS_ENV, str(tmp_path / "inputs.pkl"))
+    scope = {"base": 10, "got": {"two": 4}, "ref": {"many": [0, 2]}, "double": lambda x: 2 * x, "math": __import__("math")}
+    exec("def helper(x):\n    return double(x)\ndef plain(x):\n    return x", scope)
+    lost = replay.save("ex99-root", {k: v for k, v in scope.items() if k != "__builtins__"}, skip=["got", "ref", "double"])
+    back: dict = {}
+    replay.restore("ex99-root", back)
+    assert set(back) == {"base", "math", "plain"} and lost == ["helper"] and back["plain"](3) == 3
+
+
 @pytest.mark.parametrize("case", REACHES_COVLIB)
 def test_every_route_to_a_graded_function_ends_in_its_stub(case, tmp_path):
     """What the static rule and the tripwire tried to catch route by route: with the graded copy, each route runs the
@@ -685,7 +720,7 @@ def _md_rows(section: str) -> list[list[str]]:
 
 
 def test_student_names_cannot_add_a_row_or_display_reversed(tmp_path):
-    names = ["eve|fake", "mallory\n| forged | 99 | 99 |", "\u202eevil\u2066", "back\\|slash", "dan"]
+    names = ["eve|fake", "mallory\n| forged | 99 | 99 |", "\u202eevil\u2066", "back\\|slash", "dan", "007"]
     rows = [course.Grade(n, "99_tiny.ipynb", ex, pts, of) for n in names
             for ex, pts, of in (("ex99-double", 2.0, 2.0), ("ex99-root", 0.0, 3.0))]
     csv_path, md_path = course.write_table(rows, tmp_path)
@@ -695,7 +730,8 @@ def test_student_names_cannot_add_a_row_or_display_reversed(tmp_path):
     assert len(got) == len(names) and all(len(r) == 3 for r in got), got  # no fake row, no extra column
     assert [r[1:] for r in got] == [["2", "5"]] * len(names)
     shown = {r[0] for r in got}
-    assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "&lt;U+202E&gt;evil&lt;U+2066&gt;", "back\\\\\\|slash"} <= shown
+    assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "&lt;U+202E&gt;evil&lt;U+2066&gt;", "back\\\\\\|slash",
+            "007"} <= shown  # a name that looks like a number is shown as written
     assert all(len(r) == 7 for r in _md_rows(per_exercise)) and len(_md_rows(per_exercise)) == len(rows)
     assert not any(ch in md for ch in "\u202e\u2066\u200e\u200f\u061c")
     with open(csv_path, newline="") as f:
