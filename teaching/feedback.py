@@ -1,8 +1,8 @@
 """The notebook sent back to a student: the hand-out with their answer cells, those cells' outputs and each verdict.
 
 It is built from the notebook as it was handed out (no solution, no hidden check), the student's answer cells (the
-only cells graded), the outputs those cells produced in the graded run without hidden inputs (plain text and PNG only, capped, under a
-label saying they are the student's), and the checks' verdicts and messages in markdown cells of the grader's, headed
+only cells graded), the outputs those cells produced in the run without hidden inputs (plain text and PNG only,
+capped, under a label saying they are the student's), and the checks' verdicts and messages in markdown cells of the grader's, headed
 "Grader's verdict": a student's code can only write outputs, so nothing it prints can pass for a verdict. Nothing of
 the solution notebook, of the hidden checks or of the grader's environment is put in it.
 """
@@ -106,7 +106,7 @@ def redact(outputs: list[dict], secrets: Sequence[str]) -> list[dict]:
 
 def feedback_notebook(handout: Any, answers: dict[str, str], executed: Any | None, rows: Sequence[Any],
                       secrets: Sequence[str] = ()) -> Any:
-    """The notebook as handed out, with the student's answer cells (and their outputs from the graded run without hidden inputs, labelled as
+    """The notebook as handed out, with the student's answer cells (and their outputs from the run without hidden inputs, labelled as
     theirs) in place, and the verdicts in markdown cells of the grader's: the notebook's at the top, each exercise's
     under its check cell. Outputs that quote one of the `secrets` (lines of the solutions and hidden checks) are
     withheld."""
