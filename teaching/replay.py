@@ -37,23 +37,23 @@ def _dumps(value: Any) -> bytes | None:
 
 def _stripped(value: Any, depth: int = 0) -> Any:
     """`value` if it pickles; else a copy with what does not pickle set to None: its attributes (a run's results less
-    the model that made them), and, in a dict, list or tuple, its items (to `depth` 2)."""
+    the model that made them) and, in a dict, list or tuple (subclasses too), its items (to `depth` 2)."""
     if _dumps(value) is not None:
         return value
     if depth > 2:
         return None
-    if type(value) is dict:
-        return {k: _stripped(v, depth + 1) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_stripped(v, depth + 1) for v in value)
+    if type(value) is tuple:
+        return tuple(_stripped(v, depth + 1) for v in value)
     try:
         clone = copy.copy(value)
-        for attr, v in list(vars(clone).items()):
+        if isinstance(clone, dict):
+            clone.update({k: _stripped(v, depth + 1) for k, v in clone.items()})
+        elif isinstance(clone, list):
+            clone[:] = [_stripped(v, depth + 1) for v in clone]
+        for attr, v in list(getattr(clone, "__dict__", {}).items()):
             if _dumps(v) is None:
                 setattr(clone, attr, None)
-        if isinstance(clone, list):
-            clone[:] = [_stripped(v, depth + 1) for v in clone]
-    except Exception:  # no __dict__, or one that cannot be set
+    except Exception:  # a copy that cannot be made or changed
         return None
     return clone
 
@@ -83,7 +83,7 @@ def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), vie
             lost.append(name)
             continue
         data = _dumps(value)
-        if data is None and name in (views or {}) and type(value) not in (dict, list, tuple):  # what the cells read
+        if data is None and name in (views or {}) and not isinstance(value, (dict, list, tuple)):  # what cells read
             attrs = {a: getattr(value, a) for a in views[name] if hasattr(value, a)}
             data = _dumps(SimpleNamespace(**{a: v for a, v in attrs.items() if _dumps(v) is not None}))
         if data is None:
