@@ -130,16 +130,21 @@ def forbidden(solution: Any) -> dict[str, list[str]]:
             if role[1] == "checks"}
 
 
-_GRADED: list[tempfile.TemporaryDirectory] = []  # where this process keeps its graded copies of covlib
+_PRIVATE: list[tempfile.TemporaryDirectory] = []  # this process's own folder: the graded copies of covlib, and more
+
+
+def private_dir() -> Path:
+    """A folder of this process's own (no sandbox mounts it whole), removed when it ends."""
+    if not _PRIVATE:
+        _PRIVATE.append(tempfile.TemporaryDirectory(prefix="covlib-graded-"))
+    return Path(_PRIVATE[0].name)
 
 
 def graded_covlib(solution: Any) -> Path:
     """The covlib a student's run of `solution` gets: a copy with the functions its check cells name stubbed
     (`teaching.stubs`), made once per set of names in this process, in a folder of its own that goes with it."""
     names = sorted({n for names in forbidden(solution).values() for n in names})
-    if not _GRADED:
-        _GRADED.append(tempfile.TemporaryDirectory(prefix="covlib-graded-"))
-    target = Path(_GRADED[0].name) / hashlib.sha256(",".join(names).encode()).hexdigest()[:12] / "covlib"
+    target = private_dir() / hashlib.sha256(",".join(names).encode()).hexdigest()[:12] / "covlib"
     if not (target.parent / "done").is_file():
         stubs.stub_copy(paths.code_root() / "covlib", target, names)
         (target.parent / "done").write_text(",".join(names))
