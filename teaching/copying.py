@@ -67,9 +67,10 @@ def reference_source(name: str) -> tuple[str, str, int]:
     return "", "", 0
 
 
-def shared(answer: str, reference: str) -> tuple[int, tuple[int, int], tuple[int, int]]:
-    """Normalised tokens both share in runs of at least `MIN_BLOCK`: (how many, the answer's lines, the reference's)."""
-    a, b = tokens(answer)[:MAX_TOKENS], tokens(reference)
+def shared(a: list[tuple[str, int]], b: list[tuple[str, int]]) -> tuple[int, tuple[int, int], tuple[int, int]]:
+    """Of two `tokens` streams, the tokens both share in runs of at least `MIN_BLOCK`: (how many, the first stream's
+    lines, the second's)."""
+    a = a[:MAX_TOKENS]
     if not a or not b:
         return 0, (0, 0), (0, 0)
     blocks = [m for m in difflib.SequenceMatcher(None, [t for t, _ in a], [t for t, _ in b], autojunk=False)
@@ -83,11 +84,12 @@ def shared(answer: str, reference: str) -> tuple[int, tuple[int, int], tuple[int
 
 def review_note(answer: str, names: Iterable[str]) -> str:
     """'' or, for the teacher, which lines of `answer` copy which lines of covlib's functions `names`."""
-    notes = []
+    notes, mine_tokens = [], tokens(answer)
     for name in names:
         path, source, first = reference_source(name)
-        size, mine, theirs = shared(answer, source)
-        total = len(tokens(source))
+        theirs_tokens = tokens(source)
+        size, mine, theirs = shared(mine_tokens, theirs_tokens)
+        total = len(theirs_tokens)
         if size >= MIN_TOKENS and total and size >= MIN_SHARE * total:
             notes.append(f"for review: lines {mine[0]}-{mine[1]} of the answer match covlib's {name} "
                          f"({path}, lines {first + theirs[0] - 1}-{first + theirs[1] - 1}; {size} of its {total} "

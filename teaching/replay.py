@@ -14,6 +14,7 @@ session holding a model), else with what does not pickle set to None (a run's re
 from __future__ import annotations
 
 import copy
+import io
 import os
 import pickle
 from types import SimpleNamespace
@@ -24,22 +25,35 @@ VALUE_CAP = 16 * 2**20  # bytes of one pickled value; a larger one (a model, an 
 SKIP = frozenset({"In", "Out", "get_ipython", "exit", "quit"})  # IPython's own
 
 
+class _Capped(io.BytesIO):
+    """A buffer that refuses to grow past `VALUE_CAP`: a model's weights stop pickling there, not at their end."""
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > VALUE_CAP:
+            raise OverflowError(f"over {VALUE_CAP} bytes")
+        return super().write(data)
+
+
 def _dumps(value: Any) -> bytes | None:
     """`value` pickled, or None when it does not pickle or is over `VALUE_CAP` (a model's weights, an index)."""
     import cloudpickle
 
+    buffer = _Capped()
     try:
-        data = cloudpickle.dumps(value)
-    except Exception:  # a model, a lock, an open file: not supplied as it is
+        cloudpickle.dump(value, buffer)
+    except Exception:  # a model, a lock, an open file, or too large: not supplied as it is
         return None
-    return data if len(data) <= VALUE_CAP else None
+    return buffer.getvalue()
 
 
 def _stripped(value: Any, depth: int = 0) -> Any:
-    """`value` if it pickles; else a copy with what does not pickle set to None: its attributes (a run's results less
-    the model that made them) and, in a dict, list or tuple (subclasses too), its items (to `depth` 2)."""
-    if _dumps(value) is not None:
-        return value
+    """`value` if it pickles, else `_strip(value)`."""
+    return value if _dumps(value) is not None else _strip(value, depth)
+
+
+def _strip(value: Any, depth: int = 0) -> Any:
+    """A copy of `value` (which does not pickle whole) with what does not pickle set to None: its attributes (a run's
+    results less the model that made them) and, in a dict, list or tuple (subclasses too), its items (to `depth` 2)."""
     if depth > 2:
         return None
     if type(value) is tuple:
@@ -86,8 +100,8 @@ def save(exercise: str, namespace: dict[str, Any], skip: Iterable[str] = (), vie
         if data is None and name in (views or {}) and not isinstance(value, (dict, list, tuple)):  # what cells read
             attrs = {a: getattr(value, a) for a in views[name] if hasattr(value, a)}
             data = _dumps(SimpleNamespace(**{a: v for a, v in attrs.items() if _dumps(v) is not None}))
-        if data is None:
-            data = _dumps(_stripped(value))
+        if data is None:  # it did not pickle whole: strip it, not try it again
+            data = _dumps(_strip(value))
         if data is None:
             lost.append(name)
         else:
