@@ -85,19 +85,18 @@ def merge(solution: Any, submitted: Any | None, for_student: bool = True, hidden
     (no reference values; without `hidden`, no hidden inputs either)."""
     nb = copy.deepcopy(solution)
     answers = answer_sources(submitted) if for_student else {}
-    # never supplied: what the solution's answer cells define (its functions) and what check cells bind (recorded
-    # values, hidden inputs, reference values): a student gets the notebook's own values only
-    own = sorted({n for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")
-                  for n in _bound(c.source)})
-    views = _attributes_read([c.source for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")])
+    saving = ""  # the solution's save calls: never supplied is what the solution's answer cells define (its functions)
+    if not for_student:  # and what check cells bind (recorded values, hidden inputs, reference values)
+        sources = [c.source for role, c in _cells_by_role(solution).items() if role[1] in ("answer", "checks")]
+        own = sorted({n for source in sources for n in _bound(source)})
+        saving = f"skip={own!r}, views={_attributes_read(sources)!r}, say=True"
     notes, cells = {}, []
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         role = cell_role(cell)
         if role and role[1] == "answer":
-            call = (f"restore({role[0]!r}, globals())" if for_student else
-                    f"save({role[0]!r}, globals(), skip={own!r}, views={views!r}, say=True)")
+            call = f"restore({role[0]!r}, globals())" if for_student else f"save({role[0]!r}, globals(), {saving})"
             cells.append(nbformat.v4.new_code_cell(f"from teaching import replay as _replay\n_lost = _replay.{call}",
                                                    metadata={"grader": "inputs"}))
             if for_student and role[0] in answers:

@@ -42,9 +42,8 @@ def stub_source(source: str, names: set[str]) -> tuple[str, list[str]]:
     inner = {id(m) for n in found for m in ast.walk(n) if m is not n}
     outer = sorted((n for n in found if id(n) not in inner), key=lambda n: n.lineno, reverse=True)
     for node in outer:  # bottom-up, so earlier line numbers stay right
-        docstring = ast.get_docstring(node) is not None and len(node.body) > 1
-        first, last = node.body[1 if docstring else 0].lineno, node.body[-1].end_lineno
-        start = node.body[1 if docstring else 0]
+        start = node.body[1 if ast.get_docstring(node) is not None and len(node.body) > 1 else 0]  # the docstring stays
+        first, last = start.lineno, node.body[-1].end_lineno
         if lines[first - 1][:start.col_offset].strip():
             raise ValueError(f"{node.name} (line {node.lineno}) has its body on the signature's line: cannot stub it")
         lines[first - 1:last] = [f"{' ' * start.col_offset}raise RuntimeError({NOT_HERE.format(name=node.name)!r})\n"]
