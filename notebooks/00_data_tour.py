@@ -44,8 +44,7 @@ retrievers: str = "bm25,tfidf,dense"  # retrievers compared, comma-separated
 ks: str = "1,2,5,10,20"  # cut-offs k for recall@k
 
 # %%
-S = session.start(NOTEBOOKS["00"], profile=profile, model=model, device=device, n_questions=n_questions,
-                  retrievers=retrievers, ks=ks)
+S = session.start(NOTEBOOKS["00"], globals())
 
 # %% [markdown]
 # ## 1. What is there

@@ -79,8 +79,7 @@ n_fever_slow: int = 1000  # cap for LLM / TRUE judges on FEVER and the key-fact 
 seed: int = 0  # pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out set)
 
 # %%
-S = session.start(NOTEBOOKS["00b"], profile=profile, model=model, device=device, judges=judges, n_fever=n_fever,
-                  n_fever_slow=n_fever_slow, seed=seed)
+S = session.start(NOTEBOOKS["00b"], globals())
 
 # %% [markdown]
 # ## 1. The held-out pairs
@@ -88,8 +87,8 @@ S = session.start(NOTEBOOKS["00b"], profile=profile, model=model, device=device,
 # subsample is stratified by label. The fixture is read as shipped.
 
 # %%
-fever_test = P.fever_test_pairs(seed=seed)
-rng = np.random.default_rng(seed)
+fever_test = P.fever_test_pairs(seed=S.seed)
+rng = np.random.default_rng(S.seed)
 
 
 def stratified(pairs: list, n: int) -> list:
@@ -124,7 +123,7 @@ for label in P.LABELS:
 SLOW = ("llm", "true")
 rows, probs_of, judge_of = [], {}, {}
 for spec in S.judges:
-    judge = judge_of[spec] = nli.load_judge(spec, device=device or None)
+    judge = judge_of[spec] = nli.load_judge(spec, device=S.device or None)
     for name, pairs in sets.items():
         if name != "credibility fixture" and spec.lower().startswith(SLOW):
             pairs = stratified(pairs, S.n_fever_slow)
@@ -201,8 +200,8 @@ keyfact = sets["key-fact pairs"]
 decisions = []
 for spec in S.judges:
     d = nli_eval.decision_accuracy(judge_of[spec], stratified(keyfact, S.n_fever_slow) if spec.lower().startswith(SLOW)
-                                   else keyfact, seed=seed)
-    versus = (nli_eval.f1_difference(judge_of[spec], "overlap", keyfact, seed=seed)
+                                   else keyfact, seed=S.seed)
+    versus = (nli_eval.f1_difference(judge_of[spec], "overlap", keyfact, seed=S.seed)
               if spec != "overlap" and not spec.lower().startswith(SLOW) else None)
     decisions.append({"judge": d["judge"], "spec": spec, "entail F1": d["entail_f1"]["value"],
                       "decides entailed at": nli.decision_rule(judge_of[spec]),
@@ -254,7 +253,7 @@ for spec in S.judges:
     judge = judge_of[spec]
     for set_name, pairs in (("development (key-fact pairs)", keyfact), ("test (frozen)", test_pairs)):
         pairs = stratified(pairs, S.n_fever_slow) if spec.lower().startswith(SLOW) else pairs
-        d = nli_eval.decision_accuracy(judge, pairs, seed=seed)
+        d = nli_eval.decision_accuracy(judge, pairs, seed=S.seed)
         row = {"judge": d["judge"], "spec": spec, "set": set_name, "n": d["accuracy"]["n"],
                "n entailed (gold)": d["entail_recall"]["n"], "n decided entailed": d["entail_precision"]["n"],
                "F1 of entailed [95% CI, by question]": stats.format_interval(d["entail_f1"])}
@@ -264,8 +263,8 @@ for spec in S.judges:
         if set_name.startswith("test"):
             said, _ = nli_eval.decisions(judge, pairs)
             pooled = nli.rates_from_decisions(d["judge"], said, pairs)
-            weighted = pooled.weighted(seed=seed)
-            test_rates[spec] = {"all": weighted, **{kind: r.weighted(seed=seed)
+            weighted = pooled.weighted(seed=S.seed)
+            test_rates[spec] = {"all": weighted, **{kind: r.weighted(seed=S.seed)
                                                     for kind, r in nli.judge_rates(judge, pairs).items()}}
             for k in ("f1", "precision", "sensitivity", "specificity"):
                 row[f"weighted {k} % [95% CI]"] = stats.format_interval(weighted[k])
@@ -275,10 +274,10 @@ for spec in S.judges:
                     f"{stats.format_interval(w['sensitivity'])} / {stats.format_interval(w['specificity'])}")
             if spec != "overlap" and not spec.lower().startswith(SLOW):  # paired over the same questions
                 row["F1 minus overlap's [95% CI, by question]"] = stats.format_interval(
-                    nli_eval.f1_difference(judge, "overlap", pairs, seed=seed))
+                    nli_eval.f1_difference(judge, "overlap", pairs, seed=S.seed))
                 said_overlap, _ = nli_eval.decisions("overlap", pairs)
                 row["weighted F1 minus overlap's [95% CI, by question]"] = stats.format_interval(nli.weighted_difference(
-                    pooled, nli.rates_from_decisions("overlap", said_overlap, pairs), seed=seed)["f1"])
+                    pooled, nli.rates_from_decisions("overlap", said_overlap, pairs), seed=S.seed)["f1"])
         row["intervals"] = {k: d[k] for k in ("accuracy", "entail_precision", "entail_recall", "entail_f1")}
         side_by_side.append(row)
 test_table = pd.DataFrame(side_by_side).drop(columns="intervals").fillna("")  # weighted rates: the test set only
@@ -333,7 +332,7 @@ for spec in S.judges:
         scored_by[(spec, rule)], decided_by[(spec, rule)] = people.factual_scores(subset, judge_of[spec], rule,
                                                                                   progress=True)
         a = agreement[(spec, rule)] = people.people_agreement(subset, scored_by[(spec, rule)], decided_by[(spec, rule)],
-                                                              seed=seed)
+                                                              seed=S.seed)
         people_rows.append({"judge": judge_of[spec].name, "spec": spec, "rule": rule, "rationales": a["auc"]["n"],
                             "questions": a["auc"]["clusters"],
                             **{f"{name} [95% CI, by question]": stats.format_interval(a[key], digits=2)
@@ -355,7 +354,7 @@ for spec in entrants:
     line = f"{spec}: {people.MEASURES[key]} {stats.format_interval(agreement[(spec, rule)][key], 2)}"
     if spec != "overlap" and ("overlap", rule) in decided_by:
         diff = people.balanced_accuracy_difference(rationales, decided_by[(spec, rule)], decided_by[("overlap", rule)],
-                                                   seed=seed)
+                                                   seed=S.seed)
         line += f"; minus overlap's, paired by question: {stats.format_interval(diff, 2)}"
     print(line)
 print(f"agrees best with people's FACTUAL labels ({people.MEASURES[key]}, {rule} rule): {best_people}; offline default: {nli.DEFAULT_JUDGE}")
@@ -369,8 +368,8 @@ print(f"agrees best with people's FACTUAL labels ({people.MEASURES[key]}, {rule}
 together = [spec for spec in entrants if not spec.lower().startswith(SLOW)]
 combined = None
 if len(together) >= 2:
-    p_out = people.cross_validated(rationales, np.column_stack([scored_by[(spec, rule)] for spec in together]), seed=seed)
-    combined = {"judges": together, **people.people_agreement(rationales, p_out, p_out > 0.5, seed=seed)}
+    p_out = people.cross_validated(rationales, np.column_stack([scored_by[(spec, rule)] for spec in together]), seed=S.seed)
+    combined = {"judges": together, **people.people_agreement(rationales, p_out, p_out > 0.5, seed=S.seed)}
     print(f"{' + '.join(together)}, {rule} scores combined (5-fold by question): "
           + "; ".join(f"{name} {stats.format_interval(combined[k], 2)}" for k, name in people.MEASURES.items()))
 

@@ -61,8 +61,7 @@ seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
-S = session.start(NOTEBOOKS["01"], profile=profile, model=model, device=device, n_questions=n_questions,
-                  n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+S = session.start(NOTEBOOKS["01"], globals())
 
 # %% [markdown]
 # ## 1. CoT self-consistency on the test split
@@ -72,8 +71,8 @@ S = session.start(NOTEBOOKS["01"], profile=profile, model=model, device=device, 
 # %%
 generator = S.lm
 examples = data.load_adv_hotpotqa(split="test")[:S.n_questions]
-cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
-                              seed=seed, max_new_tokens=S.max_new_tokens)
+cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=S.n_samples, temperature=S.temperature,
+                              seed=S.seed, max_new_tokens=S.max_new_tokens)
 verify_edit.trace.write(S.tracer, cot_sc)
 summary = cot.summarize(cot_sc)
 print(f"{generator.name}: CoT-SC EM {summary['accuracy']:.1f}% on {len(cot_sc)} questions; "
@@ -195,19 +194,19 @@ frame = pd.DataFrame(
      "majority": [x.majority for x in cot_sc], "wang": [x.wang for x in cot_sc]}
 )
 correct_mask = np.array([x.correct == 1 for x in cot_sc])
-separation = {kind: stats.group_difference(frame[kind], correct_mask, seed=seed) for kind in ("wang", "majority")}
+separation = {kind: stats.group_difference(frame[kind], correct_mask, seed=S.seed) for kind in ("wang", "majority")}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
 for ax, kind in zip(axes, ("wang", "majority")):
     plotting.kde_by_group(frame[kind], frame["correct"], ax=ax)
     ax.axvline(S.threshold, color="0.3", ls="--", lw=1)
     ax.annotate(f"threshold ⌈n/2⌉ = {S.threshold}", (S.threshold, 0.97), xycoords=("data", "axes fraction"),
                 ha="left", va="top", fontsize=8, xytext=(3, 0), textcoords="offset points")
-    ax.set_xlabel(f"consistency ({kind}, 0..{n_samples})")
+    ax.set_xlabel(f"consistency ({kind}, 0..{S.n_samples})")
     ax.set_title({"wang": "Wang et al. score (path-probability weighted)", "majority": "majority count"}[kind])
     for offset, (label, group) in enumerate(frame.groupby("correct")):  # the points themselves, as a rug
         ax.plot(group[kind], [-0.02 - 0.03 * offset] * len(group), "|", ms=10, transform=ax.get_xaxis_transform(),
                 color=f"C{0 if label == 'incorrect' else 1}", clip_on=False)
-    ax.set_xlim(-0.5, n_samples + 0.5)  # the kernel spreads past 0..n, as in the paper's figure
+    ax.set_xlim(-0.5, S.n_samples + 0.5)  # the kernel spreads past 0..n, as in the paper's figure
     ax.text(0.02, 0.97, f"mean(correct) − mean(incorrect):\n{stats.format_interval(separation[kind], 2)} "
             f"(95% CI, n={separation[kind]['n']})", transform=ax.transAxes, ha="left", va="top", fontsize=8)
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
@@ -247,7 +246,7 @@ from covlib.papers import verify_edit
 
 grids = [[i / 4 for i in range(0, 4 * n + 1)] for n in range(1, 12)]
 got = exercises.record("ex01-threshold", grids=[uncertain(grid, n) for n, grid in enumerate(grids, 1)],
-                       notebook=uncertain([float(s) for s in frame["wang"]], n_samples))
+                       notebook=uncertain([float(s) for s in frame["wang"]], S.n_samples))
 ref = exercises.reference("ex01-threshold", notebook=[bool(s < S.threshold) for s in frame["wang"]],
                           grids=[[s < verify_edit.default_threshold(n) for s in grid] for n, grid in enumerate(grids, 1)])
 ### END HIDDEN TESTS
@@ -287,12 +286,12 @@ for kind in ("wang", "majority"):
     r_pb, p_pb = stats.point_biserial(correct_mask.astype(float), frame[kind]) if 0 < correct_mask.sum() < len(correct_mask) \
         else (float("nan"), float("nan"))
     est = {
-        "incorrect below threshold": stats.mean_interval((wrong < S.threshold).astype(float), seed=seed),
-        "correct at/above threshold": stats.mean_interval((right >= S.threshold).astype(float), seed=seed),
-        "mean (incorrect)": stats.mean_interval(wrong, seed=seed),
-        "mean (correct)": stats.mean_interval(right, seed=seed),
+        "incorrect below threshold": stats.mean_interval((wrong < S.threshold).astype(float), seed=S.seed),
+        "correct at/above threshold": stats.mean_interval((right >= S.threshold).astype(float), seed=S.seed),
+        "mean (incorrect)": stats.mean_interval(wrong, seed=S.seed),
+        "mean (correct)": stats.mean_interval(right, seed=S.seed),
         "mean difference (correct − incorrect)": separation[kind],
-        "point-biserial r": {**stats.bootstrap(point_biserial_r, correct_mask.astype(float), frame[kind], seed=seed),
+        "point-biserial r": {**stats.bootstrap(point_biserial_r, correct_mask.astype(float), frame[kind], seed=S.seed),
                              "value": r_pb},
     }
     intervals[kind] = est
@@ -315,7 +314,7 @@ results.save_table(table, "tab-01-consistency", params=S.params, model=generator
 # no correct (or no incorrect) prediction there is nothing to compare, and the ledger says so.
 
 # %%
-scope = f"hotpotqa, CoT-SC wang consistency, n={n_samples} paths"
+scope = f"hotpotqa, CoT-SC wang consistency, n={S.n_samples} paths"
 n_right = int(correct_mask.sum())
 if 0 < n_right < len(correct_mask):
     claim_records = [claims.estimate("ve-consistency-separates", scope, separation["wang"], "consistency on [0, n]",
@@ -333,7 +332,7 @@ headline = {
     "parse_failures": summary["parse_failures"],
     "paths": summary["paths"],
     "threshold": S.threshold,
-    "cot_sc_em_interval": stats.mean_interval([x.correct for x in cot_sc], scale=100, seed=seed),
+    "cot_sc_em_interval": stats.mean_interval([x.correct for x in cot_sc], scale=100, seed=S.seed),
     "consistency": {row["consistency"]: {k: row[k] for k in ("incorrect below threshold", "correct at/above threshold",
                                                              "mean (incorrect)", "mean (correct)", "point-biserial r")}
                     for row in rows},

@@ -52,9 +52,7 @@ knowledge: str = "dataset"  # dataset, bm25, tfidf, dense or web (the paper does
 consistency: str = "wang"  # wang or majority: the score thresholded (paper: Wang et al.'s)
 
 # %%
-S = session.start(NOTEBOOKS["02"], profile=profile, model=model, device=device, n_questions=n_questions,
-                  n_samples=n_samples, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                  knowledge=knowledge, consistency=consistency)
+S = session.start(NOTEBOOKS["02"], globals())
 
 # %% [markdown]
 # ## 1. CoT-SC predictions (cached: the same call as notebook 01)
@@ -62,8 +60,8 @@ S = session.start(NOTEBOOKS["02"], profile=profile, model=model, device=device, 
 # %%
 generator = S.lm
 examples = data.load_adv_hotpotqa(split="test")[:S.n_questions]
-cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=n_samples, temperature=temperature,
-                              seed=seed, max_new_tokens=S.max_new_tokens)
+cot_sc = cot.run_cot_sc(generator, examples, "hotpotqa", n=S.n_samples, temperature=S.temperature,
+                              seed=S.seed, max_new_tokens=S.max_new_tokens)
 verify_edit.trace.write(S.tracer, cot_sc)
 source = make_knowledge(S.knowledge, corpus=data.default_corpus(), corpus_name="hotpot-corpus")
 print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
@@ -75,7 +73,7 @@ print(f"{len(cot_sc)} predictions; knowledge: {source.label}")
 # threshold above n were asked for).
 
 # %%
-edits = verify_edit.compute_edits(generator, cot_sc, examples, "hotpotqa", source, max_threshold=n_samples + 1,
+edits = verify_edit.compute_edits(generator, cot_sc, examples, "hotpotqa", source, max_threshold=S.n_samples + 1,
                                   consistency=S.consistency)
 verify_edit.trace.write(S.tracer, edits)
 first = next(iter(edits.values()), None)
@@ -192,7 +190,7 @@ for mine, want in zip(got["notebook"], ref["notebook"]):
 # differences below, not by whether their intervals overlap.
 
 # %%
-sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind, intervals=True, seed=seed))
+sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind, intervals=True, seed=S.seed))
           .assign(consistency=kind) for kind in ("wang", "majority")}
 sweep = pd.concat(sweeps.values(), ignore_index=True)
 results.save_table(sweep, "tab-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label,
@@ -254,7 +252,7 @@ toy_edits = {"q4": SimpleNamespace(answer="rome"), "q3": SimpleNamespace(answer=
 got = exercises.record(
     "ex02-predictions",
     nothing=predictions_at(0, cot_sc, edits),
-    everything=predictions_at(n_samples + 1, cot_sc, edits),
+    everything=predictions_at(S.n_samples + 1, cot_sc, edits),
     toy_wang=predictions_at(3, toy_results, toy_edits),
     toy_majority=predictions_at(3, toy_results, toy_edits, "majority"),
     toy_all=predictions_at(6, toy_results, toy_edits, "majority"),
@@ -264,7 +262,7 @@ ref = exercises.reference("ex02-predictions", nothing=[r.prediction for r in cot
                           everything=[edits[r.id].answer if edits[r.id].answer is not None else r.prediction
                                       for r in cot_sc])
 ### BEGIN HIDDEN TESTS
-sweep_ts = [0, 0.5, 1, 2, 2.5, 3, 4, 5, 6][: n_samples + 4]
+sweep_ts = [0, 0.5, 1, 2, 2.5, 3, 4, 5, 6][: S.n_samples + 4]
 got = exercises.record("ex02-predictions", sweep={kind: [predictions_at(t, cot_sc, edits, kind) for t in sweep_ts]
                                                   for kind in ("wang", "majority")})
 ref = exercises.reference("ex02-predictions", thresholds=sweep_ts, sweep={
@@ -306,14 +304,14 @@ for kind in ("wang", "majority"):
 by_threshold = verify_edit.correctness_by_threshold(cot_sc, edits, consistency=S.consistency)
 differences = {
     "ve-edit-below-half-helps": stats.paired_difference(by_threshold[S.threshold], by_threshold[0], scale=100,
-                                                        seed=seed),
-    "ve-half-beats-edit-all": stats.paired_difference(by_threshold[S.threshold], by_threshold[n_samples],
-                                                      scale=100, seed=seed),
+                                                        seed=S.seed),
+    "ve-half-beats-edit-all": stats.paired_difference(by_threshold[S.threshold], by_threshold[S.n_samples],
+                                                      scale=100, seed=S.seed),
 }
 auc_difference = verify_edit.auc_difference(verify_edit.apply_threshold(cot_sc, edits, S.threshold, S.consistency),
-                                            verify_edit.apply_threshold(cot_sc, edits, n_samples, S.consistency),
-                                            seed=seed)
-scope = f"hotpotqa, {S.knowledge}, {S.consistency} consistency, n={n_samples} paths"
+                                            verify_edit.apply_threshold(cot_sc, edits, S.n_samples, S.consistency),
+                                            seed=S.seed)
+scope = f"hotpotqa, {S.knowledge}, {S.consistency} consistency, n={S.n_samples} paths"
 oracle = verify_edit.NEAR_ORACLE["hotpotqa"] if S.knowledge in verify_edit.RETRIEVER_KINDS else None
 meta = dict(model=generator.name, knowledge=source.label, **({"near_oracle": oracle} if oracle else {}))
 claim_records = [

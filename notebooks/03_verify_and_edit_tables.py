@@ -90,9 +90,7 @@ seed: int = 0  # sampling seed (and the bootstrap's)
 max_new_tokens: int = 96  # longest CoT completion
 
 # %%
-S = session.start(NOTEBOOKS["03"], profile=profile, model=model, device=device, datasets=datasets, knowledge=knowledge,
-                  n_hotpotqa=n_hotpotqa, n_2wikimultihop=n_2wikimultihop, n_fever=n_fever, n_samples=n_samples,
-                  temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+S = session.start(NOTEBOOKS["03"], globals())
 
 # %% [markdown]
 # The paper's numbers from Tables 1–3 (§5.2–5.4; GPT-3 text-davinci-003), kept as data in
@@ -116,7 +114,7 @@ def load_examples(name: str, n: int):
     if name == "2wikimultihop":
         return data.load_2wikimultihop(split="dev")[:n]
     claims = data.load_fever()  # sampled_ids.json order runs in label blocks: subsample with a seed, not a prefix
-    return claims if n >= len(claims) else random.Random(seed).sample(claims, n)
+    return claims if n >= len(claims) else random.Random(S.seed).sample(claims, n)
 
 
 def corpus_for(name: str):
@@ -141,9 +139,9 @@ def with_intervals(records) -> dict:
     against the first gold alias only."""
     correct = [r.correct for r in records]
     return {
-        "EM/acc": stats.mean_interval(correct, scale=100, seed=seed),
-        "AUC": stats.bootstrap(metrics.accuracy_coverage_auc, [r.answer_logprob for r in records], correct, seed=seed),
-        "EM/acc (first alias)": stats.mean_interval(cot.rescore(records, aliases="first"), scale=100, seed=seed),
+        "EM/acc": stats.mean_interval(correct, scale=100, seed=S.seed),
+        "AUC": stats.bootstrap(metrics.accuracy_coverage_auc, [r.answer_logprob for r in records], correct, seed=S.seed),
+        "EM/acc (first alias)": stats.mean_interval(cot.rescore(records, aliases="first"), scale=100, seed=S.seed),
     }
 
 
@@ -159,7 +157,7 @@ for name in S.datasets:
     runs = {
         "Standard": cot.run_standard(generator, examples, name),
         "CoT": cot.run_cot(generator, examples, name, max_new_tokens=S.max_new_tokens),
-        "CoT-SC": cot.run_cot_sc(generator, examples, name, n=n_samples, temperature=temperature, seed=seed,
+        "CoT-SC": cot.run_cot_sc(generator, examples, name, n=S.n_samples, temperature=S.temperature, seed=S.seed,
                                        max_new_tokens=S.max_new_tokens),
     }
     for res in runs.values():
@@ -169,7 +167,7 @@ for name in S.datasets:
         correctness[(name, method)] = [r.correct for r in res]
         rows.append({"dataset": name, "method": method, "knowledge": "-", "paper knowledge": "-", **with_intervals(res),
                      "edited": 0, "parse failures": s["parse_failures"], "n": s["n_examples"]})
-    cot_gain = stats.paired_difference(correctness[(name, "CoT")], correctness[(name, "Standard")], scale=100, seed=seed)
+    cot_gain = stats.paired_difference(correctness[(name, "CoT")], correctness[(name, "Standard")], scale=100, seed=S.seed)
     claim_records.append(claims.estimate("ve-cot-beats-standard", name, cot_gain, unit_of(name), model=generator.name))
     passages, index_name = corpus_for(name)
     for kind in S.knowledge:
@@ -194,14 +192,14 @@ for name in S.datasets:
         verify_edit.trace.write(S.tracer, records)
         details[(name, kind)] = records
         gain = stats.paired_difference([r.correct for r in records], correctness[(name, "CoT-SC")], scale=100,
-                                         seed=seed)  # the same questions, in the same order
+                                         seed=S.seed)  # the same questions, in the same order
         oracle = verify_edit.NEAR_ORACLE.get(name) if kind in verify_edit.RETRIEVER_KINDS else None
         claim_records.append(claims.estimate("ve-beats-cot-sc", f"{name}, {kind}", gain, unit_of(name),
                                              model=generator.name, knowledge=source.label,
                                              **({"near_oracle": oracle} if oracle else {})))
         claim_records.append(claims.estimate(
             "ve-raises-auc", f"{name}, {kind}", verify_edit.auc_difference(records, runs["CoT-SC"], "answer_logprob",
-                                                                           seed=seed),
+                                                                           seed=S.seed),
             "AUC points (x100)", model=generator.name, knowledge=source.label, **({"near_oracle": oracle} if oracle else {})))
         rows.append({"dataset": name, "method": "CoT-SC + VE", "knowledge": source.label, "paper knowledge": paper_kind,
                      **with_intervals(records), "ΔEM/acc": gain,
@@ -209,7 +207,7 @@ for name in S.datasets:
                      "n": len(records)})
 
 claim_records += [claims.record(c, model=generator.name)
-                  for c in verify_edit.cross_table_comparisons(details, correctness, seed=seed)]
+                  for c in verify_edit.cross_table_comparisons(details, correctness, seed=S.seed)]
 
 INTERVALS = ["EM/acc", "ΔEM/acc", "AUC", "EM/acc (first alias)"]  # each: {value, low, high, n} per row
 ours = pd.DataFrame(rows)

@@ -97,24 +97,21 @@ n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
 seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
 n_refs: int = 5  # references per question, both gold included (paper: 5)
 key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
-compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
 judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
 max_new_tokens: int = 160  # longest answer
+compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
 n_rating: int = 50  # questions in the human rating sheet (paper: 50)
 ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
 
 # %%
-S = session.start(NOTEBOOKS["04"], profile=profile, model=model, models=models, device=device, questions=questions,
-                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts,
-                  compare_key_facts=compare_key_facts, judge=judge, max_new_tokens=max_new_tokens, n_rating=n_rating,
-                  ratings=ratings)  # ratings: checked before any generation, not in the last cell
+S = session.start(NOTEBOOKS["04"], globals())  # ratings: checked before any generation, not in the last cell
 facts = S.facts  # the key facts, by the name exercise 4 reads them
 
 # %% [markdown]
 # ## 1. Questions, key facts and reference sets
 
 # %%
-ref_sets = [C.with_gold(ex, n_refs, seed) for ex in S.examples]
+ref_sets = [C.with_gold(ex, S.n_refs, S.seed) for ex in S.examples]
 print(f"{len(S.examples)} questions; key facts: {facts[0].author} ({sum(len(f.key_facts) for f in facts)} in all)")
 if S.other_facts:
     print(f"compared with: {S.other_facts[0].author} ({sum(len(f.key_facts) for f in S.other_facts)} in all)")
@@ -130,7 +127,7 @@ print("gold positions:", ref_sets[0].gold, "| key facts:", facts[0].key_facts)
 # and re-run with `key_facts="llm+reviewed"`.
 
 # %%
-sheet = C.export_review_sheet(facts, paths.build_dir() / "key_facts" / f"review-{key_facts}.csv")
+sheet = C.export_review_sheet(facts, paths.build_dir() / "key_facts" / f"review-{S.key_facts}.csv")
 print("review sheet:", sheet)
 
 # %% [markdown]
@@ -155,7 +152,7 @@ judge_name = summary[names[0]]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 print(judge_agreement)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
-est = {n: C.intervals(r, seed=seed, rates=rates[(n, "complete")]) for n, r in per_model.items()}  # each mean with its 95% interval
+est = {n: C.intervals(r, seed=S.seed, rates=rates[(n, "complete")]) for n, r in per_model.items()}  # each mean with its 95% interval
 
 # One answer sentence by sentence: what f said about it.
 first = references.cited_sentences(answers[names[0]][0])
@@ -279,19 +276,19 @@ toy_facts = ["Paris is the capital of France.", "The Seine flows through it.", "
              "Lyon is in France."]
 got = exercises.record(
     "ex04-recall",
-    no_facts=key_fact_recall("Paris [1].", [], judge),
-    empty_answer=key_fact_recall("", ["Paris is in France."], judge),
+    no_facts=key_fact_recall("Paris [1].", [], S.run.judge),
+    empty_answer=key_fact_recall("", ["Paris is in France."], S.run.judge),
     only_citations=key_fact_recall("[1][2]", ["Paris is in France."], ToyJudge()),
     toy=key_fact_recall(toy_answer, toy_facts, ToyJudge()),
-    first=key_fact_recall(answers[names[0]][0], facts[0].key_facts, judge),
+    first=key_fact_recall(answers[names[0]][0], facts[0].key_facts, S.run.judge),
 )
 ref = exercises.reference("ex04-recall", first=per_model[names[0]][0]["recall"])
 ### BEGIN HIDDEN TESTS
 recall_cases = [(name, i) for name, rows_ in per_model.items() for i in range(len(rows_))]
 got = exercises.record(
-    "ex04-recall", notebook=[key_fact_recall(answers[name][i], facts[i].key_facts, judge) for name, i in recall_cases],
-    citations=[key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], judge),
-               key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], judge)])
+    "ex04-recall", notebook=[key_fact_recall(answers[name][i], facts[i].key_facts, S.run.judge) for name, i in recall_cases],
+    citations=[key_fact_recall("Paris is the capital of France [1][2].", ["Paris is the capital of France."], S.run.judge),
+               key_fact_recall("Paris is the capital of France.", ["Paris is the capital of France."], S.run.judge)])
 ref = exercises.reference("ex04-recall", labels=[f"{name}, answer {i}" for name, i in recall_cases],
                           notebook=[per_model[name][i]["recall"] for name, i in recall_cases])
 ### END HIDDEN TESTS
@@ -338,9 +335,9 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
     return out
 
 
-table = table1(key_facts, est)
+table = table1(S.key_facts, est)
 results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
-                   key_fact_source=key_facts, n=len(S.examples), floatfmt=".2f")
+                   key_fact_source=S.key_facts, n=len(S.examples), floatfmt=".2f")
 
 # %% [markdown]
 # The paper's F1 column matches neither the mean of per-question F1 nor the F1 of mean P and R
@@ -361,13 +358,13 @@ if S.other_facts:
     C.trace.write(S.tracer, rows_other)
     other_rows = {n: rows_other[(n, "complete")] for n in names}
     other_summary = {n: C.summarize(r) for n, r in other_rows.items()}
-    est_other = {n: C.intervals(r, seed=seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`agents`) ones
-    differences = {n: {f"{m} ({S.compare} − {key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=seed)
+    est_other = {n: C.intervals(r, seed=S.seed) for n, r in other_rows.items()}  # no correction: the test set's key facts are the shipped (`agents`) ones
+    differences = {n: {f"{m} ({S.compare} − {S.key_facts}, paired)": C.paired(other_rows[n], per_model[n], m, seed=S.seed)
                        for m in ("P", "R")} for n in names}
     other_table = table1(S.compare, est_other,
                          {n: C.interval_columns(d, {k: k for k in d}) for n, d in differences.items()})
     for n in names:
-        est_other[n].update({f"{m}_minus_{key_facts}": differences[n][f"{m} ({S.compare} − {key_facts}, paired)"]
+        est_other[n].update({f"{m}_minus_{S.key_facts}": differences[n][f"{m} ({S.compare} − {S.key_facts}, paired)"]
                              for m in ("P", "R")})
     slug = "".join(ch if ch.isalnum() else "-" for ch in S.compare)
     display(results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=S.params, judge=judge_name,  # noqa: F821
@@ -389,21 +386,22 @@ else:
 
 # %%
 to_rate = [{"question_id": ex.id, "model": n, "question": ex.question, "answer": answers[n][i]}
-           for n in names for i, ex in enumerate(S.examples[:n_rating])]
+           for n in names for i, ex in enumerate(S.examples[:S.n_rating])]
 rating_sheet = C.export_rating_sheet(to_rate, paths.build_dir() / "ratings" / "04-rating-sheet.csv")
 print("rating sheet:", rating_sheet, f"({len(to_rate)} answers)")
-if not ratings:  # simulated models only (4 or more): the simulation's planted ratings, not people's (docs/simulation.md)
+rating_file = S.ratings  # people's ratings, else (simulated models only) planted ones
+if not rating_file:  # simulated models only (4 or more): the simulation's planted ratings, not people's (docs/simulation.md)
     planted_sheet = simulation.planted_ratings(S, to_rate, paths.build_dir() / "ratings" / "04-ratings-SIMULATED.csv")
-    ratings = str(planted_sheet or "")
+    rating_file = str(planted_sheet or "")
     if planted_sheet:
         print("no people rated these answers: ratings planted by the simulated model's raters,", planted_sheet)
 correlation, corr_est, human_note = None, None, "no human ratings given (the `ratings` parameter is empty)"
-if ratings:
-    human = C.human_scores(C.read_ratings(ratings))
+if rating_file:
+    human = C.human_scores(C.read_ratings(rating_file))
     auto = {n: summary[n] for n in names}
     try:
         correlation = C.human_correlation(auto, human)
-        corr_est = C.human_correlation_intervals(auto, human, seed=seed)
+        corr_est = C.human_correlation_intervals(auto, human, seed=S.seed)
     except ValueError:
         human_note = f"fewer than 3 rated models ({sorted(set(auto) & set(human))})"
     if corr_est:
@@ -412,7 +410,7 @@ if ratings:
                               "paper pearson": C.PAPER_PEARSON[k], "models": corr_est[k]["n"]}
                              for k in ("P", "R", "EM_recall")])
         display(results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name,  # noqa: F821
-                                   judge_agreement=judge_agreement, ratings=ratings, key_facts=facts[0].author,
+                                   judge_agreement=judge_agreement, ratings=rating_file, key_facts=facts[0].author,
                                    floatfmt=".2f"))
     else:
         print(human_note)
@@ -435,11 +433,11 @@ if corr_est is None:
 #   at least 4 models it cannot be tested here.
 
 # %%
-scope = f"hotpotqa, {n_refs} references with both gold, key facts: {facts[0].author}"
-available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-judge_line = nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates and its agreement with people
-claim_records = (tuning_claims(S.generators, per_model, scope, seed=seed, available=available, note=judge_line)
-                 + human_correlation_claims(summary, human if ratings else None, scope, note=judge_line))
+scope = f"hotpotqa, {S.n_refs} references with both gold, key facts: {facts[0].author}"
+available = len(C.load_questions(S.questions, 10 ** 9, S.seed))  # questions the source holds: what `full` can run
+judge_line = nli_eval.ledger_note(S.judge, S.seed)  # the judge's test-set rates and its agreement with people
+claim_records = (tuning_claims(S.generators, per_model, scope, seed=S.seed, available=available, note=judge_line)
+                 + human_correlation_claims(summary, human if rating_file else None, scope, note=judge_line))
 claim_records
 
 # %%
@@ -450,7 +448,7 @@ headline = {
     "key_facts": facts[0].author,
     "key_fact_source": key_facts,
     "n_questions": len(S.examples),
-    "n_refs": n_refs,
+    "n_refs": S.n_refs,
     "summary": summary,
     "intervals": est,  # {model: {metric: {value, low, high, n}}}, % with 95% intervals (Wilson for 0/1, bootstrap over questions otherwise)
     "compare": {"key_fact_source": S.compare, "key_facts": S.other_facts[0].author if S.other_facts else None,

@@ -90,15 +90,13 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = session.start(NOTEBOOKS["05"], profile=profile, model=model, models=models, device=device, questions=questions,
-                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
-                  max_new_tokens=max_new_tokens)
+S = session.start(NOTEBOOKS["05"], globals())
 
 # %% [markdown]
 # ## 1. Nested reference sets, 2 gold + k distractors
 
 # %%
-sets = {n: [C.with_gold(ex, n, seed, kind="noise") for ex in S.examples] for n in S.n_refs}
+sets = {n: [C.with_gold(ex, n, S.seed, kind="noise") for ex in S.examples] for n in S.n_refs}
 for n in S.n_refs:
     print(n, "refs:", [p.title for p in sets[n][0].paragraphs], "gold at", sets[n][0].gold)
 
@@ -117,8 +115,8 @@ print(judge_agreement)
 q = len(S.examples)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
 
-est = {name: {n: C.intervals(rows[(name, n)], seed=seed, rates=rates[(name, n)]) for n in S.n_refs} for name in names}
-change = {name: {n: C.paired(rows[(name, n)], rows[(name, S.n_refs[0])], "R", seed=seed) for n in S.n_refs[1:]}
+est = {name: {n: C.intervals(rows[(name, n)], seed=S.seed, rates=rates[(name, n)]) for n in S.n_refs} for name in names}
+change = {name: {n: C.paired(rows[(name, n)], rows[(name, S.n_refs[0])], "R", seed=S.seed) for n in S.n_refs[1:]}
           for name in names}  # recall at n refs − at the fewest, paired over questions
 
 # %% [markdown]
@@ -165,7 +163,7 @@ results.save_figure(fig, "fig-05-knowledge-precision", params=S.params, judge=ju
 
 # %%
 few, many = (5, 10) if {5, 10} <= set(S.n_refs) else (S.n_refs[0], S.n_refs[-1])
-drop = {name: C.recall_drop(rows[(name, few)], rows[(name, many)], seed=seed) for name in names}
+drop = {name: C.recall_drop(rows[(name, few)], rows[(name, many)], seed=S.seed) for name in names}
 PAPER_WORDS = {"ChatGPT": "“a minor decrease in recall rates (4.3% …)”",
                "ChatGLM2-6B": "“(… 14.3% respectively) when references doubled from 5 to 10”",
                "LLaMA": "“a significant 30% plunge in recall”", "Vicuna": "“a significant 30% plunge in recall”"}
@@ -194,13 +192,13 @@ results.save_table(drop_table, "tab-05-recall-drop", params=S.params, judge=judg
 # secondary row (the only one when the sweep lacks 5 or 10).
 
 # %%
-available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
+available = len(C.load_questions(S.questions, 10 ** 9, S.seed))  # questions the source holds: what `full` can run
 pairs = ([(5, 10)] if {5, 10} <= set(S.n_refs) else []) + ([(S.n_refs[0], S.n_refs[-1])] if (S.n_refs[0], S.n_refs[-1]) != (5, 10) else [])
-judge_line = nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates and its agreement with people
+judge_line = nli_eval.ledger_note(S.judge, S.seed)  # the judge's test-set rates and its agreement with people
 claim_records = [claims.estimate("cred-noise-lowers-recall",
                                  f"hotpotqa, {few} vs {many} references, 2 gold + noise, key facts: {S.facts[0].author}",
                                  C.corrected_difference(rows[(name, few)], rows[(name, many)], rates[(name, few)],
-                                                        rates[(name, many)], seed=seed),
+                                                        rates[(name, many)], seed=S.seed),
                                  "judge-corrected key-fact recall points", model=name, available=available,
                                  note=judge_line)
                  for name in names for few, many in pairs]

@@ -86,9 +86,7 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = session.start(NOTEBOOKS["06"], profile=profile, model=model, models=models, device=device, questions=questions,
-                  n_questions=n_questions, seed=seed, n_refs=n_refs, key_facts=key_facts, judge=judge,
-                  max_new_tokens=max_new_tokens)
+S = session.start(NOTEBOOKS["06"], globals())
 
 # %% [markdown]
 # ## 1. Three knowledge conditions per question
@@ -96,8 +94,8 @@ S = session.start(NOTEBOOKS["06"], profile=profile, model=model, models=models, 
 # %%
 settings = ("closed-book", "partial", "complete")
 sets = {"closed-book": [C.closed_book(ex) for ex in S.examples],
-        "partial": [C.partial(ex, n_refs, seed) for ex in S.examples],
-        "complete": [C.with_gold(ex, n_refs, seed) for ex in S.examples]}
+        "partial": [C.partial(ex, S.n_refs, S.seed) for ex in S.examples],
+        "complete": [C.with_gold(ex, S.n_refs, S.seed) for ex in S.examples]}
 for s in settings:
     print(f"{s:12s}", [p.title for p in sets[s][0].paragraphs], "gold at", sets[s][0].gold)
 
@@ -117,9 +115,9 @@ q = len(S.examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
-est = {name: {s: C.intervals(rows[(name, s)], seed=seed, rates=rates[(name, s)]) for s in settings} for name in names}
+est = {name: {s: C.intervals(rows[(name, s)], seed=S.seed, rates=rates[(name, s)]) for s in settings} for name in names}
 PAIRS = (("complete", "partial"), ("partial", "closed-book"))
-diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=seed)
+diffs = {name: {f"{m} {a} − {b}": C.paired(rows[(name, a)], rows[(name, b)], m, seed=S.seed)
                 for a, b in PAIRS for m in ("P", "R")} for name in names}
 
 # %% [markdown]
@@ -176,13 +174,13 @@ results.save_figure(fig, "fig-06-knowledge-recall", params=S.params, judge=judge
 ordered = {name: {m: by_s["complete"][m] >= by_s["partial"][m] >= by_s["closed-book"][m] for m in ("P", "R")}
            for name, by_s in summary.items()}
 print("complete ≥ partial ≥ closed-book (point estimates):", ordered, "(paper: yes for every model)")
-scope = f"hotpotqa, {n_refs} references, key facts: {S.facts[0].author}"
-available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-claim_records, judge_line = [], nli_eval.ledger_note(S.judge, seed)  # the judge's test-set rates, its people AUC
+scope = f"hotpotqa, {S.n_refs} references, key facts: {S.facts[0].author}"
+available = len(C.load_questions(S.questions, 10 ** 9, S.seed))  # questions the source holds: what `full` can run
+claim_records, judge_line = [], nli_eval.ledger_note(S.judge, S.seed)  # the judge's test-set rates, its people AUC
 for name in names:  # judge-corrected: raw recall's bias from the judge differs between reference conditions
     for claim_id, a, b in (("cred-complete-beats-partial", "complete", "partial"),
                            ("cred-partial-beats-closed", "partial", "closed-book")):
-        diff = C.corrected_difference(rows[(name, a)], rows[(name, b)], rates[(name, a)], rates[(name, b)], seed=seed)
+        diff = C.corrected_difference(rows[(name, a)], rows[(name, b)], rates[(name, a)], rates[(name, b)], seed=S.seed)
         claim_records.append(claims.estimate(claim_id, scope, diff,
                                              "judge-corrected key-fact recall points", model=name,
                                              available=available, note=judge_line))

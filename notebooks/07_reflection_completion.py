@@ -107,17 +107,14 @@ judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE 
 max_new_tokens: int = 160  # longest answer
 
 # %%
-S = session.start(NOTEBOOKS["07"], profile=profile, model=model, models=models, device=device, questions=questions,
-                  n_questions=n_questions, seed=seed, n_refs=n_refs, cap=cap, k_initial=k_initial,
-                  max_rounds=max_rounds, corpus=corpus, key_facts=key_facts, judge=judge,
-                  max_new_tokens=max_new_tokens)
+S = session.start(NOTEBOOKS["07"], globals())
 q = len(S.examples)
 
 # %% [markdown]
 # ## 1. Self-reflection: refuse on partial references, answer on complete ones
 
 # %%
-reflect_sets = C.reflection_sets(S.examples, n_refs, seed)
+reflect_sets = C.reflection_sets(S.examples, S.n_refs, S.seed)
 insufficient = [s.kind == "partial" for s in reflect_sets]
 reflection, reflection_est, reflection_hit, reflection_replies = {}, {}, {}, {}
 for g in S.generators:
@@ -127,7 +124,7 @@ for g in S.generators:
     reflection_replies[g.name] = replies  # for the claims: what each model decided, question by question
     refused_now = [C.is_refusal(a) for a in replies]
     reflection[g.name] = C.reflection_scores(refused_now, insufficient)
-    reflection_est[g.name] = C.reflection_intervals(refused_now, insufficient, seed=seed)
+    reflection_est[g.name] = C.reflection_intervals(refused_now, insufficient, seed=S.seed)
     reflection_hit[g.name] = C.reflection_correct(refused_now, insufficient)  # per question, for paired differences
     print(g.name, {k: stats.format_interval(v) for k, v in reflection_est[g.name].items()})
     print("  e.g.", replies[0][:200])
@@ -140,14 +137,14 @@ baseline_sets = C.bm25_references(S.retriever, S.examples, k=S.cap)
 runs = C.answer_runs(S.generators, S.examples, {"baseline": baseline_sets}, max_new_tokens=S.max_new_tokens)
 completed = {}
 for g in S.generators:
-    done = C.self_complete(g, S.examples, S.retriever, k_initial=S.k_initial, cap=S.cap, max_rounds=max_rounds,
+    done = C.self_complete(g, S.examples, S.retriever, k_initial=S.k_initial, cap=S.cap, max_rounds=S.max_rounds,
                            max_new_tokens=S.max_new_tokens)
     C.trace.write(S.tracer, done)  # the self-completion run: every round of every question
     completed[g.name] = done
     runs[(g.name, "completion")] = done.run()  # the final answers (with their prompts) and references
     asked = [d for d in done if d.queries]
     print(f"{g.name}: refused on {sum(d.refused for d in done)}/{len(done)}; asked {len(asked)}; "
-          f"rounds used {dict(sorted(Counter(d.rounds for d in done).items()))} (cap {max_rounds}); "
+          f"rounds used {dict(sorted(Counter(d.rounds for d in done).items()))} (cap {S.max_rounds}); "
           f"replies without the marker {sum(d.unmarked for d in done)}")
     for d in asked[:3]:
         print("  queries:", d.queries)
@@ -164,14 +161,14 @@ gold_titles = [list(ex.supporting_titles) for ex in S.examples]
 ranked_titles = [[p.title for p in r.paragraphs] for r in baseline_sets]
 retrieval_rows, gold_est = [], {}
 for k in sorted({S.k_initial, S.cap}):
-    e = C.gold_recall([t[:k] for t in ranked_titles], gold_titles, seed=seed)
+    e = C.gold_recall([t[:k] for t in ranked_titles], gold_titles, seed=S.seed)
     check = metrics.recall_at_k(ranked_titles, gold_titles, ks=(k,))[k]
     assert abs(e["recall"]["value"] - 100 * check) < 1e-9, "gold recall disagrees with metrics.recall_at_k"
     gold_est[f"bm25@{k}"] = e
     retrieval_rows.append({"references": f"BM25 top {k} for the question", "k": k, **C.interval_columns(
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
 for g in S.generators:
-    e = C.gold_recall([[p.title for p in d.references.paragraphs] for d in completed[g.name]], gold_titles, seed=seed)
+    e = C.gold_recall([[p.title for p in d.references.paragraphs] for d in completed[g.name]], gold_titles, seed=S.seed)
     gold_est[f"completion/{g.name}"] = e
     retrieval_rows.append({"references": f"self-completion ({g.name})", "k": S.cap, **C.interval_columns(
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
@@ -192,9 +189,9 @@ summary = {key: C.summarize(r) for key, r in rows.items()}
 judge_name = summary[(names[0], "baseline")]["judge"]
 judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
-est = {key: C.intervals(r, seed=seed, rates=rates[key]) for key, r in rows.items()}
+est = {key: C.intervals(r, seed=S.seed, rates=rates[key]) for key, r in rows.items()}
 print(judge_agreement)
-gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=seed) for n in names}
+gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=S.seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}
 
 # %%
@@ -219,7 +216,7 @@ table = pd.DataFrame(records, columns=list(records[0]))
 ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
 results.save_table(table, "tab-07-reflection-completion", params=S.params, judge=judge_name, judge_agreement=judge_agreement,
-                   key_facts=S.facts[0].author, **S.corpus_meta, max_rounds=max_rounds, n=q, floatfmt=".2f",
+                   key_facts=S.facts[0].author, **S.corpus_meta, max_rounds=S.max_rounds, n=q, floatfmt=".2f",
                    note="rounds used: completion rounds per question (0: answered at once; the cap: forced to answer); "
                         "paper ΔF1: difference of its table's F1s, over Wikipedia")
 
@@ -241,14 +238,14 @@ results.save_table(table, "tab-07-reflection-completion", params=S.params, judge
 #   with fewer than two distinct known sizes it cannot be tested here.
 
 # %%
-scope = f"hotpotqa, BM25 over {S.corpus_name} ({len(S.passages)} passages), top {S.cap} vs self-completion (≤ {max_rounds} rounds)"
-available = len(C.load_questions(questions, 10 ** 9, seed))  # questions the source holds: what `full` can run
-oracle = {} if corpus else {"near_oracle": NEAR_ORACLE_CORPUS}  # the default corpus: the questions' own paragraphs
+scope = f"hotpotqa, BM25 over {S.corpus_name} ({len(S.passages)} passages), top {S.cap} vs self-completion (≤ {S.max_rounds} rounds)"
+available = len(C.load_questions(S.questions, 10 ** 9, S.seed))  # questions the source holds: what `full` can run
+oracle = {} if S.corpus else {"near_oracle": NEAR_ORACLE_CORPUS}  # the default corpus: the questions' own paragraphs
 claim_records = (completion_claims(S.generators, completed, gain, scope, S.k_initial, S.cap, available=available,
-                                   note=nli_eval.ledger_note(S.judge, seed), **oracle)  # judge's test-set rates, people AUC
+                                   note=nli_eval.ledger_note(S.judge, S.seed), **oracle)  # judge's test-set rates, people AUC
                  + reflection_claims(S.generators, reflection_replies, insufficient,
-                                     f"hotpotqa, self-reflection on {n_refs} references, complete vs partial (equal groups)",
-                                     seed=seed, available=available))
+                                     f"hotpotqa, self-reflection on {S.n_refs} references, complete vs partial (equal groups)",
+                                     seed=S.seed, available=available))
 claim_records
 
 # %%
@@ -266,10 +263,10 @@ headline = {
     "intervals": {f"{n} / {p}": e for (n, p), e in est.items()},  # %, 95% intervals (Wilson for 0/1, bootstrap otherwise)
     "f1_gain": gain,  # per-question F1 (self-completion − BM25), paired
     "refused": {n: sum(d.refused for d in completed[n]) for n in names},
-    "max_rounds": max_rounds,
+    "max_rounds": S.max_rounds,
     "rounds": {n: dict(Counter(rounds[n])) for n in names},  # rounds used → number of questions
     "rounds_per_question": rounds,
-    "capped": {n: sum(r == max_rounds for r in rounds[n]) for n in names},
+    "capped": {n: sum(r == S.max_rounds for r in rounds[n]) for n in names},
     "unmarked_replies": {n: sum(d.unmarked for d in completed[n]) for n in names},
     "gold_recall": gold_est,
     "claims": claim_records,

@@ -73,11 +73,7 @@ truthfulness_max: float = 0.92  # σ: truthfulness <= this
 sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and any one other condition)
 
 # %%
-S = session.start(NOTEBOOKS["08"], profile=profile, model=model, adapter=adapter, verifier=verifier, device=device,
-                  datasets=datasets, n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus,
-                  k=k, seed=seed, chat=chat, max_new_tokens=max_new_tokens, verify_tokens=verify_tokens,
-                  sigma_mode=sigma_mode, reference_correctness_max=reference_correctness_max,
-                  correctness_below=correctness_below, bias_above=bias_above, truthfulness_max=truthfulness_max)
+S = session.start(NOTEBOOKS["08"], globals())
 
 # %% [markdown]
 # ## 1. Questions, corpus, and what the corpus can answer at all
@@ -94,7 +90,7 @@ for n, exs in S.sets.items():
 # %%
 examples = [ex for exs in S.sets.values() for ex in exs]
 records = C.cov_rag(S.base, examples, S.retriever, verifier=S.checker, k=S.k, max_rounds=0, thresholds=S.thresholds,
-                    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=chat)
+                    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=S.chat)
 C.trace.write(S.tracer, records)
 by_set = {n: [r for r in records if r.id in {ex.id for ex in exs}] for n, exs in S.sets.items()}
 print(records[0].rounds[0].answer, "\n", records[0].rounds[0].verification.raw[:300])
@@ -222,12 +218,12 @@ for n, recs in {**by_set, "all": records}.items():
     f = C.question_flags(recs)
     on_answerable = [x for x, r in zip(f["single"], recs) if r.id in ok_ids]
     est = intervals[n] = {
-        "accuracy": stats.mean_interval(f["single"], scale=100, seed=seed),
-        "accuracy (answerable)": stats.mean_interval(on_answerable, scale=100, seed=seed),
-        "Jdg": stats.mean_interval(f["judgment"], scale=100, seed=seed),
-        "Jdg (true/false only)": stats.mean_interval(f["judgment_judged"], scale=100, seed=seed),
-        "Fmt": stats.mean_interval(f["format"], scale=100, seed=seed),
-        "parsed": stats.mean_interval(f["parsed"], scale=100, seed=seed),
+        "accuracy": stats.mean_interval(f["single"], scale=100, seed=S.seed),
+        "accuracy (answerable)": stats.mean_interval(on_answerable, scale=100, seed=S.seed),
+        "Jdg": stats.mean_interval(f["judgment"], scale=100, seed=S.seed),
+        "Jdg (true/false only)": stats.mean_interval(f["judgment_judged"], scale=100, seed=S.seed),
+        "Fmt": stats.mean_interval(f["format"], scale=100, seed=S.seed),
+        "parsed": stats.mean_interval(f["parsed"], scale=100, seed=S.seed),
     }
     row = {"dataset": n, "run": ran, "n": s["n"], "answerable": sum(r.id in ok_ids for r in recs)}
     for name, e in est.items():
@@ -255,11 +251,11 @@ parsed = [c for c in conditions if c is not None]
 sigma_flags = {name: [float(c[name]) for c in parsed]
                for name in (parsed[0] if parsed else C.sigma_conditions(C.Verification()))}
 for mode in ("all", "any"):
-    t = C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
+    t = C.Thresholds(S.reference_correctness_max, S.correctness_below, S.bias_above, S.truthfulness_max, mode)
     sigma_flags[f"σ ({mode})"] = [float(C.sigma(v, t)) for v in verifs if v.parsed]  # unparsed never fire
 sigma_rows = []
 for name, flags in sigma_flags.items():
-    est = stats.mean_interval(flags, scale=100, seed=seed)
+    est = stats.mean_interval(flags, scale=100, seed=S.seed)
     sigma_rows.append({"condition": name, "holds": int(sum(flags)), "of parsed": len(parsed),
                        "share %": est["value"] if flags else None, "share % 95% CI": stats.format_interval(est),
                        "_interval": est})
@@ -335,7 +331,7 @@ got = exercises.record(
     other_thresholds=fires(low, strict),
 )
 ### BEGIN HIDDEN TESTS
-sigma_modes = {mode: C.Thresholds(reference_correctness_max, correctness_below, bias_above, truthfulness_max, mode)
+sigma_modes = {mode: C.Thresholds(S.reference_correctness_max, S.correctness_below, S.bias_above, S.truthfulness_max, mode)
                for mode in ("all", "any")}
 grid = [dataclasses.replace(low, reference_correctness=a, correctness=b, bias=c, truthfulness=d, judgment=j)
         for a in (None, 0.2, 0.5) for b in (None, 0.1, 0.5) for c in (None, 0.5, 0.9) for d in (None, 0.5, 0.95)

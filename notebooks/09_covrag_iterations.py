@@ -82,10 +82,7 @@ verify_tokens: int = 160  # longest verification
 sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
-S = session.start(NOTEBOOKS["09"], profile=profile, model=model, models=models, adapter=adapter, device=device,
-                  datasets=datasets, n_per_dataset=n_per_dataset, triviaqa=triviaqa, mintaka=mintaka, corpus=corpus,
-                  k=k, max_rounds=max_rounds, seed=seed, chat=chat, max_new_tokens=max_new_tokens,
-                  verify_tokens=verify_tokens, sigma_mode=sigma_mode)
+S = session.start(NOTEBOOKS["09"], globals())
 
 # %% [markdown]
 # ## 1. Questions and corpus
@@ -102,12 +99,12 @@ print(f"answerable: {len(ok_ids)} of {len(S.examples)}")
 # %%
 runs, closed = {}, {}
 for generator in S.generators:
-    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in S.examples], S.max_new_tokens, chat,
+    closed[generator.name] = C.closed_book_batch(generator, [ex.question for ex in S.examples], S.max_new_tokens, S.chat,
                                                  golds=[ex.answers for ex in S.examples], ids=[ex.id for ex in S.examples])
     C.trace.write(S.tracer, closed[generator.name])
-    runs[generator.name] = C.cov_rag(generator, S.examples, S.retriever, k=S.k, max_rounds=max_rounds,
+    runs[generator.name] = C.cov_rag(generator, S.examples, S.retriever, k=S.k, max_rounds=S.max_rounds,
                                      thresholds=S.thresholds, max_new_tokens=S.max_new_tokens,
-                                     verify_tokens=S.verify_tokens, chat=chat)
+                                     verify_tokens=S.verify_tokens, chat=S.chat)
     C.trace.write(S.tracer, runs[generator.name])
 
 # %% [markdown]
@@ -143,14 +140,14 @@ for name, records in runs.items():
         row = {"method": setting if setting == "closed-book" else f"CoV pipeline, {setting}",
                "model": C.run_label(name)}
         for n in loaded:
-            est = stats.mean_interval(by_set[n], scale=100, seed=seed)
+            est = stats.mean_interval(by_set[n], scale=100, seed=S.seed)
             row[n], row[f"{n} 95% CI"] = est["value"], stats.format_interval(est)
-        avg = C.average_interval({n: by_set[n] for n in loaded}, seed=seed)
+        avg = C.average_interval({n: by_set[n] for n in loaded}, seed=S.seed)
         row["Avg (same datasets)"], row["Avg (same datasets) 95% CI"] = avg["value"], stats.format_interval(avg)
         row["paper Avg (4 datasets)"], row["n"] = None, avg["n"]
         if setting != "closed-book":
             key = "single" if setting == "single iteration" else "multi"
-            est = stats.mean_interval(C.question_flags(answerable)[key] if answerable else [], scale=100, seed=seed)
+            est = stats.mean_interval(C.question_flags(answerable)[key] if answerable else [], scale=100, seed=S.seed)
             row["answerable (pooled)"], row["answerable (pooled) 95% CI"] = est["value"], stats.format_interval(est)
             row["n answerable"] = est["n"]
         rows.append(row)
@@ -256,7 +253,7 @@ for ax, n in zip(axes[0], S.sets):
     ours = []
     for name in runs:
         for setting in ("single iteration", "multi-iteration"):
-            est = stats.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
+            est = stats.mean_interval(per_question[name][setting][n], scale=100, seed=S.seed)
             label = setting.replace(" ", "\n").replace("-", "-\n")
             ours.append({"system": label if len(runs) == 1 else f"{label}\n{short(name)}",
                          "accuracy": est["value"], "low": est["low"], "high": est["high"]})
@@ -269,7 +266,7 @@ for ax, n in zip(axes[0], S.sets):
     ax.tick_params(axis="x", labelsize=7)
 axes[0][0].set_ylabel("accuracy (%), ours with 95% CI")
 plotting.caption(axes[0][-1], model=", ".join(C.run_label(m) for m in runs), paper="Llama2-13b (Table 2)",
-                 corpus=S.corpus_name, k=S.k, max_rounds=max_rounds)
+                 corpus=S.corpus_name, k=S.k, max_rounds=S.max_rounds)
 results.save_figure(fig, "fig-09-single-vs-multi", params=S.params, corpus=S.corpus_name)
 
 # %% [markdown]
@@ -287,10 +284,10 @@ results.save_figure(fig, "fig-09-single-vs-multi", params=S.params, corpus=S.cor
 ret_rows = []
 for name, records in runs.items():
     for n in S.sets:
-        single = stats.mean_interval(per_question[name]["reference single"][n], scale=100, seed=seed)
-        multi = stats.mean_interval(per_question[name]["reference multi"][n], scale=100, seed=seed)
+        single = stats.mean_interval(per_question[name]["reference single"][n], scale=100, seed=S.seed)
+        multi = stats.mean_interval(per_question[name]["reference multi"][n], scale=100, seed=S.seed)
         delta = stats.paired_difference(per_question[name]["reference multi"][n],
-                                          per_question[name]["reference single"][n], scale=100, seed=seed)
+                                          per_question[name]["reference single"][n], scale=100, seed=S.seed)
         ret_rows.append({"dataset": n, "model": C.run_label(name), "retriever": f"BM25 ({S.corpus_name})",
                          "counted": "a gold alias in the top-k (ours)", "single": single["value"],
                          "single 95% CI": stats.format_interval(single), "multi": multi["value"],
@@ -314,7 +311,7 @@ frame = pd.DataFrame([{"model": short(name), "round": str(r), "answers": c}
 plotting.bar_with_reference(frame, x="round", y="answers", hue="model", ax=ax)
 ax.set_xlabel("round at which the answer settled (0 = σ did not fire)")
 ax.set_title("CoV-RAG: the round at which each answer settled (cf. Table 5)", fontsize=9)
-plotting.caption(ax, max_rounds=max_rounds, sigma=sigma_mode)
+plotting.caption(ax, max_rounds=S.max_rounds, sigma=S.sigma_mode)
 results.save_figure(fig, "fig-09-rounds", params=S.params)
 
 # %% [markdown]
@@ -347,10 +344,10 @@ claim_records, differences = [], {}
 for name, records in runs.items():
     for n in S.sets:
         q = per_question[name]
-        gain = stats.paired_difference(q["multi-iteration"][n], q["single iteration"][n], scale=100, seed=seed)
-        ref_gain = stats.paired_difference(q["reference multi"][n], q["reference single"][n], scale=100, seed=seed)
+        gain = stats.paired_difference(q["multi-iteration"][n], q["single iteration"][n], scale=100, seed=S.seed)
+        ref_gain = stats.paired_difference(q["reference multi"][n], q["reference single"][n], scale=100, seed=S.seed)
         differences[f"{C.run_label(name)}|{n}"] = {"multi minus single": gain, "reference gain": ref_gain}
-        scope = f"{n}, BM25 over {S.corpus_name}, max_rounds={max_rounds}"
+        scope = f"{n}, BM25 over {S.corpus_name}, max_rounds={S.max_rounds}"
         in_set = [r for r in records if dataset_of[r.id] == n]  # in example order, as per_question's lists
         for claim_id, after, before, unit, consequence in (
                 ("covrag-multi-round-beats-single", "multi-iteration", "single iteration", "accuracy points",
@@ -359,7 +356,7 @@ for name, records in runs.items():
                  "reference-accuracy points (ours: a gold alias in the top-k)",
                  "no query was revised, the references after revision are the ones before")):
             claim_records.append(claims.record(C.revision_comparison(
-                claim_id, scope, in_set, q[after][n], q[before][n], unit, consequence, seed=seed), model=C.run_label(name)))
+                claim_id, scope, in_set, q[after][n], q[before][n], unit, consequence, seed=S.seed), model=C.run_label(name)))
 tables.estimates(claim_records)
 
 # %%
@@ -369,10 +366,10 @@ headline = {
     "counts": counts,
     "answerable": len(ok_ids),
     "accuracy": {  # per model, setting and dataset: {"value", "low", "high", "n"} in %, plus the Avg over them
-        name: {setting: {**{n: stats.mean_interval(per_question[name][setting][n], scale=100, seed=seed)
+        name: {setting: {**{n: stats.mean_interval(per_question[name][setting][n], scale=100, seed=S.seed)
                             for n in loaded},
                          "Avg (same datasets)": C.average_interval({n: per_question[name][setting][n] for n in loaded},
-                                                                   seed=seed)}
+                                                                   seed=S.seed)}
                for setting in SETTINGS}
         for name in runs},
     "paper_avg_same_datasets": {f"{method}|{m}": C.average_over(vals, loaded)

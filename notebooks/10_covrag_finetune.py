@@ -94,7 +94,7 @@ seed: int = 0  # samples, LoRA initialisation, shuffling
 chat: bool = False  # train and infer on raw prompts (a fine-tuned model learns the format itself)
 lora_rank: int = 16  # LoRA r (ours: the paper names no method)
 lora_alpha: int = 32  # LoRA alpha
-learning_rate: float = 2e-4  # AdamW learning rate
+learning_rate: float = 0.0002  # AdamW learning rate
 epochs: float = 2.0  # passes over the training pairs
 max_steps: int = -1  # stop after this many steps (-1: by epochs)
 batch_size: int = 8  # pairs per step
@@ -104,11 +104,7 @@ verify_tokens: int = 160  # longest verification at test time
 evaluate_base: bool = True  # also run the untuned base model on the test questions (a reference row of Table 4)
 
 # %%
-S = session.start(NOTEBOOKS["10"], profile=profile, model=model, device=device, teacher=teacher, n_train=n_train,
-                  test_datasets=test_datasets, n_test=n_test, corpus=corpus, k=k, seed=seed, chat=chat,
-                  lora_rank=lora_rank, lora_alpha=lora_alpha, learning_rate=learning_rate, epochs=epochs,
-                  max_steps=max_steps, batch_size=batch_size, max_length=max_length, max_new_tokens=max_new_tokens,
-                  verify_tokens=verify_tokens, evaluate_base=evaluate_base)
+S = session.start(NOTEBOOKS["10"], globals())
 
 # %% [markdown]
 # ## 1. The two stages (§2.2): M1 on the QA pairs, then the verifiers on M1's predictions
@@ -122,10 +118,10 @@ S = session.start(NOTEBOOKS["10"], profile=profile, model=model, device=device, 
 test_examples, train = S.examples, S.train
 train_refs = retrieval.search_passages(S.retriever, [ex.question for ex in train], S.k)
 stages = C.train_two_stages(
-    S.base, model, train, train_refs, test_questions=[ex.question for ex in test_examples],
-    adapters_dir=paths.build_dir() / "adapters", prefix=f"10-{S.profile}-", device=device, teacher=S.labeller, chat=chat,
-    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, rank=lora_rank, alpha=lora_alpha, epochs=epochs,
-    max_steps=S.max_steps, batch_size=S.batch_size, learning_rate=S.learning_rate, max_length=S.max_length, seed=seed)
+    S.base, S.model, train, train_refs, test_questions=[ex.question for ex in test_examples],
+    adapters_dir=paths.build_dir() / "adapters", prefix=f"10-{S.profile}-", device=S.device, teacher=S.labeller, chat=S.chat,
+    max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, rank=S.lora_rank, alpha=S.lora_alpha, epochs=S.epochs,
+    max_steps=S.max_steps, batch_size=S.batch_size, learning_rate=S.learning_rate, max_length=S.max_length, seed=S.seed)
 C.trace.write(S.tracer, stages)  # M1's predictions on the training questions (and a teacher's labels)
 with_chain, cards = stages.with_chain, stages.cards
 if stages.planted:  # a simulated model (docs/simulation.md): the data are built, nothing is trained
@@ -176,11 +172,11 @@ results.save_figure(fig, "fig-10-loss", params=S.params, model=S.base.name)
 
 # %%
 def fmt_row(name, what_ran, flags, s, extra):
-    est = {"Jdg": stats.mean_interval(flags["judgment"], scale=100, seed=seed),
-           "Fmt": stats.mean_interval(flags["format"], scale=100, seed=seed),
-           "Si": stats.mean_interval(flags["single"], scale=100, seed=seed),
-           "Mi": stats.mean_interval(flags["multi"], scale=100, seed=seed),
-           "Dlt": stats.paired_difference(flags["reference_multi"], flags["reference_single"], scale=100, seed=seed)}
+    est = {"Jdg": stats.mean_interval(flags["judgment"], scale=100, seed=S.seed),
+           "Fmt": stats.mean_interval(flags["format"], scale=100, seed=S.seed),
+           "Si": stats.mean_interval(flags["single"], scale=100, seed=S.seed),
+           "Mi": stats.mean_interval(flags["multi"], scale=100, seed=S.seed),
+           "Dlt": stats.paired_difference(flags["reference_multi"], flags["reference_single"], scale=100, seed=S.seed)}
     row = {"method": name, "model": what_ran, "Rev": None}
     for key, e in est.items():
         row[key], row[f"{key} 95% CI"] = e["value"], stats.format_interval(e)
@@ -191,7 +187,7 @@ evaluated = ({"base model, no adapter": None} if S.evaluate_base else {})
 evaluated.update({name: card["folder"] for name, card in cards.items()})
 rows, summaries, flags, intervals, ran, records_of = [], {}, {}, {}, {}, {}
 for name, folder in evaluated.items():
-    tuned = S.base if folder is None else S.load_model(model, adapter=folder)
+    tuned = S.base if folder is None else S.load_model(S.model, adapter=folder)
     extra = {"stage": "-", "steps": 0}
     if folder is not None and stages.planted:
         extra = {"stage": cards[name]["stage"][0], "steps": 0}
@@ -201,7 +197,7 @@ for name, folder in evaluated.items():
         extra = {"stage": cards[name]["stage"][0], "steps": cards[name]["steps"],
                  "probe loss before": probe_loss[name]["before"], "probe loss after": probe_loss[name]["after"]}
     records = records_of[name] = C.cov_rag(tuned, test_examples, S.retriever, k=S.k, max_rounds=1,
-                                           max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=chat,
+                                           max_new_tokens=S.max_new_tokens, verify_tokens=S.verify_tokens, chat=S.chat,
                                            chain="w/o CoL" not in name)
     C.trace.write(S.tracer, records)
     summaries[name], flags[name], ran[name] = C.summarize(records), C.question_flags(records), C.run_label(tuned.name)
@@ -232,7 +228,7 @@ results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name,
 # %%
 tested = f"{'+'.join(S.names)} test questions, {with_chain.labels} labels"
 claim_records = [claims.record(c, model=ran[C.WITH_COL], baseline=ran[c["baseline"]], pooled=len(S.names))
-                 for c in C.finetune_comparisons(records_of, tested, seed=seed)]  # pooled: datasets (n_test each)
+                 for c in C.finetune_comparisons(records_of, tested, seed=S.seed)]  # pooled: datasets (n_test each)
 tables.estimates(claim_records)
 
 # %%

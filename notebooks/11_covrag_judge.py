@@ -71,21 +71,18 @@ verify_tokens: int = 160  # longest verification
 ranker_tokens: int = 200  # longest ranking
 
 # %%
-S = session.start(NOTEBOOKS["11"], profile=profile, model=model, qa_adapter=qa_adapter,
-                  covrag_adapter=covrag_adapter, ranker=ranker, device=device, datasets=datasets,
-                  n_per_dataset=n_per_dataset, corpus=corpus, k=k, seed=seed, chat=chat,
-                  max_new_tokens=max_new_tokens, verify_tokens=verify_tokens, ranker_tokens=ranker_tokens)
+S = session.start(NOTEBOOKS["11"], globals())
 
 # %% [markdown]
 # ## 1. The systems' answers (each one batched call per step, cached)
 
 # %%
 references = retrieval.search_passages(S.retriever, [ex.question for ex in S.examples], S.k)
-rag = C.answer_batch(S.rag_model, [ex.question for ex in S.examples], references, S.max_new_tokens, chat,
+rag = C.answer_batch(S.rag_model, [ex.question for ex in S.examples], references, S.max_new_tokens, S.chat,
                      desc="RAG answer", golds=[ex.answers for ex in S.examples], ids=[ex.id for ex in S.examples])
 C.trace.write(S.tracer, rag)
 records = C.cov_rag(S.cov_model, S.examples, S.retriever, k=S.k, max_rounds=1, max_new_tokens=S.max_new_tokens,
-                    verify_tokens=S.verify_tokens, chat=chat)
+                    verify_tokens=S.verify_tokens, chat=S.chat)
 C.trace.write(S.tracer, records)
 answers = {"RAG": rag, "CoV, single iteration": [r.first_answer for r in records],
            "CoV, multi-iteration": [r.answer for r in records]}
@@ -102,15 +99,15 @@ judge_named = bool(S.values["ranker"])  # a judge was given (or, for a simulated
 judge_label = S.ranker.name if judge_named else f"{S.ranker.name} (offline stand-in, not GPT-4)"
 others = C.rank_answers(S.ranker, "others", [ex.question for ex in S.examples], answers,
                         ["Correctness", "Truthfulness", "Conciseness"], golds=[ex.answers for ex in S.examples],
-                        seed=seed, max_new_tokens=S.ranker_tokens)
+                        seed=S.seed, max_new_tokens=S.ranker_tokens)
 C.trace.write(S.tracer, others)
 two = {name: answers[name] for name in ("RAG", "CoV, single iteration")}  # ours: same references, comparable citations
 citation = C.rank_answers(S.ranker, "citation", [ex.question for ex in S.examples], two, ["Citation Accuracy"],
-                          references=references, seed=seed, max_new_tokens=S.ranker_tokens)
+                          references=references, seed=S.seed, max_new_tokens=S.ranker_tokens)
 C.trace.write(S.tracer, citation)
 ranks = {**C.mean_ranks(others, list(answers)), **C.mean_ranks(citation, list(two))}
 per_question = {**C.rank_values(others, list(answers)), **C.rank_values(citation, list(two))}
-rank_intervals = {c: {system: stats.mean_interval(values, seed=seed) for system, values in by_s.items()}
+rank_intervals = {c: {system: stats.mean_interval(values, seed=S.seed) for system, values in by_s.items()}
                   for c, by_s in per_question.items()}
 rows = []
 for criterion, r in ranks.items():
@@ -167,7 +164,7 @@ results.save_figure(fig, "fig-11-judge", params=S.params, judge=judge_label)
 
 # %%
 comparisons = C.table3_comparisons(per_question, {c: r["n"] for c, r in ranks.items()}, S.ranker.name,
-                                   stand_in=not judge_named, n=len(S.examples), seed=seed)
+                                   stand_in=not judge_named, n=len(S.examples), seed=S.seed)
 claim_records = [claims.record(c, model=ran["CoV, multi-iteration"], baseline=ran["RAG"], pooled=len(S.names))
                  for c in comparisons]  # pooled: the datasets (n_per_dataset each)
 tables.estimates(claim_records, digits=2)

@@ -47,9 +47,9 @@ device: str = ""  # unused
 results_folder: str = ""  # folder of the results JSON of notebooks 01-11; empty: this project's results/
 
 # %%
-S = session.start(NOTEBOOKS["12"], profile=profile, model=model, device=device, results_folder=results_folder)
+S = session.start(NOTEBOOKS["12"], globals())
 CLAIMS = verify_edit_claims.CLAIMS + credibility_claims.CLAIMS + covrag_claims.CLAIMS  # the three papers', in order
-recorded = claims.read_results(results_folder or None)
+recorded = claims.read_results(S.results_folder or None)
 rows = claims.collect(recorded, CLAIMS)
 ran = {name: (r.get("params", {}).get("profile"), r.get("meta", {}).get("model")) for name, r in recorded.items()
        if any(name == c.notebook for c in CLAIMS)}

@@ -182,3 +182,24 @@ def test_the_tests_mirror_the_packages():
     assert found <= folders, f"test folders that name no package: {sorted(found - folders)}"
     top = {f.name for f in tests.glob("test_*.py")}
     assert top <= CROSS_CUTTING, f"tests at the top of tests/ that belong in a package's folder: {sorted(top - CROSS_CUTTING)}"
+
+
+DECLARING = ("covlib.runs.parameters", "covlib.runs.project", "covlib.papers.verify_edit.notebook",
+             "covlib.papers.credibility.notebook", "covlib.papers.covrag.notebook")
+
+
+def test_notebook_parameters_are_declared_only_by_the_notebooks_owners():
+    """A parameter's rule, default and caps live in one `Param` on its notebook's owner: no table of rules by name
+    elsewhere (as `profiles.PARAMETER_RULES` was), no `Param` made outside the declarations."""
+    found = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            made = isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Param"
+            makers = isinstance(node, ast.ImportFrom) and node.module == "covlib.runs.parameters" and any(
+                a.name in ("Param", "count", "like") for a in node.names)
+            if (made or makers) and module not in DECLARING:
+                found.append(f"{module}:{node.lineno}")
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").endswith("PARAMETER_RULES") for t in node.targets):
+                found.append(f"{module}:{node.lineno} (a table of rules by name)")
+    assert not found, f"parameters declared outside their notebooks' owners: {found}"

@@ -26,7 +26,6 @@ as `OVERHEAD_SECONDS` a notebook: what one with every call cached takes on the r
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 from dataclasses import dataclass, field
@@ -188,18 +187,11 @@ def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
                  shared * scale if shared else None)
 
 
-def notebook_defaults(name: str) -> dict[str, Any]:
-    """The defaults of a notebook's `parameters` cell (notebooks/<name>.py), read without running it."""
-    text = (paths.code_root() / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
-    cell = next(c for c in text.split("\n# %%") if c.startswith(' tags=["parameters"]'))
-    return {n.target.id: ast.literal_eval(n.value) for n in ast.parse(cell.split("\n", 1)[1]).body
-            if isinstance(n, ast.AnnAssign) and n.value is not None}
-
-
 def work_of(spec: Mapping[str, Any], profile: str, model: str, device: str) -> list[Work]:
-    """A notebook's model work in `profile` with `model` on `device`, from its spec's `work` (none declared: none)."""
-    given = notebook_defaults(spec["name"])
-    given.update({k: v for k, v in (("profile", profile), ("model", model), ("device", device)) if k in given})
+    """A notebook's model work in `profile` with `model` on `device` (its other parameters at their declared defaults),
+    from its spec's `work` (none declared: none)."""
+    declared = spec.get("parameters", {})
+    given = {k: v for k, v in (("profile", profile), ("model", model), ("device", device)) if k in declared}
     _, _, values = session.resolve(spec, **given)
     return [Work(spec["name"], **_checked(item, spec["name"])) for item in (spec.get("work") or (lambda v: []))(values)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from covlib.generation.simulated import is_simulated
-from covlib.runs import profiles
+from covlib.runs.parameters import DEVICE, MODEL, PROFILE, Param, count, like
 
 
 def judge_specs(values: dict[str, Any]) -> dict[str, Any]:
@@ -23,7 +23,6 @@ def judge_specs(values: dict[str, Any]) -> dict[str, Any]:
 
 def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
     """00: the recall cut-offs in order, every one a valid k."""
-    profiles.check_parameters(k=min(values["ks"]))
     return {"ks": sorted(values["ks"])}
 
 
@@ -54,17 +53,41 @@ def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
 NOTEBOOKS: dict[str, dict[str, Any]] = {
     "00": {
         "name": "00_data_tour", "derive": sorted_cutoffs,
-        "lists": {"retrievers": ("bm25", "tfidf", "dense"), "ks": "int"},
-        "caps": {"smoke": {"n_questions": 12}},
+        "parameters": {
+            "profile": PROFILE,
+            "model": like(MODEL, doc="generator (unused here: no LLM calls in the data tour)"),
+            "device": like(DEVICE, doc="cpu | cuda (unused here)"),
+            "n_questions": count(250, "Adversarial HotpotQA test questions scored for retrieval recall (paper's test "
+                                 "split)", smoke=12),
+            "retrievers": Param("bm25,tfidf,dense", "retrievers compared, comma-separated",
+                                items=("bm25", "tfidf", "dense")),
+            "ks": Param("1,2,5,10,20", "cut-offs k for recall@k", items="int", low=1)},
         "recorded": ("profile", "n_questions", "retrievers", "ks"),
     },
     "00b": {
-        "name": "00b_nli_judges", "derive": judge_specs, "lists": {"judges": None}, "work": judges_work,
-        "caps": {"cpu": {"n_fever_slow": ("at most", 300)}, "smoke": {"n_fever": 60, "n_fever_slow": 30}},
+        "name": "00b_nli_judges", "derive": judge_specs, "work": judges_work,
+        "parameters": {
+            "profile": PROFILE,
+            "model": like(MODEL, doc="LM behind the LLM-as-judge; empty for the embedded SmolLM2-135M-Instruct"),
+            "device": DEVICE,
+            "judges": Param("minilm-fever-nli,overlap,llm", "comma-separated judge specs; add an HF NLI model id, or "
+                            "'true' on a GPU", items="any"),
+            "n_fever": count(1000, "held-out FEVER pairs per judge (all the paper's sampled claims)", smoke=60),
+            "n_fever_slow": count(1000, "cap for LLM / TRUE judges on FEVER and the key-fact pairs (100x slower on a "
+                                  "CPU)", cpu=("at most", 300), smoke=30),
+            "seed": Param(0, "pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out "
+                          "set)")},
         "recorded": ("profile", "model", "device", "judges", "n_fever", "n_fever_slow", "seed"),
     },
     "12": {
         "name": "12_claims",
+        "parameters": {
+            "profile": like(PROFILE, doc="smoke, cpu, full or auto: recorded with the ledger (this notebook runs no "
+                            "model)"),
+            "model": like(MODEL, doc="unused: the ledger reads what notebooks 01-11 recorded, with their models"),
+            "device": like(DEVICE, doc="unused"),
+            "results_folder": Param("", "folder of the results JSON of notebooks 01-11; empty: this project's "
+                                    "results/")},
         "recorded": ("profile", ("results_folder", "results/")),
     },
 }

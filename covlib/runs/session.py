@@ -1,28 +1,28 @@
-"""The one door every notebook starts through: `start(spec, **parameters)` checks, caps and records its parameters.
+"""The one door every notebook starts through: `start(spec, globals())` reads, checks, caps and records the parameters
+its paper declared.
 
 A notebook's spec is plain data declared where its subject lives (`covlib.papers.<paper>.notebook`,
 `covlib.runs.project` for 00, 00b and 12):
 
-| key        | what it holds                                                                                    |
-|------------|--------------------------------------------------------------------------------------------------|
-| `name`     | the notebook ("08_covrag_verifier"): its traces go to results/traces/<name>/                      |
-| `lists`    | comma-separated parameters read as lists: name -> allowed values (None: any; "int": whole numbers)|
-| `choices`  | one-of parameters: name -> allowed values                                                        |
-| `caps`     | what the cpu and smoke profiles do to a parameter (`profiles.apply_cap`); full keeps the paper's |
-| `recorded` | the settings its tables and results record, in order: a name, or (name, what an empty value reads as) |
-| `models`   | the parameters naming a model the door loads on `device` ('' the embedded model); `adapter` rides on `model` |
-| `files`    | the parameters naming an input file: refused before any work when no such file exists         |
-| `judge`    | True when the notebook has a `judge` parameter: loaded once, on `device`                         |
-| `traces`   | True when its methods' runs are traced (`S.tracer`)                                              |
-| `derive`   | (optional) the paper's function adding values that follow from the others (σ's thresholds, sizes) |
-| `load`     | (optional) the paper's function loading its data into the session (questions, corpus, key facts) |
-| `work`     | (optional) the paper's function giving its model work for a run's plan (`covlib.runs.plan`)        |
-| `simulate` | (optional) the paper's function teaching a simulated model (`sim:...`) its prompts: (S, lm) -> None |
+| key          | what it holds                                                                                  |
+|--------------|------------------------------------------------------------------------------------------------|
+| `name`       | the notebook ("08_covrag_verifier"): its traces go to results/traces/<name>/                    |
+| `parameters` | its parameters, each declared once: {name: `covlib.runs.parameters.Param`}, in the cell's order  |
+| `recorded`   | the settings its tables and results record, in order: a name, or (name, what an empty value reads as) |
+| `models`     | the parameters naming a model the door loads on `device` ('' the embedded model)               |
+| `judge`      | True when the notebook has a `judge` parameter: loaded once, on `device`                       |
+| `traces`     | True when its methods' runs are traced (`S.tracer`)                                            |
+| `derive`     | (optional) the paper's function(s) adding values that follow from the others (σ's thresholds, sizes) |
+| `load`       | (optional) the paper's function loading its data and models into the session                   |
+| `work`       | (optional) the paper's function giving its model work for a run's plan (`covlib.runs.plan`)     |
+| `simulate`   | (optional) the paper's function teaching a simulated model (`sim:...`) its prompts: (S, lm) -> None |
 
-`start` checks every parameter by name before any work (`profiles.check_parameters`), resolves the profile and the
-device, caps, derives, records, loads the models and the judge on the device, makes the `Tracer`, prints what the
-profile chose and sets the plot style; the notebook reads `S.params` (recorded), `S.<parameter>` (as the profile runs
-it), `S.lm` and `S.judge`.
+`start` reads exactly the declared names from the notebook's namespace (an undeclared one, such as a parameter
+papermill was given that the notebook does not have, or a missing one is an error), checks each against its
+declaration before any work, resolves the profile and the device, caps, derives, records, loads the models and the
+judge on the device, makes the `Tracer`, prints what the profile chose and sets the plot style. The notebook reads
+`S.<parameter>` (as the profile runs it: a field of the frozen, typed `S.run`), `S.params` (recorded), `S.lm` and
+`S.judge`.
 """
 
 from __future__ import annotations
@@ -34,20 +34,21 @@ from typing import Any, Callable, Mapping
 from covlib import generation, nli, traces
 from covlib.generation import Generator
 from covlib.report import plotting
-from covlib.runs import profiles
+from covlib.runs import parameters, profiles
 
 Spec = Mapping[str, Any]
 
 
 @dataclass
 class Session:
-    """What a notebook starts from: its resolved profile and device, its parameters as the profile runs them
-    (`S.k`), the recorded ones (`S.params`), its models (`S.lm`, `S.lms`), judge and tracer, and what its paper's `load` added."""
+    """What a notebook starts from: its resolved profile and device, its parameters as the profile runs them (`S.run`,
+    frozen and typed, read as `S.k`), the recorded ones (`S.params`), its models (`S.lm`, `S.lms`), judge and tracer,
+    and what its paper's `load` added."""
 
     notebook: str
     profile: str
     device: str
-    values: dict[str, Any]
+    run: Any  # the frozen `run_type` of the notebook: every parameter as the profile runs it, and the derived values
     params: dict[str, Any] = field(default_factory=dict)
     lms: dict[str, Generator] = field(default_factory=dict)  # by the parameter naming each: 'model', 'verifier'
     judge: Any = None
@@ -57,11 +58,18 @@ class Session:
     def __getattr__(self, name: str) -> Any:
         """What the paper's `load` added (`S.examples`, `S.ranker` the model), else a parameter as the profile runs it
         (`S.k`)."""
-        for box in ("data", "values"):
-            found = self.__dict__.get(box, {})
-            if name in found:
-                return found[name]
+        found = self.__dict__.get("data", {})
+        if name in found:
+            return found[name]
+        run = self.__dict__.get("run")
+        if run is not None and name in run.__dataclass_fields__:
+            return getattr(run, name)
         raise AttributeError(f"{type(self).__name__} has no {name!r} (not a parameter of this notebook, nor loaded)")
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every parameter as the profile runs it, and the derived values, by name (a copy)."""
+        return {name: getattr(self.run, name) for name in self.run.__dataclass_fields__}
 
     @property
     def lm(self) -> Generator:
@@ -73,21 +81,9 @@ class Session:
         return generation.load_lm(model, device=self.device, adapter=adapter)
 
 
-def read_parameters(spec: Spec, given: dict[str, Any]) -> dict[str, Any]:
-    """The parameters checked by name and rule, their lists split and their choices matched (no profile yet)."""
-    lists = spec.get("lists", {})
-    profiles.check_parameters(**{k: v for k, v in given.items() if k in profiles.PARAMETER_RULES and k not in lists})
-    values = dict(given)
-    for name, allowed in lists.items():
-        if name in values:
-            cast = int if allowed == "int" else str
-            values[name] = profiles.split_list(name, values[name], None if allowed in (None, "int") else allowed, cast)
-            if name in profiles.PARAMETER_RULES:  # a list of counts (05's n_refs): each one by the count's rule
-                profiles.check_parameters(**{name: min(values[name])})
-    for name, allowed in spec.get("choices", {}).items():
-        if name in values:
-            values[name] = profiles.choice(name, values[name], allowed)
-    return values
+def run_type(name: str, values: Mapping[str, Any]) -> type:
+    """The frozen dataclass of one notebook's run: a field per parameter and derived value, typed by its value."""
+    return dataclasses.make_dataclass(f"Run_{name}", [(k, type(v)) for k, v in values.items()], frozen=True)
 
 
 def recorded(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
@@ -102,31 +98,47 @@ def recorded(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def resolve(spec: Spec, **given: Any) -> tuple[str, str, dict[str, Any]]:
-    """(profile, device, every parameter as the profile runs it, derived values included); loads nothing."""
-    values = read_parameters(spec, given)
-    for name in spec.get("files", ()):
-        profiles.check_input_file(name, values.get(name))
+def given(spec: Spec, namespace: Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared parameters from a notebook's namespace, else their defaults, with `overrides` (declared names)."""
+    declaration = spec.get("parameters", {})
+    unknown = sorted(set(overrides) - set(declaration))
+    if unknown:
+        raise ValueError(f"{spec['name']} declares no parameter(s) {', '.join(unknown)}")
+    base = dict(namespace) if namespace is not None else parameters.defaults(declaration)
+    return parameters.read(declaration, {**base, **overrides})
+
+
+def resolve(spec: Spec, namespace: Mapping[str, Any] | None = None, /, **overrides: Any) -> tuple[str, str, dict]:
+    """(profile, device, every parameter as the profile runs it, derived values included); loads nothing. The
+    parameters come from `namespace` (a notebook's globals) or the declared defaults, with `overrides`."""
+    declaration = spec.get("parameters", {})
+    values = given(spec, namespace, overrides)
+    for name, param in declaration.items():
+        if param.file:
+            profiles.check_input_file(name, values[name])
     device = values.get("device", "") or ""
     profile = profiles.resolve(values.get("profile", "auto"), device or None)
-    values = {**profiles.capped_by(spec.get("caps", {}).get(profile, {}), **values), "profile": profile}
-    if spec.get("derive"):
-        values.update(spec["derive"](values))
+    values = {**parameters.capped(declaration, profile, values), "profile": profile}
+    derive = spec.get("derive") or ()
+    for step in derive if isinstance(derive, tuple) else (derive,):
+        values.update(step(values))
     return profile, device, values
 
 
-def start(spec: Spec, **given: Any) -> Session:
-    """Open a notebook: check and cap its parameters, record them, load its models and judge on its device, make its
-    tracer, and let its paper load its data (see the module's table for `spec`)."""
-    profile, device, values = resolve(spec, **given)
-    S = Session(spec["name"], profile, device, values, recorded(spec, values))
+def start(spec: Spec, namespace: Mapping[str, Any] | None = None, /, **overrides: Any) -> Session:
+    """Open a notebook (`start(spec, globals())`): read and check its declared parameters, cap and record them, load
+    its models and judge on its device, make its tracer, and let its paper load its data (see the module's table)."""
+    profile, device, values = resolve(spec, namespace, **overrides)
+    run = run_type(spec["name"], values)(**values)
+    S = Session(spec["name"], profile, device, run, recorded(spec, values))
     if spec.get("judge"):
         S.judge = nli.get_judge(values["judge"], device=device or None)
     for name in spec.get("models", ()):
         S.lms[name] = S.load_model(values.get(name, ""), values.get("adapter", "") if name == "model" else "")
     if spec.get("traces"):
         S.tracer = traces.Tracer(spec["name"])
-    print(profiles.describe(profile, **{k: values[k] for k in spec.get("caps", {}).get(profile, {}) if k in values}))
+    chosen = {k: values[k] for k, p in spec.get("parameters", {}).items() if p.rule(profile) is not None}
+    print(profiles.describe(profile, **chosen))
     plotting.set_style()
     load: Callable[[Session], None] | None = spec.get("load")
     if load:

@@ -9,7 +9,7 @@ from covlib.generation.simulated import SimLM, parse_sim, with_persona
 from covlib.papers.covrag import PAPER_MODELS as COVRAG_MODELS
 from covlib.papers.credibility import PAPER_MODELS
 from covlib.papers.credibility.claims import model_card, parameter_count
-from covlib.runs import profiles, session
+from covlib.runs import parameters, profiles, session
 
 
 def _coin(prompt: str, lm: SimLM, rng) -> str | None:
@@ -73,6 +73,7 @@ def test_a_bare_simulated_model_stands_for_every_paper_model_with_its_card():
 def test_the_door_teaches_a_simulated_model_and_a_notebook_without_a_simulation_refuses_it():
     taught = []
     spec = {"name": "x_sim", "recorded": ("model",), "models": ("model",),
+            "parameters": {"profile": parameters.PROFILE, "model": parameters.MODEL, "device": parameters.DEVICE},
             "simulate": lambda S, lm: taught.append((S.notebook, lm.name))}
     S = session.start(spec, profile="smoke", model="sim:null@5", device="cpu")
     assert taught == [("x_sim", "simulated (planted effects), null, world 5")]

@@ -27,29 +27,24 @@ def _cells(path: Path) -> list[str]:
     return [c for c in path.read_text(encoding="utf-8").split("\n# %%") if c.strip()]
 
 
-def _setup_call(path: Path) -> tuple[dict, ast.Call]:
-    """(the parameters cell's defaults, the `session.start(...)` call of the cell right after it)."""
+def _setup_cell(path: Path) -> str:
+    """The cell right after the parameters cell."""
     cells = _cells(path)
-    i = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
-    defaults = {n.target.id: ast.literal_eval(n.value) for n in ast.parse(cells[i].split("\n", 1)[1]).body
-                if isinstance(n, ast.AnnAssign)}
-    calls = [n for n in ast.walk(ast.parse(cells[i + 1].split("\n", 1)[1])) if isinstance(n, ast.Call)
-             and isinstance(n.func, ast.Attribute) and n.func.attr == "start"
-             and getattr(n.func.value, "id", "") == "session"]
-    assert len(calls) == 1, f"{path.name}: the cell after the parameters calls session.start once"
-    return defaults, calls[0]
+    return cells[next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]')) + 1]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_starts_through_the_one_door(path):
-    defaults, call = _setup_call(path)
-    given = {kw.arg: kw.value.id for kw in call.keywords}
-    assert all(given[name] == name for name in given), "each parameter passed under its own name"
-    assert set(given) == set(defaults), f"{path.name}: the door gets every parameter, and only those: {set(defaults) ^ set(given)}"
-    key = ast.literal_eval(call.args[0].slice)
-    setup = _cells(path)[[i for i, c in enumerate(_cells(path)) if c.startswith(' tags=["parameters"]')][0] + 1]
+    setup = _setup_cell(path)
+    calls = [n for n in ast.walk(ast.parse(setup.split("\n", 1)[1])) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "start" and getattr(n.func.value, "id", "") == "session"]
+    assert len(calls) == 1, f"{path.name}: the cell after the parameters calls session.start once"
+    (call,) = calls
+    assert [ast.unparse(a) for a in call.args[1:]] == ["globals()"] and not call.keywords, (
+        f"{path.name}: the door reads the declared parameters from the notebook itself")
     for old in ("profiles.resolve", "profiles.pick", "traces.Tracer", "params = dict("):
         assert old not in setup, f"{path.name}: its set-up still does {old!r} itself"
+    key = ast.literal_eval(call.args[0].slice)
     assert any(t.get(key, {}).get("name") == path.stem for t in (OWN, VERIFY_EDIT, CREDIBILITY, COVRAG)), (
         f"{path.name}: NOTEBOOKS[{key!r}] is not its own spec")
 
@@ -58,10 +53,8 @@ def test_every_notebook_starts_through_the_one_door(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_recorded_params_equal_the_notebooks_own_before_the_door(path, profile, tmp_path, monkeypatch):
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))  # no adapter of notebook 10 here, as when the fixture was made
-    defaults, call = _setup_call(path)
-    given = {kw.arg: defaults[kw.value.id] for kw in call.keywords}
     spec = SPECS[path.stem]
-    _, _, values = session.resolve(spec, **{**given, "profile": profile})
+    _, _, values = session.resolve(spec, profile=profile)  # the declared defaults: the parameters cell's
     got = json.loads(json.dumps(session.recorded(spec, values),
                                 default=lambda o: dataclasses.asdict(o) if dataclasses.is_dataclass(o) else str(o)))
     assert got == BEFORE[path.stem][profile]
@@ -90,7 +83,8 @@ def test_the_judge_is_loaded_once_on_the_notebooks_device(tmp_path, monkeypatch)
     """Issue 36, item 5: `device` reaches the judge (before the door, a notebook's `device=cpu` left a torch judge on a
     visible GPU, and each credibility function loaded the judge again from its spec)."""
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
-    spec = {"name": "04_credibility_models", "judge": True, "recorded": ("judge",)}
+    spec = {"name": "04_credibility_models", "judge": True, "recorded": ("judge",),
+            "parameters": {n: CREDIBILITY["04"]["parameters"][n] for n in ("profile", "device", "judge")}}
     S = session.start(spec, profile="smoke", device="cpu", judge="llm")
     assert S.judge.lm.device == "cpu" and S.params == {"judge": "llm"}
     assert session.start(spec, profile="smoke", device="cpu", judge="llm").judge.lm is S.judge.lm  # loaded once per process

@@ -117,5 +117,5 @@ def test_setup_refuses_bad_and_unknown_parameters_before_loading_anything(projec
         setup("08", **{**NB08, "datasets": "NQ,SQuAD"})
     with pytest.raises(ValueError, match="parameter test_datasets is empty"):
         setup("10", **{**NB10, "test_datasets": " , "})
-    with pytest.raises(ValueError, match="mode must be 'all' or 'any'"):
+    with pytest.raises(ValueError, match="sigma_mode: unknown 'some'; choose from all, any"):
         setup("09", **{**NB09, "sigma_mode": "some"})

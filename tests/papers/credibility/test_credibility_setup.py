@@ -83,7 +83,7 @@ def test_setup_refuses_bad_parameters_before_loading_anything(project, monkeypat
     with pytest.raises(ValueError) as err:
         setup(n_questions=0, seed=1.5, max_new_tokens=-3)
     assert all(name in str(err.value) for name in ("n_questions", "seed", "max_new_tokens"))
-    with pytest.raises(ValueError, match="max_rounds must be at least 1"):
+    with pytest.raises(ValueError, match="max_rounds must be >= 1, got 0"):
         setup("07", cap=10, k_initial=5, max_rounds=0, corpus="")
     with pytest.raises(ValueError, match="unknown profile"):
         setup(profile="fast")
