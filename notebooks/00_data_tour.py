@@ -75,7 +75,7 @@ counts = pd.DataFrame(
         for name, exs in datasets.items()
     ]
 )
-results.save_table(counts, "tab-00-datasets", params=S.params, floatfmt=".2f")
+results.save_table(counts, "tab-00-datasets", run=S, floatfmt=".2f")
 
 # %% [markdown]
 # One example of each, as the loaders see it:
@@ -110,7 +110,7 @@ ax.set_xlabel("words per paragraph")
 ax.set_title("Paragraph length per dataset (words, each dataset normalised)")
 ax.legend()
 plotting.caption(ax, n=len(lengths))
-results.save_figure(fig, "fig-00-paragraph-lengths", params=S.params)
+results.save_figure(fig, "fig-00-paragraph-lengths", run=S)
 
 
 # %%
@@ -139,7 +139,7 @@ ax.set_xlabel("share of questions")
 ax.set_title("Question types per dataset (wh-word, yes/no or claim)")
 ax.legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize="small")
 plotting.caption(ax, n=len(types))
-results.save_figure(fig, "fig-00-question-types", params=S.params)
+results.save_figure(fig, "fig-00-question-types", run=S)
 
 # %% [markdown]
 # ## 3. Retrieval recall of the supporting paragraphs
@@ -165,7 +165,7 @@ for kind in S.retrievers:
 table = pd.DataFrame(
     [{"retriever": name, "k": k, "recall@k": r[k], "all gold in top k": both[name][k]} for name, r in recalls.items() for k in S.ks]
 )
-results.save_table(table, "tab-00-retrieval-recall", params=S.params, corpus_size=len(corpus), n=len(questions))
+results.save_table(table, "tab-00-retrieval-recall", run=S, corpus_size=len(corpus), n=len(questions))
 tables.present(table.pivot(index="retriever", columns="k", values="recall@k").reset_index(),
                caption=f"recall@k by k, {len(questions)} questions, {len(corpus)} passages")
 
@@ -173,7 +173,7 @@ tables.present(table.pivot(index="retriever", columns="k", values="recall@k").re
 ax = plotting.recall_curve(recalls)
 ax.set_title("Supporting-paragraph recall on Adversarial HotpotQA (test split)")
 plotting.caption(ax, corpus=f"{len(corpus)} HotpotQA paragraphs", n=len(questions))
-results.save_figure(ax.figure, "fig-00-retrieval-recall", params=S.params)
+results.save_figure(ax.figure, "fig-00-retrieval-recall", run=S)
 
 # %% [markdown]
 # ## 4. Headline numbers (read by the tests)
@@ -185,5 +185,5 @@ headline = {
     "n_questions": len(questions),
     "recall_at_k": {name: {str(k): v for k, v in r.items()} for name, r in recalls.items()},
 }
-results.record_metrics("00_data_tour", headline, params=S.params)
+results.record_metrics("00_data_tour", headline, run=S)
 headline

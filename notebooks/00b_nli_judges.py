@@ -145,7 +145,7 @@ def judge_row(r: dict) -> dict:
 
 
 table = pd.DataFrame([judge_row(r) for r in rows])
-results.save_table(table, "tab-00b-nli-judges", params=S.params, judges=S.judges)
+results.save_table(table, "tab-00b-nli-judges", run=S, judges=S.judges)
 
 # %% [markdown]
 # The fixture split by setting: whole answers (key-fact recall) and single answer sentences
@@ -181,7 +181,7 @@ for col, spec in enumerate(S.judges):
 fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision\n"
              "(shares of each gold row, counts in brackets; accuracy % [95% Wilson CI])")
 fig.tight_layout()
-results.save_figure(fig, "fig-00b-confusion", params=S.params, judges=S.judges)
+results.save_figure(fig, "fig-00b-confusion", run=S, judges=S.judges)
 
 # %% [markdown]
 # ## 4. Which judge the offline defaults use
@@ -212,7 +212,7 @@ for spec in S.judges:
                       "n": d["accuracy"]["n"], "intervals": {k: d[k] for k in ("accuracy", "entail_precision",
                                                                                "entail_recall", "entail_f1")}})
 decision_table = pd.DataFrame(decisions).drop(columns=["intervals", "entail F1"])  # F1: "entail_f1 [95% CI]"
-decision_shown = results.save_table(decision_table, "tab-00b-keyfact-decisions", params=S.params, judges=S.judges,
+decision_shown = results.save_table(decision_table, "tab-00b-keyfact-decisions", run=S, judges=S.judges,
                    pairs="covlib/resources/keyfact_nli_pairs-v1.jsonl")
 best = max(decisions, key=lambda d: d["entail F1"] if d["entail F1"] == d["entail F1"] else -1)
 offline = [d for d in decisions if not d["spec"].lower().startswith(("llm", "true"))]
@@ -281,7 +281,7 @@ for spec in S.judges:
         row["intervals"] = {k: d[k] for k in ("accuracy", "entail_precision", "entail_recall", "entail_f1")}
         side_by_side.append(row)
 test_table = pd.DataFrame(side_by_side).drop(columns="intervals").fillna("")  # weighted rates: the test set only
-results.save_table(test_table, "tab-00b-keyfact-test", params=S.params, judges=S.judges,
+results.save_table(test_table, "tab-00b-keyfact-test", run=S, judges=S.judges,
                    test_set=L.KEYFACT_TEST_PAIRS, test_sha256=L.KEYFACT_TEST_SHA256)
 
 # %% [markdown]
@@ -338,7 +338,7 @@ for spec in S.judges:
                             **{f"{name} [95% CI, by question]": stats.format_interval(a[key], digits=2)
                                for key, name in people.MEASURES.items()}})
 people_table = pd.DataFrame(people_rows)
-results.save_table(people_table, "tab-00b-people", params=S.params, judges=S.judges,
+results.save_table(people_table, "tab-00b-people", run=S, judges=S.judges,
                    labels="../shared/data/hotpotqa_adv/factuality_dev.jsonl (Ye & Durrett 2022, people)")
 
 # %% [markdown]
@@ -385,7 +385,7 @@ ax.tick_params(axis="x", rotation=30)
 ax.legend(fontsize=8)
 ax.set_title(f"Judges against people's FACTUAL labels: up to {len(rationales)} GPT-3 rationales of "
              f"{len({r.qas_id for r in rationales})} questions (table: n each; intervals by question)")
-results.save_figure(ax.figure, "fig-00b-people", params=S.params, judges=S.judges)
+results.save_figure(ax.figure, "fig-00b-people", run=S, judges=S.judges)
 
 # %%
 headline = {
@@ -405,5 +405,5 @@ headline = {
     "best_with_people": best_people,
     "people_combined": combined,  # the judges' aligned scores combined, cross-validated by question (None: one judge)
 }
-results.record_metrics("00b_nli_judges", headline, params=S.params, judges=S.judges)
+results.record_metrics("00b_nli_judges", headline, run=S, judges=S.judges)
 {k: v for k, v in headline.items() if k not in ("rows", "by_setting", "keyfact_decisions")}

@@ -212,7 +212,7 @@ for ax, kind in zip(axes, ("wang", "majority")):
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
 fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
-results.save_figure(fig, "fig-01-consistency-kde", params=S.params, model=generator.name, n=len(cot_sc))
+results.save_figure(fig, "fig-01-consistency-kde", run=S, n=len(cot_sc))
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-threshold-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 2 · Which predictions get edited?
@@ -301,7 +301,7 @@ for kind in ("wang", "majority"):
         row[f"{name} 95% CI"] = stats.format_interval(e, digits=2)
     rows.append({**row, "p": p_pb, "n correct": len(right), "n incorrect": len(wrong), "n": len(frame)})
 table = pd.DataFrame(rows)
-results.save_table(table, "tab-01-consistency", params=S.params, model=generator.name, n=len(cot_sc))
+results.save_table(table, "tab-01-consistency", run=S, n=len(cot_sc))
 
 # %% [markdown]
 # Paper, for reference (GPT-3 text-davinci-003, Table 1): CoT-SC EM 31.2% on this split; Fig. 2
@@ -341,5 +341,5 @@ headline = {
     "paper": {"cot_sc_em": verify_edit.PAPER_TABLES["hotpotqa"][("CoT-SC", "-")][0],
               "source": f"Verify-and-Edit Table 1 ({verify_edit.PAPER_MODEL})"},
 }
-results.record_metrics("01_consistency_kde", headline, params=S.params, model=generator.name)
+results.record_metrics("01_consistency_kde", headline, run=S)
 headline

@@ -193,7 +193,7 @@ for mine, want in zip(got["notebook"], ref["notebook"]):
 sweeps = {kind: pd.DataFrame(verify_edit.sweep_thresholds(cot_sc, edits, consistency=kind, intervals=True, seed=S.seed))
           .assign(consistency=kind) for kind in ("wang", "majority")}
 sweep = pd.concat(sweeps.values(), ignore_index=True)
-results.save_table(sweep, "tab-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label,
+results.save_table(sweep, "tab-02-threshold-ablation", run=S, knowledge=source.label,
                    n=len(cot_sc), floatfmt=".1f")
 
 # %%
@@ -212,7 +212,7 @@ for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
     ax.set_ylabel(what)
 plotting.caption(axes[0], model=generator.name, knowledge=source.label, n=len(cot_sc))
 fig.suptitle("CoT-SC + Verify-and-Edit on Adversarial HotpotQA as the threshold moves (cf. Fig. 3)")
-results.save_figure(fig, "fig-02-threshold-ablation", params=S.params, model=generator.name, knowledge=source.label)
+results.save_figure(fig, "fig-02-threshold-ablation", run=S, knowledge=source.label)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex02-predictions-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 4 · The prediction at a threshold
@@ -349,5 +349,5 @@ headline = {
     "claims": claim_records,
     "paper": {"peak_threshold": verify_edit.PAPER_FIG3_PEAK_THRESHOLD, "source": "Verify-and-Edit Fig. 3 / §5.6"},
 }
-results.record_metrics("02_threshold_ablation", headline, params=S.params, model=generator.name, knowledge=source.label)
+results.record_metrics("02_threshold_ablation", headline, run=S, knowledge=source.label)
 headline

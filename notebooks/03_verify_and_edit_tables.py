@@ -240,11 +240,11 @@ first_alias = ["EM/acc (first alias)", "EM/acc (first alias) 95% CI"]  # 2Wiki: 
 for name in S.datasets:
     cols = columns[:5] + first_alias + columns[5:] if name == "2wikimultihop" else columns
     part = table[table.dataset == name][cols]
-    display(results.save_table(part, f"tab-03-{name}", params=S.params, model=generator.name, floatfmt=".2f",
+    display(results.save_table(part, f"tab-03-{name}", run=S, floatfmt=".2f",
                                caption=f"{TABLE_REF[name]}, {name}",
                                paper=f"Verify-and-Edit {TABLE_REF[name]} (text-davinci-003)", n=S.sizes[name]))
 _ = results.save_table(table[["dataset"] + columns[:5] + first_alias + columns[5:]], "tab-03-verify-and-edit",
-                       params=S.params, model=generator.name, floatfmt=".2f")  # the three above in one file
+                       run=S, floatfmt=".2f")  # the three above in one file
 
 # %% [markdown]
 # On 2Wiki, "EM/acc (first alias)" scores the same predictions against the first gold alias only
@@ -268,7 +268,7 @@ for ax, name in zip(axes[0], S.datasets):
     ax.set_ylabel("EM / accuracy (%)")
     ax.tick_params(axis="x", rotation=30)
 plotting.caption(axes[0][0], "error bars: 95% Wilson interval", model=generator.name, paper="text-davinci-003")
-results.save_figure(fig, "fig-03-ours-vs-paper", params=S.params, model=generator.name)
+results.save_figure(fig, "fig-03-ours-vs-paper", run=S)
 
 # %% [markdown]
 # ## Which questions did Verify-and-Edit fix, and which did it break?
@@ -315,5 +315,5 @@ headline = {
     "threshold": S.threshold,
     "claims": claim_records,
 }
-results.record_metrics("03_verify_and_edit_tables", headline, params=S.params, model=generator.name)
+results.record_metrics("03_verify_and_edit_tables", headline, run=S)
 print(f"recorded: {len(headline['rows'])} rows, {len(claim_records)} claim estimates")

@@ -148,9 +148,8 @@ rows = C.score_runs(runs, S.examples, facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 per_model = {n: rows[(n, "complete")] for n in names}
 summary = {n: C.summarize(r) for n, r in per_model.items()}
-judge_name = summary[names[0]]["judge"]
-judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
-print(judge_agreement)
+judge_name = S.judge.name
+print(S.provenance["judge_agreement"])  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
 est = {n: C.intervals(r, seed=S.seed, rates=rates[(n, "complete")]) for n, r in per_model.items()}  # each mean with its 95% interval
 
@@ -336,7 +335,7 @@ def table1(kf_name: str, estimates: dict, extra: dict | None = None) -> pd.DataF
 
 
 table = table1(S.key_facts, est)
-results.save_table(table, "tab-04-credibility-models", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=facts[0].author,
+results.save_table(table, "tab-04-credibility-models", run=S, key_facts=facts[0].author,
                    key_fact_source=S.key_facts, n=len(S.examples), floatfmt=".2f")
 
 # %% [markdown]
@@ -367,8 +366,8 @@ if S.other_facts:
         est_other[n].update({f"{m}_minus_{S.key_facts}": differences[n][f"{m} ({S.compare} − {S.key_facts}, paired)"]
                              for m in ("P", "R")})
     slug = "".join(ch if ch.isalnum() else "-" for ch in S.compare)
-    display(results.save_table(other_table, f"tab-04-credibility-models-{slug}", params=S.params, judge=judge_name,  # noqa: F821
-                               judge_agreement=judge_agreement, key_facts=S.other_facts[0].author,
+    display(results.save_table(other_table, f"tab-04-credibility-models-{slug}", run=S,  # noqa: F821
+                               key_facts=S.other_facts[0].author,
                                key_fact_source=S.compare, n=len(S.examples), floatfmt=".2f"))
 else:
     print("no second key-fact source (compare_key_facts is empty or equals key_facts)")
@@ -409,8 +408,8 @@ if rating_file:
                               "pearson 95% CI": stats.format_interval(corr_est[k], 2),
                               "paper pearson": C.PAPER_PEARSON[k], "models": corr_est[k]["n"]}
                              for k in ("P", "R", "EM_recall")])
-        display(results.save_table(corr, "tab-04-human-correlation", params=S.params, judge=judge_name,  # noqa: F821
-                                   judge_agreement=judge_agreement, ratings=rating_file, key_facts=facts[0].author,
+        display(results.save_table(corr, "tab-04-human-correlation", run=S,  # noqa: F821
+                                   ratings=rating_file, key_facts=facts[0].author,
                                    floatfmt=".2f"))
     else:
         print(human_note)
@@ -444,7 +443,7 @@ claim_records
 headline = {
     "models": names,
     "judge": judge_name,
-    "judge_agreement": judge_agreement,
+    "judge_agreement": S.provenance["judge_agreement"],
     "key_facts": facts[0].author,
     "key_fact_source": key_facts,
     "n_questions": len(S.examples),
@@ -458,6 +457,6 @@ headline = {
     "claims": claim_records,
     "paper": {"table1": C.PAPER_TABLE1, "pearson": C.PAPER_PEARSON},
 }
-results.record_metrics("04_credibility_models", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("04_credibility_models", headline, run=S)
 {n: {k: stats.format_interval(e[k]) for k in ("P", "R", "F1_mean", "SC_cited", "CitP", "EM_recall")}
  for n, e in est.items()}

@@ -109,9 +109,8 @@ rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 names = [g.name for g in S.generators]
 summary = {name: {n: C.summarize(rows[(name, n)]) for n in S.n_refs} for name in names}
-judge_name = summary[names[0]][S.n_refs[0]]["judge"]
-judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
-print(judge_agreement)
+judge_name = S.judge.name
+print(S.provenance["judge_agreement"])  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 q = len(S.examples)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
 
@@ -132,7 +131,7 @@ table = pd.DataFrame([{"model": name, "n_refs": n, "noise": n - 2, **C.interval_
                        **(C.interval_columns({delta: change[name][n]}, {delta: delta}) if n in change[name]
                           else {delta: float("nan"), f"{delta} 95% CI": ""}),
                        "n": q} for name in names for n in S.n_refs])
-results.save_table(table, "tab-05-knowledge-precision", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
+results.save_table(table, "tab-05-knowledge-precision", run=S, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper gives Fig. 3 as a plot only; its 5 → 10 drops are in tab-05-recall-drop")
 
@@ -151,7 +150,7 @@ ax.set_title("Key-fact recall as noise grows, shaded: 95% CI (cf. the paper's Fi
 ax.annotate("paper, 5 → 10 refs: ChatGPT −4.3%, ChatGLM −14.3%, LLaMA / Vicuna ≈ −30% (relative or absolute: unstated)",
             (0.01, 0.02), xycoords="axes fraction", fontsize=7, color="0.3")
 plotting.caption(ax, judge=judge_name, key_facts=S.facts[0].source, n=q)  # the judge's agreement: in the provenance
-results.save_figure(fig, "fig-05-knowledge-precision", params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.save_figure(fig, "fig-05-knowledge-precision", run=S)
 
 # %% [markdown]
 # ## 4. The drop from 5 to 10 references, beside the paper's
@@ -175,7 +174,7 @@ drop_table = pd.DataFrame(
     + [{"source": "paper", "model": m, "from → to (refs)": "5 → 10", "paper's words": PAPER_WORDS[m],
         "paper: drop as stated (%)": v, "absolute drop (points) 95% CI": "", "relative drop (% of R) 95% CI": "",
         "n": 500} for m, v in C.PAPER_RECALL_DROP_5_TO_10.items()])
-results.save_table(drop_table, "tab-05-recall-drop", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
+results.save_table(drop_table, "tab-05-recall-drop", run=S, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f",
                    note="the paper does not say whether its drops are relative or absolute; ours are shown both ways")
 
@@ -208,7 +207,7 @@ claim_records
 headline = {
     "models": names,
     "judge": judge_name,
-    "judge_agreement": judge_agreement,
+    "judge_agreement": S.provenance["judge_agreement"],
     "key_facts": S.facts[0].author,
     "n_questions": q,
     "n_refs": S.n_refs,
@@ -220,5 +219,5 @@ headline = {
     "claims": claim_records,
     "paper": {"drop_5_to_10": C.PAPER_RECALL_DROP_5_TO_10, "words": PAPER_WORDS},
 }
-results.record_metrics("05_knowledge_precision", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("05_knowledge_precision", headline, run=S)
 {name: {n: stats.format_interval(e["R"]) for n, e in by_n.items()} for name, by_n in est.items()}

@@ -108,9 +108,8 @@ rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 names = [g.name for g in S.generators]
 summary = {name: {s: C.summarize(rows[(name, s)]) for s in settings} for name in names}
-judge_name = summary[names[0]]["complete"]["judge"]
-judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
-print(judge_agreement)
+judge_name = S.judge.name
+print(S.provenance["judge_agreement"])  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 q = len(S.examples)
 print("closed-book answer:", runs[(names[0], "closed-book")][0][0][:300])
 
@@ -143,7 +142,7 @@ for name, by_s in C.PAPER_TABLE3.items():
 table = pd.DataFrame(records, columns=list(records[0]))
 ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
-results.save_table(table, "tab-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement, key_facts=S.facts[0].author,
+results.save_table(table, "tab-06-knowledge-recall", run=S, key_facts=S.facts[0].author,
                    n=q, floatfmt=".2f", note="paper rows: differences of its table means (no per-question data)")
 
 # %%
@@ -157,7 +156,7 @@ for ax, m in zip(axes, ("P", "R")):
     ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
     ax.set_ylabel("% (ours: 95% CI)")
 plotting.caption(axes[0], model=names[0], judge=judge_name, n=q)  # the judge's agreement: in the provenance
-results.save_figure(fig, "fig-06-knowledge-recall", params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.save_figure(fig, "fig-06-knowledge-recall", run=S)
 
 # %% [markdown]
 # The claims, for the ledger (notebook 12): complete references give higher key-fact recall than
@@ -208,7 +207,7 @@ trace_view.side_by_side(closed_run, complete_run, example=trace_view.pick(closed
 headline = {
     "models": names,
     "judge": judge_name,
-    "judge_agreement": judge_agreement,
+    "judge_agreement": S.provenance["judge_agreement"],
     "key_facts": S.facts[0].author,
     "n_questions": q,
     "settings": {name: {s: {m: by_s[s][m] for m in ("P", "R", "F1_of_means", "CitP", "CitR", "EM_recall")}
@@ -219,5 +218,5 @@ headline = {
     "claims": claim_records,
     "paper": {"table3": C.PAPER_TABLE3},
 }
-results.record_metrics("06_knowledge_recall", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("06_knowledge_recall", headline, run=S)
 {name: {s: stats.format_interval(e["R"]) for s, e in by_s.items()} for name, by_s in est.items()}

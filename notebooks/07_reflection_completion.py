@@ -173,7 +173,7 @@ for g in S.generators:
     retrieval_rows.append({"references": f"self-completion ({g.name})", "k": S.cap, **C.interval_columns(
         e, {"recall": "gold recall@k (%)", "all": "all gold in top k (%)"}), "n": e["recall"]["n"]})
 retrieval_table = pd.DataFrame(retrieval_rows)
-results.save_table(retrieval_table, "tab-07-gold-recall", params=S.params, **S.corpus_meta, n=q, floatfmt=".1f")
+results.save_table(retrieval_table, "tab-07-gold-recall", run=S, **S.corpus_meta, n=q, floatfmt=".1f")
 
 # %% [markdown]
 # ## 4. Table 4 with 95% intervals
@@ -186,11 +186,10 @@ names = [g.name for g in S.generators]
 rows = C.score_runs(runs, S.examples, S.facts, S.judge)
 C.trace.write(S.tracer, rows)  # one trace per (model, reference set): every answer with its metrics
 summary = {key: C.summarize(r) for key, r in rows.items()}
-judge_name = summary[(names[0], "baseline")]["judge"]
-judge_agreement = nli_eval.judge_note(S.judge)  # the judge's decision against the key-fact pairs' labels (00b)
+judge_name = S.judge.name
+print(S.provenance["judge_agreement"])  # the judge's decision against the key-fact pairs' labels (00b; labelled by AI coding agents)
 rates = simulation.correction_rates(rows)  # per run: the judge's error on 00b's test set (a simulation's: on its own answers)
 est = {key: C.intervals(r, seed=S.seed, rates=rates[key]) for key, r in rows.items()}
-print(judge_agreement)
 gain = {n: C.paired(rows[(n, "completion")], rows[(n, "baseline")], "F1_mean", seed=S.seed) for n in names}
 rounds = {n: [d.rounds for d in completed[n]] for n in names}
 
@@ -215,7 +214,7 @@ for m, v in C.PAPER_TABLE4.items():
 table = pd.DataFrame(records, columns=list(records[0]))
 ci = [c for c in table.columns if c.endswith("95% CI")]
 table[ci] = table[ci].fillna("")
-results.save_table(table, "tab-07-reflection-completion", params=S.params, judge=judge_name, judge_agreement=judge_agreement,
+results.save_table(table, "tab-07-reflection-completion", run=S,
                    key_facts=S.facts[0].author, **S.corpus_meta, max_rounds=S.max_rounds, n=q, floatfmt=".2f",
                    note="rounds used: completion rounds per question (0: answered at once; the cap: forced to answer); "
                         "paper ΔF1: difference of its table's F1s, over Wikipedia")
@@ -252,7 +251,7 @@ claim_records
 headline = {
     "models": names,
     "judge": judge_name,
-    "judge_agreement": judge_agreement,
+    "judge_agreement": S.provenance["judge_agreement"],
     "key_facts": S.facts[0].author,
     "n_questions": q,
     **S.corpus_meta,
@@ -272,5 +271,5 @@ headline = {
     "claims": claim_records,
     "paper": {"table4": C.PAPER_TABLE4},
 }
-results.record_metrics("07_reflection_completion", headline, params=S.params, judge=judge_name, judge_agreement=judge_agreement)
+results.record_metrics("07_reflection_completion", headline, run=S)
 {k: headline[k] for k in ("reflection", "f1_gain", "refused", "rounds")}

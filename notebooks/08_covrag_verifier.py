@@ -201,7 +201,7 @@ plotting.scores_by_group({name: [getattr(v, name) for v in verifs] for name in C
 ax.set_ylabel("verifier score")
 ax.set_title(f"Verifier scores for correct vs wrong answers ({S.base.name})")
 plotting.caption(ax, model=S.checker.name, corpus=S.corpus_name, n=len(records))
-results.save_figure(fig, "fig-08-verifier-scores", params=S.params, model=S.checker.name, corpus=S.corpus_name)
+results.save_figure(fig, "fig-08-verifier-scores", run=S, model=S.checker.name, corpus=S.corpus_name)
 
 # %% [markdown]
 # ## 4. Judgment accuracy, format rate and parsing, per dataset (paper, Table 4 "w/ CoL": Jdg 60.0, Fmt 99.5)
@@ -234,7 +234,7 @@ for n, recs in {**by_set, "all": records}.items():
                 "paper Jdg": C.PAPER_TABLE4["w/ CoL"]["Jdg"], "paper Fmt": C.PAPER_TABLE4["w/ CoL"]["Fmt"]})
     rows.append(row)
 table = C.table_frame(rows)
-shown = results.save_table(table, "tab-08-verifier", params=S.params, model=S.checker.name, corpus=S.corpus_name,
+shown = results.save_table(table, "tab-08-verifier", run=S, model=S.checker.name, corpus=S.corpus_name,
                    note="answerable = a gold answer occurs somewhere in the corpus; ours: 95% bootstrap intervals over "
                         f"questions; paper Jdg / Fmt: {paper_label}, Table 4, "
                         f"ours ran {ran}", floatfmt=".1f")
@@ -260,7 +260,7 @@ for name, flags in sigma_flags.items():
                        "share %": est["value"] if flags else None, "share % 95% CI": stats.format_interval(est),
                        "_interval": est})
 sigma_table = C.table_frame([{k: v for k, v in r.items() if k != "_interval"} for r in sigma_rows])
-results.save_table(sigma_table, "tab-08-sigma", params=S.params, model=S.checker.name, floatfmt=".1f",
+results.save_table(sigma_table, "tab-08-sigma", run=S, model=S.checker.name, floatfmt=".1f",
                    note=f"shares of the parsed verifications, 95% bootstrap intervals; {ran}")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex08-sigma-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -383,5 +383,5 @@ headline = {
     "sigma_share": {row["condition"]: row["_interval"] for row in sigma_rows},
     "paper": C.PAPER_TABLE4["w/ CoL"],
 }
-results.record_metrics("08_covrag_verifier", headline, params=S.params, model=S.base.name)
+results.record_metrics("08_covrag_verifier", headline, run=S, model=S.base.name)
 headline["parse"]

@@ -158,7 +158,7 @@ for (method, paper_model), vals in C.PAPER_TABLE2.items():
                  "paper Avg (4 datasets)": vals["Avg"]})
 table = C.table_frame(rows)
 weights = "/".join(str(C.PAPER_COUNTS[n]) for n in loaded)
-results.save_table(table, "tab-09-accuracy", params=S.params, corpus=S.corpus_name, n=counts,
+results.save_table(table, "tab-09-accuracy", run=S, corpus=S.corpus_name, n=counts,
                    note=f"answerable (gold in corpus): {len(ok_ids)} of {len(S.examples)}; Avg (same datasets): "
                         f"{', '.join(loaded)} weighted {weights} (the paper's weights), for ours and the paper's rows "
                         "alike; paper Avg (4 datasets): the paper's printed Avg over NQ, WebQ, Mintaka, TriviaQA "
@@ -267,7 +267,7 @@ for ax, n in zip(axes[0], S.sets):
 axes[0][0].set_ylabel("accuracy (%), ours with 95% CI")
 plotting.caption(axes[0][-1], model=", ".join(C.run_label(m) for m in runs), paper="Llama2-13b (Table 2)",
                  corpus=S.corpus_name, k=S.k, max_rounds=S.max_rounds)
-results.save_figure(fig, "fig-09-single-vs-multi", params=S.params, corpus=S.corpus_name)
+results.save_figure(fig, "fig-09-single-vs-multi", run=S, corpus=S.corpus_name)
 
 # %% [markdown]
 # ## 5. Table 5: is a gold answer among the references, before and after revision?
@@ -299,7 +299,7 @@ for (n, tool), (single, multi) in C.PAPER_TABLE5.items():
                      "counted": "“Retrieval Accuracy” (paper, not defined)", "single": single, "multi": multi,
                      "Δ": round(multi - single, 1)})
 retrieval_table = C.table_frame([{k: v for k, v in r.items() if k != "_intervals"} for r in ret_rows])
-results.save_table(retrieval_table, "tab-09-retrieval", params=S.params, corpus=S.corpus_name, floatfmt=".1f",
+results.save_table(retrieval_table, "tab-09-retrieval", run=S, corpus=S.corpus_name, floatfmt=".1f",
                    note=f"{C.RETRIEVAL_ACCURACY_OURS}. {C.RETRIEVAL_ACCURACY_PAPER}. Δ = multi − single, paired "
                         "over the same questions (ours: 95% bootstrap interval)")
 
@@ -312,7 +312,7 @@ plotting.bar_with_reference(frame, x="round", y="answers", hue="model", ax=ax)
 ax.set_xlabel("round at which the answer settled (0 = σ did not fire)")
 ax.set_title("CoV-RAG: the round at which each answer settled (cf. Table 5)", fontsize=9)
 plotting.caption(ax, max_rounds=S.max_rounds, sigma=S.sigma_mode)
-results.save_figure(fig, "fig-09-rounds", params=S.params)
+results.save_figure(fig, "fig-09-rounds", run=S)
 
 # %% [markdown]
 # ## 6. Why did σ fire? Question by question
@@ -381,7 +381,7 @@ headline = {
     "paper": {"Table 2 CoV-RAG Llama2-13b": C.PAPER_TABLE2[("CoV-RAG", "Llama2-13b")]},
     "claims": claim_records,
 }
-results.record_metrics("09_covrag_iterations", headline, params=S.params)
+results.record_metrics("09_covrag_iterations", headline, run=S)
 tables.present(pd.DataFrame([{"model": C.run_label(name), "setting": s,
                                "Avg (same datasets) 95% CI": stats.format_interval(v["Avg (same datasets)"])}
                               for name, acc in headline["accuracy"].items() for s, v in acc.items()]),

@@ -161,7 +161,7 @@ ax.set_title("LoRA fine-tuning of the verifier: training loss per step (§2.2)",
 if not stages.planted:
     ax.legend(fontsize=8)
 plotting.caption(ax, model=S.base.name, labels=with_chain.labels, n=len(train))
-results.save_figure(fig, "fig-10-loss", params=S.params, model=S.base.name)
+results.save_figure(fig, "fig-10-loss", run=S, model=S.base.name)
 
 # %% [markdown]
 # ## 3. Table 4: each adapter on the test questions (Jdg, Fmt, Si, Mi, Dlt) with 95% intervals, the paper's rows beside ours
@@ -206,7 +206,7 @@ for name, folder in evaluated.items():
 for name, values in C.PAPER_TABLE4.items():
     rows.append({"method": f"paper: {name}", "model": "paper's fine-tuned CoV-RAG", **values})
 table = C.table_frame(rows)
-results.save_table(table, "tab-10-finetune", params=S.params, model=S.base.name, corpus=S.corpus_name,
+results.save_table(table, "tab-10-finetune", run=S, model=S.base.name, corpus=S.corpus_name,
                    labels=with_chain.labels,
                    note="Rev (GPT-4 win-rate) is not computed offline; two stages as the paper's §2.2: M1 (the "
                         "QA only row) is fine-tuned on the RAG QA pairs first, and the verification pairs judge M1's "
@@ -251,5 +251,5 @@ headline = {
     "intervals": intervals,  # per evaluated model: Jdg, Fmt, Si, Mi (%) and Dlt (paired), {"value", "low", "high", "n"}
     "claims": claim_records,
 }
-results.record_metrics("10_covrag_finetune", headline, params=S.params, model=S.base.name)
+results.record_metrics("10_covrag_finetune", headline, run=S, model=S.base.name)
 headline["probe_loss"]

@@ -122,7 +122,7 @@ paper_rows = [{"criterion": c, "system": f"paper: {s}", "model": "paper (GPT-4 j
                "unparsed": None, "systems": 3 if c == "Citation Accuracy" else 4}
               for s, by_c in C.PAPER_TABLE3.items() for c, v in by_c.items()]
 table = C.table_frame(rows + paper_rows).drop(columns=["low", "high"])  # the intervals: "mean rank 95% CI"
-results.save_table(table, "tab-11-judge", params=S.params, judge=judge_label, n=len(S.examples), corpus=S.corpus_name,
+results.save_table(table, "tab-11-judge", run=S, judge=judge_label, n=len(S.examples), corpus=S.corpus_name,
                    note="lower is better; the paper ranks 3-4 systems with GPT-4; ours: 95% bootstrap intervals "
                         "over the questions ranked completely (ranked); citation ranks of RAG and the single-iteration "
                         "answers only (ours: the paper gives CoV-RAG no citation rank without saying why)",
@@ -149,7 +149,7 @@ for ax, criterion in zip(axes[0], criteria):
     ax.tick_params(axis="x", labelsize=6)
 axes[0][0].set_ylabel("mean rank (lower is better), 95% CI")
 plotting.caption(axes[0][-1], judge=judge_label, n=len(S.examples))
-results.save_figure(fig, "fig-11-judge", params=S.params, judge=judge_label)
+results.save_figure(fig, "fig-11-judge", run=S, judge=judge_label)
 
 # %% [markdown]
 # ## 3. The claim: does the judge rank CoV-RAG above the QA-only system? (paired per question)
@@ -181,5 +181,5 @@ headline = {
     "paper": C.PAPER_TABLE3,
     "claims": claim_records,
 }
-results.record_metrics("11_covrag_judge", headline, params=S.params, judge=judge_label)
+results.record_metrics("11_covrag_judge", headline, run=S, judge=judge_label)
 headline["ranks"]

@@ -103,7 +103,7 @@ ledger["planted inside 95% CI"] = ledger["covers"].map({True: "yes", False: "no"
 table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
                 "test", "fragility", "verdict", "reason", "planted", "planted inside 95% CI", "note", "counted", "quote",
                 "paper evidence", "model", "profile", "id", "notebook"]]
-ledger_table = results.save_table(table, "tab-12-claims", params=S.params, profile=S.profile, tests=summary["n_tests"])
+ledger_table = results.save_table(table, "tab-12-claims", run=S, profile=S.profile, tests=summary["n_tests"])
 simulated = ledger["simulated"].notna() if "simulated" in ledger else pd.Series(False, index=ledger.index)
 shown = ["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "fragility",
          "verdict", "reason"]
@@ -124,7 +124,7 @@ ledger_table
 # %%
 ax = claims.plot_ledger(rows)
 ax.set_title(f"Claims of the three papers: our estimates ({S.profile} profile)")
-results.save_figure(ax.figure, "fig-12-claims", params=S.params, profile=S.profile)
+results.save_figure(ax.figure, "fig-12-claims", run=S, profile=S.profile)
 
 # %%
 headline = {
@@ -137,5 +137,5 @@ headline = {
                                       "covers")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},
 }
-results.record_metrics("12_claims", headline, params=S.params, profile=S.profile)
+results.record_metrics("12_claims", headline, run=S, profile=S.profile)
 headline["primary_verdicts"]

@@ -184,8 +184,8 @@ def test_the_tests_mirror_the_packages():
     assert top <= CROSS_CUTTING, f"tests at the top of tests/ that belong in a package's folder: {sorted(top - CROSS_CUTTING)}"
 
 
-DECLARING = ("covlib.runs.parameters", "covlib.runs.project", "covlib.papers.verify_edit.notebook",
-             "covlib.papers.credibility.notebook", "covlib.papers.covrag.notebook")
+DECLARING = ("covlib.runs.parameters", "covlib.runs.project", "covlib.papers.verify_edit.parameters",
+             "covlib.papers.credibility.parameters", "covlib.papers.covrag.parameters")
 
 
 def test_notebook_parameters_are_declared_only_by_the_notebooks_owners():
@@ -197,7 +197,7 @@ def test_notebook_parameters_are_declared_only_by_the_notebooks_owners():
         for node in ast.walk(tree):
             made = isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Param"
             makers = isinstance(node, ast.ImportFrom) and node.module == "covlib.runs.parameters" and any(
-                a.name in ("Param", "count", "like") for a in node.names)
+                a.name in ("count", "like") for a in node.names)
             if (made or makers) and module not in DECLARING:
                 found.append(f"{module}:{node.lineno}")
             if isinstance(node, ast.Assign) and any(getattr(t, "id", "").endswith("PARAMETER_RULES") for t in node.targets):

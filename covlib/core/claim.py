@@ -31,8 +31,8 @@ class Claim:
     primary: str = ""  # the headline setting: the leading ", "-separated fields of the primary scope
     paper_effect: float | None = None  # the paper's effect at the primary setting, in our unit (for power)
     effect_source: str = ""  # where paper_effect comes from
-    n_parameter: str = ""  # the notebook parameter whose default is the questions `full` runs (per dataset: a record
-    # may say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
+    full_n: int | None = None  # the questions `full` runs: its notebook's declared default (per dataset: a record may
+    # say `pooled=<datasets>`; `available=<n>` when the data holds fewer)
     planted: float | None = None  # what the simulated model `sim:paper` plants, in our unit (None: paper_effect;
     # NaN: nothing in this unit, `planted_source` says why)
     planted_source: str = ""  # where `planted` comes from in the paper, when it is not paper_effect

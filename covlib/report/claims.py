@@ -29,11 +29,9 @@ every ledger.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import textwrap
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -138,19 +136,6 @@ def fragility(record: dict[str, Any]) -> int | None:
     return power.fragility(record["better"], record["worse"], record["n"], ALPHA)
 
 
-@lru_cache(maxsize=None)
-def notebook_default(notebook: str, parameter: str) -> int | None:
-    """The default of a notebook's parameter (its `parameters` cell in notebooks/<notebook>.py), or None."""
-    path = paths.code_root() / "notebooks" / f"{notebook}.py"
-    if not parameter or not path.is_file():
-        return None
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == parameter:
-            value = ast.literal_eval(node.value) if node.value is not None else None
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
-
-
 def _share(x: float, down: bool = False) -> str:
     return f"{math.floor(100 * x + 1e-9)}%" if down else f"{100 * x:.0f}%"  # down: "at most 13%" must be affordable
 
@@ -188,7 +173,7 @@ def power_note(c: Claim, record: dict[str, Any]) -> dict[str, Any]:
     possible share it is a minimum, so the note gives the range (`power.mcnemar_sizes`), the n at
     this run's own discordance when that is above the floor, and says "enough" only under it.
     """
-    full = notebook_default(c.notebook, c.n_parameter)
+    full = c.full_n
     if full is not None and isinstance(record.get("pooled"), int):  # questions pooled over datasets, n each
         full *= record["pooled"]
     if full is not None and isinstance(record.get("available"), int):

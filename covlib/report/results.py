@@ -181,15 +181,23 @@ def _stamp(fig: Any, text: str) -> None:
 # --------------------------------------------------------------------------- public writers
 
 
-def save_figure(fig: Any, name: str, params: dict | None = None, **meta: Any) -> list[Path]:
-    """Write figures/<name>.png (dpi 150), .pdf and a .json provenance sidecar; return the paths.
+def _of_run(run: Any, params: dict | None, meta: dict[str, Any]) -> tuple[dict | None, dict[str, Any]]:
+    """(params, meta) of an output: a notebook's `run` (its session: `params`, `provenance`) under what the call gives."""
+    if run is None:
+        return params, provenance(**meta)
+    return (run.params if params is None else params), provenance(**{**run.provenance, **meta})
+
+
+def save_figure(fig: Any, name: str, params: dict | None = None, run: Any = None, **meta: Any) -> list[Path]:
+    """Write figures/<name>.png (dpi 150), .pdf and a .json provenance sidecar; return the paths. `run` (a notebook's
+    session) gives the parameters and the provenance (model, judge and its agreement) when the call does not.
 
     The figure gets a small footer from `params` and `meta` (see `stamp_text`), e.g.
     "profile: smoke · n_questions=12 · model=smollm2", less what its captions already say.
     """
     _check_name(name, _FIGURE_NAME, "figure")
     folder = paths.figures_dir()
-    meta = provenance(**meta)
+    params, meta = _of_run(run, params, meta)
     _stamp(fig, stamp_text(params, meta, _figure_texts(fig)))
     written = []
     for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {"metadata": {"CreationDate": None}})):
@@ -201,12 +209,13 @@ def save_figure(fig: Any, name: str, params: dict | None = None, **meta: Any) ->
 
 
 def save_table(df: Any, name: str, params: dict | None = None, index: bool = False, floatfmt: str = ".3f",
-               caption: str = "", **meta: Any) -> tables.Table:
+               caption: str = "", run: Any = None, **meta: Any) -> tables.Table:
     """Write tables/<name>.csv (the numbers), .md (the table as `tables.present` shows it, a provenance line) and a
-    .json sidecar; return the presented table (what a notebook displays; its `paths` are the files written)."""
+    .json sidecar; return the presented table (what a notebook displays; its `paths` are the files written). `run`:
+    as in `save_figure`."""
     _check_name(name, _TABLE_NAME, "table")
     folder = paths.tables_dir()
-    meta = provenance(**meta)
+    params, meta = _of_run(run, params, meta)
     frame = df.reset_index() if index else df
     shown = tables.present(frame, floatfmt=floatfmt, caption=caption, params=params or {}, **meta)
     rest = {k: v for k, v in meta.items() if k not in tables.CAPTION_META}
@@ -219,10 +228,13 @@ def save_table(df: Any, name: str, params: dict | None = None, index: bool = Fal
     return dataclasses.replace(shown, paths=written)
 
 
-def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = None, **meta: Any) -> Path:
-    """Write results/<name>.json = {"metrics", "params", "meta"} with numpy types converted."""
+def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = None, run: Any = None,
+                   **meta: Any) -> Path:
+    """Write results/<name>.json = {"metrics", "params", "meta"} with numpy types converted; `run`: as in
+    `save_figure`."""
     _check_name(name, _PLAIN_NAME, "metrics")
-    record = {"metrics": to_jsonable(metrics), "params": to_jsonable(params or {}), "meta": provenance(**meta)}
+    params, meta = _of_run(run, params, meta)
+    record = {"metrics": to_jsonable(metrics), "params": to_jsonable(params or {}), "meta": meta}
     text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return _atomic_write(paths.results_dir() / f"{name}.json", text)
 

@@ -28,11 +28,13 @@ judge on the device, makes the `Tracer`, prints what the profile chose and sets 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from covlib import generation, nli, traces
 from covlib.generation import Generator
+from covlib.nli import evaluation as nli_eval
 from covlib.report import plotting
 from covlib.runs import parameters, profiles
 
@@ -70,6 +72,15 @@ class Session:
     def values(self) -> dict[str, Any]:
         """Every parameter as the profile runs it, and the derived values, by name (a copy)."""
         return {name: getattr(self.run, name) for name in self.run.__dataclass_fields__}
+
+    @functools.cached_property
+    def provenance(self) -> dict[str, Any]:
+        """What the run's tables, figures and results name beside its parameters (`results.save_table(..., run=S)`):
+        its model, and its judge with the judge's agreement with the key-fact pairs' labels (worked out once)."""
+        out: dict[str, Any] = {"model": self.lm.name} if "model" in self.lms else {}
+        if self.judge is not None:
+            out.update(judge=self.judge.name, judge_agreement=nli_eval.judge_note(self.judge))
+        return out
 
     @property
     def lm(self) -> Generator:

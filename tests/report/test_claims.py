@@ -10,6 +10,7 @@ import pytest
 
 from covlib.core import paths, power, stats
 from covlib.papers.covrag import claims as covrag_claims
+from covlib.papers.covrag.parameters import PARAMETERS as COVRAG_PARAMETERS
 from covlib.papers.credibility import claims as credibility_claims
 from covlib.papers.verify_edit import claims as ve
 from covlib.report import claims
@@ -362,7 +363,7 @@ def test_the_full_profile_n_counts_every_pooled_dataset(tmp_path):
                                  "accuracy points", model="m", pooled=2)
     rows = _ledger(tmp_path, "10_covrag_finetune", [rec])
     (row,) = [r for r in rows if r["id"] == "covrag-col-beats-no-col"]
-    assert row["n_full"] == 2 * claims.notebook_default("10_covrag_finetune", "n_test") == 800
+    assert row["n_full"] == 2 * COVRAG_PARAMETERS["10"]["n_test"].default == 800  # the declared default, pooled
 
 
 def test_a_repeat_of_a_near_oracle_row_is_near_oracle_too_and_not_counted(tmp_path):

@@ -88,3 +88,23 @@ def test_the_judge_is_loaded_once_on_the_notebooks_device(tmp_path, monkeypatch)
     S = session.start(spec, profile="smoke", device="cpu", judge="llm")
     assert S.judge.lm.device == "cpu" and S.params == {"judge": "llm"}
     assert session.start(spec, profile="smoke", device="cpu", judge="llm").judge.lm is S.judge.lm  # loaded once per process
+
+
+def test_a_table_of_a_run_names_its_judge_and_the_judges_agreement_itself(tmp_path, monkeypatch):
+    """Issue 50: the judge's name and agreement were read back out of result rows and passed by hand to every table;
+    now `save_table(..., run=S)` reads them from the session, with its recorded parameters."""
+    from covlib.report import results
+
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    spec = {"name": "04_credibility_models", "judge": True, "recorded": ("profile", "judge"),
+            "parameters": {n: CREDIBILITY["04"]["parameters"][n] for n in ("profile", "device", "judge")}}
+    S = session.start(spec, profile="smoke", device="cpu", judge="overlap")
+    import pandas as pd
+
+    results.save_table(pd.DataFrame({"x": [1.0]}), "tab-04-test", run=S, n=1)
+    meta = json.loads((tmp_path / "tables" / "tab-04-test.json").read_text())
+    assert meta["params"] == {"profile": "smoke", "judge": "overlap"}
+    assert meta["meta"]["judge"] == S.judge.name and meta["meta"]["n"] == 1
+    assert meta["meta"]["judge_agreement"].startswith(f"judge {S.judge.name}") and "key-fact pairs" in meta["meta"]["judge_agreement"]
+    results.record_metrics("04_test", {"a": 1}, run=S, judge="another")  # what a call gives wins
+    assert json.loads((tmp_path / "results" / "04_test.json").read_text())["meta"]["judge"] == "another"

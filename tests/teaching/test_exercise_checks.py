@@ -134,7 +134,7 @@ def stand_ins(ex_id: str) -> dict:
     if ex_id == "ex02-sentences":
         return {"encode": bag_of_words}
     if ex_id == "ex02-predictions":
-        return {"cot": cot, "cot_sc": toy_cot_sc(), "n_samples": 5,
+        return {"cot": cot, "cot_sc": toy_cot_sc(), "S": SimpleNamespace(n_samples=5),
                 "edits": {"a": SimpleNamespace(answer="z"), "b": SimpleNamespace(answer=None)}}
     if ex_id == "ex04-recall":
         from covlib import nli
@@ -144,7 +144,8 @@ def stand_ins(ex_id: str) -> dict:
                                                                                           "Paris lies on the Seine."]
         probs = nli.probabilities([credibility.plain_answer(answer)] * 2, facts, "overlap", progress=False)
         recall = float(nli.entailed(probs, "overlap").mean())
-        return {"C": credibility, "judge": "overlap", "names": ["toy"], "answers": {"toy": [answer]},
+        return {"C": credibility, "S": SimpleNamespace(run=SimpleNamespace(judge="overlap")), "names": ["toy"],
+                "answers": {"toy": [answer]},
                 "facts": [SimpleNamespace(key_facts=facts)], "per_model": {"toy": [{"recall": recall}]}}
     if ex_id in ("ex08-sigma", "ex09-avg"):
         return {"C": covrag}

@@ -17,7 +17,8 @@ from the paper is labelled in the module that makes it.
 | `claims` | the paper's claims (read by the ledger) and when a run can test them |
 | `ranking` | LLM-as-judge ranking (Table 3, Table 16; `rank_answers` -> `Ranking`) |
 | `trace` | per-example traces from what the methods return: `C.trace.write(tracer, result)` |
-| `notebook` | what notebooks 08-11 declare to the one notebook door (caps, recorded settings) and their `load` |
+| `notebook` | what notebooks 08-11 declare to the one notebook door (recorded settings, derivations) and their `load` |
+| `parameters` | notebooks 08-11's parameters, each declared once (default, doc, rule, caps per profile) |
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from covlib.core.claim import Claim, ClaimSet
 from covlib.papers.covrag.method import CovRagRecord
 from covlib.papers.covrag.metrics import question_flags
 from covlib.papers.covrag.paper import PAPER_MODELS, PAPER_TABLE2, PAPER_TABLE4
+from covlib.papers.covrag.parameters import PARAMETERS
 from covlib.papers.covrag.training import M1, WITH_COL, WITHOUT_COL
 
 PAPER = "CoV-RAG"
@@ -57,20 +58,20 @@ CLAIMS: tuple[Claim, ...] = (
           "65.3, 66.4 vs 65.1)",
           "10_covrag_finetune", "multi-iteration accuracy (w/ CoL adapter) − accuracy of the QA-only adapter, paired "
           "over the test questions", primary="multi-iteration accuracy", paper_effect=1.7,
-          effect_source="Table 2 Llama2-13b, NQ+WebQ: (66.0 + 68.5) / 2 − (62.8 + 68.3) / 2", n_parameter="n_test",
+          effect_source="Table 2 Llama2-13b, NQ+WebQ: (66.0 + 68.5) / 2 − (62.8 + 68.3) / 2", full_n=PARAMETERS["10"]["n_test"].default,
           planted_by=_by_persona()),
     Claim("covrag-multi-round-beats-single", PAPER,
           "Multi-round CoV-RAG is more accurate than a single round (CoV-RAG-S)",
           FIG3,
           "Fig. 3 (bars, per model and dataset); Table 4 w/ CoL: Mi 67.3 vs Si 65.8, w/o CoL: 63.6 vs 62.5",
           "09_covrag_iterations", "accuracy (multi round) − (single round), paired", primary="NQ",
-          paper_effect=1.5, effect_source="Table 4 w/ CoL: 67.3 − 65.8", n_parameter="n_per_dataset"),
+          paper_effect=1.5, effect_source="Table 4 w/ CoL: 67.3 − 65.8", full_n=PARAMETERS["09"]["n_per_dataset"].default),
     Claim("covrag-revision-raises-ref-acc", PAPER,
           "Verifier-guided query revision raises reference accuracy",
           "In summary, CoV-RAG led to an improvement in retrieval accuracy on both datasets and retrieval tools.",
           "Table 5: NQ 65.0 → 66.8 (Bing), 69.3 → 71.3 (Chrome); WebQ 69.8 → 71.0, 76.0 → 76.0",
           "09_covrag_iterations", "reference accuracy after revision − before, paired", primary="NQ",
-          paper_effect=2.0, effect_source="Table 5, NQ, Chrome: 71.3 − 69.3", n_parameter="n_per_dataset"),
+          paper_effect=2.0, effect_source="Table 5, NQ, Chrome: 71.3 − 69.3", full_n=PARAMETERS["09"]["n_per_dataset"].default),
     Claim("covrag-col-beats-no-col", PAPER,
           "Verification training with the chain of scores (w/ CoL) gives more accurate multi-iteration answers than "
           "training without it (w/o CoL)",
@@ -81,7 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
           "10_covrag_finetune", "accuracy (w/ CoL adapter) − (w/o CoL adapter), paired over the test questions; "
           "secondary: Si, Jdg on the questions both judged, Dlt",
           primary="multi-iteration accuracy", paper_effect=3.7, effect_source="Table 4 Mi: 67.3 − 63.6",
-          n_parameter="n_test"),
+          full_n=PARAMETERS["10"]["n_test"].default),
     Claim("covrag-s-beats-qa-only", PAPER,
           "At one iteration, the verification-trained model (CoV-RAG-S) answers more accurately than the same "
           "backbone trained on QA alone (WebGLM-like)",
@@ -91,7 +92,7 @@ CLAIMS: tuple[Claim, ...] = (
           "10_covrag_finetune", "single-iteration accuracy (w/ CoL adapter) − (QA-only adapter), paired over the "
           "test questions", primary="single-iteration accuracy", paper_effect=1.7,
           effect_source="at most: Table 2 Llama2-13b, NQ+WebQ, CoV-RAG − WebGLM (67.25 − 65.55), so the n is a "
-                        "lower bound", n_parameter="n_test",
+                        "lower bound", full_n=PARAMETERS["10"]["n_test"].default,
           planted=_over_webglm("Llama2-13b", less=_T4_GAIN), planted_by=_by_persona(less=_T4_GAIN),
           planted_source="Table 2 Llama2-13b NQ+WebQ CoV-RAG − WebGLM (1.7) less Table 4's w/ CoL multi − single "
                          "gain (67.3 − 65.8 = 1.5): CoV-RAG-S 65.75 vs WebGLM 65.55"),
@@ -105,7 +106,7 @@ CLAIMS: tuple[Claim, ...] = (
           "11_covrag_judge", "mean rank (QA-only system) − mean rank (CoV-RAG), paired per question (> 0: CoV-RAG "
           "ranked better)", primary="Correctness", paper_effect=0.05,
           effect_source="Table 3 Correct: WebGLM-13b 1.25 − CoV-RAG 1.20 (the paper ranks 4 systems, ours 3)",
-          n_parameter="n_per_dataset"),
+          full_n=PARAMETERS["11"]["n_per_dataset"].default),
 )
 
 

@@ -39,7 +39,8 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 | `improvements` | The §5 improvements: self-reflection (refuse when the references are insufficient) and self-completion. |
 | `ratings` | Human ratings (§6.2, Table 2): the rating sheet, the per-model scores and their correlation with the metrics. |
 | `trace` | Per-example traces, written from what the methods return (`trace.write(S.tracer, result)`): cited answers with their §4 metrics, self-reflection, self-completion, key facts. |
-| `notebook` | What notebooks 04-07 declare to the one notebook door (caps, recorded settings) and their `load`. |
+| `notebook` | What notebooks 04-07 declare to the one notebook door (recorded settings, derivations) and their `load`. |
+| `parameters` | Notebooks 04-07's parameters, each declared once (default, doc, rule, caps per profile). |
 
 Prompts are the paper's words where it gives them; the parts it elides are ours and say so.
 """

@@ -26,6 +26,7 @@ from covlib.generation.embedded import embedded_model_dir
 
 from covlib.papers.credibility.planted import effects as planted_effects
 from covlib.papers.credibility.paper import PAPER_MODELS, PAPER_TABLE1, PAPER_TABLE4
+from covlib.papers.credibility.parameters import PARAMETERS
 
 PAPER = "Credibility"
 RLHF_SCOPE = "models tuned on human preference feedback (RLHF), as the paper's ChatGPT and ChatGLM"
@@ -185,7 +186,7 @@ CLAIMS: tuple[Claim, ...] = (
           planted=math.nan, planted_source="none in this unit: the simulation plants each persona's Table 1 P and R, "
           f"whose F1 of means differ by {_kind_gap():.1f} (instruction-tuned − foundation; ChatGPT has none); the "
           "measure, a mean of per-question F1, runs below that by an amount nothing plants",
-          n_parameter="n_questions"),
+          full_n=PARAMETERS["04"]["n_questions"].default),
     Claim("cred-human-correlation", PAPER,
           "Key-fact recall correlates with people's recall ratings more closely than EM-recall does",
           "While there's only a moderate correlation of 0.54 between human evaluations and the \"EM recall\" metric, "
@@ -204,7 +205,7 @@ CLAIMS: tuple[Claim, ...] = (
           "05_knowledge_precision", "key-fact recall with fewer references − with more, paired",
           primary="hotpotqa, 5 vs 10 references", paper_effect=2.4,
           effect_source="§6.3: ChatGPT's 4.3% of its 56.55 recall at 5 references (Table 1), the smallest drop",
-          n_parameter="n_questions"),
+          full_n=PARAMETERS["05"]["n_questions"].default),
     Claim("cred-strong-models-robust-to-noise", PAPER,
           "ChatGPT's and ChatGLM2's key-fact recall falls less than LLaMA's and Vicuna's as noise references are "
           "added",
@@ -233,14 +234,14 @@ CLAIMS: tuple[Claim, ...] = (
           "Table 3: complete R > partial R for every model (from Vicuna-13B 48.69 vs 44.80 to ChatGLM2 48.06 vs 25.87)",
           "06_knowledge_recall", "key-fact recall (complete) − (partial), paired", primary="hotpotqa",
           paper_effect=3.89, effect_source="Table 3 R, Vicuna-13B: 48.69 − 44.80, the smallest gap",
-          n_parameter="n_questions"),
+          full_n=PARAMETERS["06"]["n_questions"].default),
     Claim("cred-partial-beats-closed", PAPER,
           "Partial references give higher key-fact recall than none (closed book)",
           "The completeness of knowledge significantly impacts RaLLMs' efficacy on complex QA tasks.",
           "Table 3: partial R > closed-book R for 4 of 5 models (ChatGPT 35.34 vs 39.17 is the exception)",
           "06_knowledge_recall", "key-fact recall (partial) − (closed book), paired", primary="hotpotqa",
           paper_effect=7.54, effect_source="Table 3 R, Llama2-chat-13B: 34.37 − 26.83, the smallest positive gap",
-          n_parameter="n_questions"),
+          full_n=PARAMETERS["06"]["n_questions"].default),
     Claim("cred-self-completion-helps", PAPER,
           "Self-completion raises key-fact F1 over BM25's top 10 for models tuned with RLHF",
           "Models enhanced with techniques like RLHF show self-completion capabilities, allowing them to benefit "
@@ -253,14 +254,14 @@ CLAIMS: tuple[Claim, ...] = (
           planted=math.nan, planted_source="none in this unit: the simulation plants how often a self-completion "
           "query names the missing gold paragraph (planted.Rates.query_hits) and each reference setting's recall, "
           "not an F1 gain",
-          about=RLHF_SCOPE, n_parameter="n_questions"),
+          about=RLHF_SCOPE, full_n=PARAMETERS["07"]["n_questions"].default),
     Claim("cred-reflection-above-chance", PAPER,
           "Instruction-tuned models refuse on partial and answer on complete references more often than chance",
           "Instruction-tuned models exhibit multi-hop reasoning and self-reflection abilities.",
           "Table 4: reflection accuracy 51.4-70.2 for the instruction-tuned models on equal groups (chance 50)",
           "07_reflection_completion", "self-reflection accuracy − chance (the better constant decision), exact binomial",
           primary="hotpotqa", paper_effect=1.4, effect_source="Table 4, Vicuna-7B: 51.4 − 50, the smallest",
-          about=INSTRUCTION_SCOPE, n_parameter="n_questions"),
+          about=INSTRUCTION_SCOPE, full_n=PARAMETERS["07"]["n_questions"].default),
     Claim("cred-reflection-tracks-strength", PAPER,
           "Self-reflection accuracy grows with model size (parameter count)",
           "As the models become more powerful, their self-reflection capability seems to improve.",
@@ -271,7 +272,7 @@ CLAIMS: tuple[Claim, ...] = (
           effect_source="Table 4, LLaMA 13B − 7B: 51.8 − 51.2, the smaller of the two same-family gaps",
           planted=_size_gap(), planted_source="Table 4 reflection accuracy of the simulated personas, sizes by their "
           "cards: the 13B ones' mean (51.8, 50.0, 55.2, 60.2) − ChatGLM2-6B's 57.6 (6.2B, the smallest)",
-          n_parameter="n_questions"),
+          full_n=PARAMETERS["07"]["n_questions"].default),
 )
 
 # What `sim:paper/<persona>` plants for the claims recorded per model, in each claim's unit (`planted.effects`, once per claim): the

@@ -1,15 +1,15 @@
 """What notebooks 04-07 declare to the one notebook door (`covlib.runs.session.start`), and what they start from.
 
-Their parameters, each declared once (`covlib.runs.parameters`), and recorded settings are plain data in
-`NOTEBOOKS`; `models_and_labels` derives the model
-list, the question source's name and notebook 05's sweep; `load` adds the questions, generators and key facts (plus
-notebook 04's second key-fact source and notebook 07's BM25 corpus) to the session.
+Their parameters are declared once in `parameters`; their recorded settings are plain data in `NOTEBOOKS`; `compared`,
+`sweep` (05) and `second_source` (04) derive the models compared, notebook 05's sweep in order and a second key-fact
+source; `load` adds the questions, generators and key facts (plus notebook 04's second key-fact source and notebook
+07's BM25 corpus) to the session.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from covlib import retrieval
 from covlib.core.records import Example, Passage
@@ -17,7 +17,8 @@ from covlib.generation.simulated import SimLM
 from covlib.papers import credibility as C
 from covlib.papers.credibility.simulation import teach
 from covlib.runs import profiles
-from covlib.runs.parameters import DEVICE, MODEL, PROFILE, Param, count, like
+from covlib.papers.credibility.parameters import PARAMETERS
+from covlib.runs.parameters import Param
 from covlib.runs.session import Session
 
 OFFLINE_MAKEUP = ("offline HotpotQA paragraphs: Adversarial HotpotQA (sim_dev, sim_train, the few-shot file) and the "
@@ -27,37 +28,22 @@ OFFLINE_MAKEUP = ("offline HotpotQA paragraphs: Adversarial HotpotQA (sim_dev, s
 RECORDED = ("profile", "models", ("questions", "shared sample"), "n_questions", "seed", "n_refs", "cap", "k_initial",
             "max_rounds", ("corpus", "offline HotpotQA paragraphs"), "key_facts", "compare_key_facts", "judge",
             "max_new_tokens")
-# Each notebook's parameters, declared once (`covlib.runs.parameters`); 04-07 share these.
-KEY_FACTS_DOC = ("agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); "
-                 "supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two "
-                 "prompts with `model`; llm+reviewed: after the review sheet")
-SHARED = {
-    "profile": PROFILE, "model": MODEL,
-    "models": Param("", "comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open "
-                    "models)"),
-    "device": DEVICE,
-    "questions": Param("", "HotpotQA distractor file or hub id; empty for the shared 100-question dev sample"),
-    "n_questions": count(500, "questions (paper: 500 sampled from HotpotQA dev)", cpu=("at most", 20), smoke=8),
-    "seed": Param(0, "question sample, reference order, distractor choice and the bootstrap"),
-    "n_refs": count(5, "references per question, both gold included (paper: 5)"),
-}
-ANSWERING = {
-    "key_facts": Param("agents", KEY_FACTS_DOC),
-    "judge": Param("minilm-fever-nli", 'the NLI oracle f; "true" is the paper\'s TRUE (T5-11B, GPU)'),
-    "max_new_tokens": count(160, "longest answer", cpu=("at most", 96), smoke=32),
-}
 
 
-def models_and_labels(values: dict[str, Any]) -> dict[str, Any]:
-    """The models compared (`profiles.model_list`: '' the embedded model), notebook 05's sweep sorted, a second key-fact
-    source that repeats the first read as none ('')."""
-    out: dict[str, Any] = {"models": profiles.model_list(values["model"], values["models"], values["profile"],
-                                                         C.PAPER_MODELS)}
-    if isinstance(values.get("n_refs"), list):
-        out["n_refs"] = sorted(values["n_refs"])
-    if values.get("compare_key_facts") == values.get("key_facts"):
-        out["compare_key_facts"] = ""
-    return out
+
+def compared(values: dict[str, Any]) -> dict[str, Any]:
+    """The models compared (`profiles.model_list`: '' the embedded model)."""
+    return {"models": profiles.model_list(values["model"], values["models"], values["profile"], C.PAPER_MODELS)}
+
+
+def sweep(values: dict[str, Any]) -> dict[str, Any]:
+    """05: the reference counts in order."""
+    return {"n_refs": sorted(values["n_refs"])}
+
+
+def second_source(values: dict[str, Any]) -> dict[str, Any]:
+    """04: a second key-fact source that repeats the first is none ('')."""
+    return {"compare_key_facts": "" if values["compare_key_facts"] == values["key_facts"] else values["compare_key_facts"]}
 
 
 def corpus_makeup(corpus: str, corpus_name: str, passages: Sequence[Passage], examples: Sequence[Example]) -> str:
@@ -163,37 +149,16 @@ def work_07(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [w for w in work if w["step"] != "self-completion start: judged"] + judge_check(values)
 
 
-def notebook(name: str, parameters: dict[str, Param], **extra: Any) -> dict[str, Any]:
-    """One credibility notebook's spec: its parameters, the shared derivations and recorded settings, and `load`."""
-    return {"name": name, "judge": True, "traces": True, "derive": models_and_labels, "recorded": RECORDED,
+def notebook(name: str, parameters: dict[str, Param], *derive: Callable, **extra: Any) -> dict[str, Any]:
+    """One credibility notebook's spec: its parameters, the models compared and its own `derive` steps, the recorded
+    settings, and `load`."""
+    return {"name": name, "judge": True, "traces": True, "derive": (compared, *derive), "recorded": RECORDED,
             "load": load, "simulate": teach, "parameters": parameters, **extra}
 
 
 NOTEBOOKS: dict[str, dict[str, Any]] = {
-    "04": notebook("04_credibility_models", {
-        **SHARED, **ANSWERING,
-        "compare_key_facts": Param("supporting", "a second key-fact source Table 1 is also shown under (same answers); "
-                                   "empty: none"),
-        "n_rating": Param(50, "questions in the human rating sheet (paper: 50)", low=0),  # 0: no rating sheet
-        "ratings": Param("", "CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none",
-                         file=True)}, work=work_04),
-    "05": notebook("05_knowledge_precision", {
-        **SHARED, "n_refs": Param("2,3,4,5,6,7,8,9,10", "reference counts, 2 gold + noise (paper: 2 to 10)",
-                                  items="int", low=1, cpu=("among", (2, 5, 10)), smoke=[2, 5]),
-        **ANSWERING}, work=work_05),  # n_refs: the sweep
-    "06": notebook("06_knowledge_recall", {
-        **SHARED, "n_refs": like(SHARED["n_refs"], doc="references in the partial and complete settings (paper: 5)"),
-        **ANSWERING}, work=work_06),
-    "07": notebook("07_reflection_completion", {
-        **SHARED,
-        "seed": like(SHARED["seed"], doc="question sample, reference order, complete/partial groups and the bootstrap"),
-        "n_refs": like(SHARED["n_refs"], doc="references in the reflection test (complete vs partial)"),
-        "cap": count(10, "references after completion, and the baseline's BM25 top-k (paper: 10)", smoke=("at most", 6)),
-        "k_initial": count(5, "BM25 references the model reflects on before asking (ours; the paper does not say)",
-                           smoke=("at most", 3)),
-        "max_rounds": count(3, "cap on ask-and-retrieve rounds while the model still refuses (paper: until satisfied, "
-                            "no cap given; ours: 3, credibility.COMPLETION_ROUNDS)"),
-        "corpus": Param("", "passages BM25 searches: empty for the offline HotpotQA paragraphs; a DPR psgs_w100.tsv or "
-                        "{id, contents} JSONL file; or a `make index` folder (Wikipedia scale)"),
-        **ANSWERING}, work=work_07),
+    "04": notebook("04_credibility_models", PARAMETERS["04"], second_source, work=work_04),
+    "05": notebook("05_knowledge_precision", PARAMETERS["05"], sweep, work=work_05),  # n_refs: the sweep
+    "06": notebook("06_knowledge_recall", PARAMETERS["06"], work=work_06),
+    "07": notebook("07_reflection_completion", PARAMETERS["07"], work=work_07),
 }

@@ -15,7 +15,8 @@ labelled in the module that makes it (and listed in docs/deviations.md).
 | `paper` | the paper's numbers (Tables 1-3, Fig. 3's peak) and its names for our knowledge sources |
 | `claims` | the paper's claims (read by the ledger) and the comparisons that test them (`auc_difference`, ...) |
 | `trace` | per-example traces written from what the methods return (`trace.write(tracer, result)`) |
-| `notebook` | what notebooks 01-03 declare to the one notebook door: caps, lists, recorded settings (plain data) |
+| `notebook` | what notebooks 01-03 declare to the one notebook door: recorded settings, derivations (plain data) |
+| `parameters` | notebooks 01-03's parameters, each declared once (default, doc, rule, caps per profile) |
 """
 
 from __future__ import annotations

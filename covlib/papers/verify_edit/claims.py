@@ -18,6 +18,7 @@ from covlib.core.claim import Claim, ClaimSet
 from covlib.core.metrics import accuracy_coverage_auc
 from covlib.core.stats import independent_difference, paired_difference, paired_statistic_difference
 from covlib.papers.verify_edit.knowledge import NEAR_ORACLE, RETRIEVER_KINDS
+from covlib.papers.verify_edit.parameters import PARAMETERS
 
 PAPER = "Verify-and-Edit"
 # `planted=`: what the simulated model `sim:paper` plants, per claim, in its unit: the numbers planted.effects() works
@@ -31,7 +32,7 @@ CLAIMS: tuple[Claim, ...] = (
           "right-skewed tendency, where there are very few incorrect samples with higher consistencies.",
           "Fig. 2 (text-davinci-003, 250 Adversarial HotpotQA questions): a density plot, no means given",
           "01_consistency_kde", "mean consistency (correct) − mean consistency (incorrect), on [0, n]",
-          primary="hotpotqa", n_parameter="n_questions", planted=1.199,
+          primary="hotpotqa", full_n=PARAMETERS["01"]["n_questions"].default, planted=1.199,
           planted_source="Fig. 2's shapes (no means printed): the planted question types of planted.SHARES"),
     Claim("ve-edit-below-half-helps", PAPER,
           "Editing the predictions below ⌈n/2⌉ raises EM over not editing",
@@ -40,7 +41,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Fig. 3 (Adversarial HotpotQA): EM rises from threshold 0 to a peak near 3 of 5",
           "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold 0 (no edit), paired",
           primary="hotpotqa", paper_effect=4.5, effect_source="Table 1: the smallest open-domain gain (Wikipedia, +4.5)",
-          n_parameter="n_questions", planted=25.6,
+          full_n=PARAMETERS["02"]["n_questions"].default, planted=25.6,
           planted_source="Table 1, Dataset knowledge (notebook 02's): 56.8 − 31.2"),
     Claim("ve-half-beats-edit-all", PAPER,
           "Editing only below ⌈n/2⌉ gives higher EM than editing every prediction (threshold n)",
@@ -48,7 +49,7 @@ CLAIMS: tuple[Claim, ...] = (
           "the introduced noise may disrupt the original reasoning chains.",
           "Fig. 3: EM at threshold 5 of 5 is below the peak near 3 (values not printed)",
           "02_threshold_ablation", "EM at threshold ⌈n/2⌉ − EM at threshold n, paired",
-          primary="hotpotqa", n_parameter="n_questions", planted=5.943,
+          primary="hotpotqa", full_n=PARAMETERS["02"]["n_questions"].default, planted=5.943,
           planted_source="Fig. 3 prints no values: re-edited right answers break at planted.BREAK"),
     Claim("ve-auc-follows-em", PAPER,
           "AUC, like EM, is higher at threshold ⌈n/2⌉ than when every prediction is edited",
@@ -57,7 +58,7 @@ CLAIMS: tuple[Claim, ...] = (
           "02_threshold_ablation", "AUC (the area under the accuracy-coverage curve, answers ranked by confidence: "
           "it moves with accuracy and with the ranking) at threshold ⌈n/2⌉ − at threshold n, on the same questions; "
           "the 95% interval of a paired bootstrap decides (a test of equal AUC)",
-          primary="hotpotqa", n_parameter="n_questions", planted=7.007,
+          primary="hotpotqa", full_n=PARAMETERS["02"]["n_questions"].default, planted=7.007,
           planted_source="Fig. 3 prints no values: from planted.BREAK and the calibration planted after Table 1"),
     Claim("ve-beats-cot-sc", PAPER,
           "CoT-SC + Verify-and-Edit beats CoT-SC",
@@ -66,7 +67,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Tables 1-3: +4.5 to +25.6 EM (HotpotQA; Dataset +25.6), +3.4 to +9.5 (2Wiki), +1.3 to +1.9 accuracy (FEVER)",
           "03_verify_and_edit_tables", "EM/accuracy of CoT-SC + VE − CoT-SC, paired over questions",
           primary="hotpotqa, dataset", paper_effect=25.6, effect_source="Table 1, Dataset knowledge: 56.8 − 31.2",
-          n_parameter="n_hotpotqa"),
+          full_n=PARAMETERS["03"]["n_hotpotqa"].default),
     Claim("ve-raises-auc", PAPER,
           "CoT-SC + Verify-and-Edit has a higher AUC than CoT-SC",
           "Then, when we use the adversarially augmented paragraphs provided in the dataset, the model is able to "
@@ -75,14 +76,14 @@ CLAIMS: tuple[Claim, ...] = (
           "03_verify_and_edit_tables", "AUC (the area under the accuracy-coverage curve, answers ranked by "
           "confidence: it moves with accuracy and with the ranking) of CoT-SC + VE − of CoT-SC, on the same "
           "questions; the 95% interval of a paired bootstrap decides (a test of equal AUC)",
-          primary="hotpotqa, dataset", n_parameter="n_hotpotqa", planted=25.97,
+          primary="hotpotqa, dataset", full_n=PARAMETERS["03"]["n_hotpotqa"].default, planted=25.97,
           planted_source="Table 1, Dataset knowledge: AUC 60.94 − 34.97"),
     Claim("ve-cot-beats-standard", PAPER,
           "CoT prompting beats Standard few-shot prompting",
           "Reported in Table 1, we observe that CoT improves on top of the Standard few-shot setting.",
           "Tables 1-3: CoT − Standard = +8.7 (HotpotQA), +11.5 (2Wiki), +3.2 (FEVER)",
           "03_verify_and_edit_tables", "EM/accuracy of CoT − Standard, paired over questions",
-          primary="hotpotqa", paper_effect=8.7, effect_source="Table 1: 31.8 − 23.1", n_parameter="n_hotpotqa"),
+          primary="hotpotqa", paper_effect=8.7, effect_source="Table 1: 31.8 − 23.1", full_n=PARAMETERS["03"]["n_hotpotqa"].default),
     Claim("ve-dataset-largest-gain", PAPER,
           "Dataset knowledge gives a larger gain than open-domain retrieval",
           "This is similar to an oracle setup, which provides an upper bound of the performance boost, assuming we "
@@ -90,7 +91,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Table 1: +25.6 EM (Dataset) against +4.5 / +4.8 / +6.5 (Wikipedia / DrQA / Google)",
           "03_verify_and_edit_tables", "EM of VE with dataset knowledge − EM of VE with an open-domain source, paired",
           primary="hotpotqa", paper_effect=19.1, effect_source="Table 1: 56.8 − 37.7 (Google, the best open source)",
-          n_parameter="n_hotpotqa", planted=0.0,
+          full_n=PARAMETERS["03"]["n_hotpotqa"].default, planted=0.0,
           planted_source="none: the simulated verifying answer reads the retrieved sentences, not their source"),
     Claim("ve-fever-gains-less", PAPER,
           "Verify-and-Edit gains less on FEVER than on the multi-hop HotpotQA",
@@ -99,7 +100,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Tables 1 and 3, Wikipedia: +4.5 EM (HotpotQA) against +1.6 accuracy (FEVER)",
           "03_verify_and_edit_tables", "VE's gain on HotpotQA − its gain on FEVER (independent questions), same source",
           primary="bm25", paper_effect=2.9, effect_source="Tables 1 and 3, Wikipedia: 4.5 − 1.6",
-          n_parameter="n_fever", planted=24.15,
+          full_n=PARAMETERS["03"]["n_fever"].default, planted=24.15,
           planted_source="HotpotQA's planted gain (Table 1, Dataset: 25.6) − FEVER's (Table 3, mean of Wiki. and "
                          "DrQA: 1.45), whatever the source"),
     Claim("ve-2wiki-gains-more", PAPER,

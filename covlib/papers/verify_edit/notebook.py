@@ -9,10 +9,8 @@ import os
 from typing import Any
 
 from covlib.papers.verify_edit import default_threshold, simulation
-from covlib.papers.verify_edit.knowledge import KNOWLEDGE_KINDS
-from covlib.runs.parameters import DEVICE, MODEL, PROFILE, Param, count
+from covlib.papers.verify_edit.parameters import DATASETS, PARAMETERS
 
-DATASETS = ("hotpotqa", "2wikimultihop", "fever")
 COT_SC = ("n_samples", "temperature", "seed", "max_new_tokens")  # the CoT-SC sampling every notebook here records
 
 
@@ -96,46 +94,23 @@ def work_03(values: dict[str, Any]) -> list[dict[str, Any]]:
     return work
 
 
-# Each notebook's parameters, declared once (`covlib.runs.parameters`): CoT-SC's sampling is the same in all three.
-N_QUESTIONS = count(250, "Adversarial HotpotQA test questions (paper: all 250)", cpu=("at most", 60), smoke=12)
-COT_SC_PARAMETERS = {
-    "n_samples": count(5, "self-consistency paths (paper: 5)"),
-    "temperature": Param(0.7, "sampling temperature (paper: 0.7)", low=0.0),
-    "seed": Param(0, "sampling seed (and the bootstrap's)"),
-    "max_new_tokens": count(96, "longest CoT completion", smoke=64),
-}
-BASE = {"profile": PROFILE, "model": MODEL, "device": DEVICE}
-
 NOTEBOOKS: dict[str, dict[str, Any]] = {
     "01": {
         "name": "01_consistency_kde", "models": ("model",), "traces": True, "derive": threshold, "work": work_01,
         "simulate": simulation.teach,
-        "parameters": {**BASE, "n_questions": N_QUESTIONS, **COT_SC_PARAMETERS},
+        "parameters": PARAMETERS["01"],
         "recorded": ("profile", "n_questions", *COT_SC, "threshold"),
     },
     "02": {
         "name": "02_threshold_ablation", "models": ("model",), "traces": True, "derive": threshold, "work": work_02,
         "simulate": simulation.teach,
-        "parameters": {**BASE, "n_questions": N_QUESTIONS, **COT_SC_PARAMETERS,
-                       "knowledge": Param("dataset", "dataset, bm25, tfidf, dense or web (the paper does not say which "
-                                          "Fig. 3 used)", choices=KNOWLEDGE_KINDS),
-                       "consistency": Param("wang", "wang or majority: the score thresholded (paper: Wang et al.'s)",
-                                            choices=("wang", "majority"))},
+        "parameters": PARAMETERS["02"],
         "recorded": ("profile", "n_questions", *COT_SC, "knowledge", "consistency"),
     },
     "03": {
         "name": "03_verify_and_edit_tables", "models": ("model",), "traces": True, "derive": sizes, "work": work_03,
         "simulate": simulation.teach,
-        "parameters": {
-            **BASE,
-            "datasets": Param(",".join(DATASETS), "which tables, comma-separated", items=DATASETS),
-            "knowledge": Param("dataset,bm25,tfidf,web", "knowledge sources for CoT-SC + VE, comma-separated",
-                               items=KNOWLEDGE_KINDS, smoke=("without", "tfidf")),  # smoke: one retriever
-            "n_hotpotqa": count(250, "Adversarial HotpotQA test questions (paper: 250)", cpu=("at most", 60), smoke=8),
-            "n_2wikimultihop": count(1000, "2WikiMultihop dev questions (paper: 1000 sampled)", cpu=("at most", 30),
-                                     smoke=4),
-            "n_fever": count(1000, "FEVER claims from sampled_ids.json (paper: 1000)", cpu=("at most", 30), smoke=4),
-            **COT_SC_PARAMETERS, "max_new_tokens": count(96, "longest CoT completion", smoke=48)},
+        "parameters": PARAMETERS["03"],
         "recorded": ("profile", "sizes", "datasets", "knowledge", *COT_SC, "threshold"),
     },
 }
