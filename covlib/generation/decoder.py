@@ -24,10 +24,11 @@ from typing import Any, Iterator, Sequence
 
 from covlib.core import paths
 from covlib.core.cache import Cache, fingerprint_dir, make_key
+from covlib.core.devices import default_device
 from covlib.generation.cached import CachedGenerator
 from covlib.generation.decoding import generate_missing
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME
-from covlib.generation.loading import default_device, load_model
+from covlib.generation.loading import load_model
 from covlib.generation.sampling import SAMPLER
 from covlib.generation.scoring import score_missing
 from covlib.generation.spec import model_source
