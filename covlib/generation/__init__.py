@@ -8,10 +8,11 @@
 | `"sim:<behaviour>[/<persona>][@<seed>]"` | the simulated model: planted effects, no neural model | `covlib.generation.simulated`  |
 
 Both backends get `generate` and `score` through the cache from `covlib.generation.cached`. The in-process one is
-split by job: `decoder` (the `LM` class), `loading` (weights, adapter; the device: `covlib.core.devices`), `decoding` (the batched loop),
-`sampling` (next token, stopping), `kvcache` (the key/value cache written in place), `graphs` (decoding steps at fixed
-shapes, replayed as CUDA graphs on a GPU), `prefix` (the prompts' shared prefix) and `scoring` (continuation
-log-probabilities).
+split by job: `decoder` (the `LM` class), `loading` (weights, adapter), `engine` (the fast paths exact for a model, a
+call's model, tokenizer and settings), `decoding` (the batched loop), `sampling` (next token, stopping), `kvcache` (the
+key/value cache written in place), `graphs` (decoding steps at fixed shapes, replayed as CUDA graphs on a GPU),
+`prefix` (the prompts' shared prefix) and `scoring` (continuation log-probabilities); the default device comes from
+`covlib.core.devices`.
 
 `python -m covlib.generation` converts the embedded model once (what `make env` runs).
 """
