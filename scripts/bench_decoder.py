@@ -347,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-rates", action="store_true", help="write the rates make reproduce PLAN=1 reads "
                                                                 "(results/bench_rates.json)")
     args = ap.parse_args(argv)
-    import torch
+    from covlib.core.devices import default_device
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = args.device or default_device()
     gpu = device.startswith("cuda")
     shapes = [s for s in (args.shapes or ("smollm2,7b" if gpu else "smollm2")).split(",") if s]
     results = []

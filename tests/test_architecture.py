@@ -169,6 +169,43 @@ def test_the_architecture_check_catches_a_relative_import(tmp_path):
     assert _relative_imports(bad) == [2, 5]
 
 
+DEVICE_MODULE = "covlib.core.devices"  # the one module that asks torch whether there is a GPU
+
+
+def _untyped_lm(path: Path) -> list[int]:
+    """The lines of functions with an `lm` parameter that is not annotated, or annotated `Any`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    args = [(f.lineno, a) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs]
+    return [line for line, a in args if a.arg == "lm" and (a.annotation is None or ast.unparse(a.annotation) == "Any")]
+
+
+def _cuda_checks(path: Path) -> list[int]:
+    """The lines that call `<...>.cuda.is_available()`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "is_available" and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "cuda"]
+
+
+def test_the_in_process_decoder_takes_a_typed_engine_not_an_untyped_lm():
+    bad = {str(p.relative_to(ROOT)): lines for m, p in MODULES.items()
+           if m.startswith("covlib.generation") and (lines := _untyped_lm(p))}
+    assert not bad, f"`lm` parameters without a type (take `engine.Engine`, or a `Generator`): {bad}"
+
+
+def test_only_the_device_module_asks_whether_there_is_a_gpu():
+    bad = {str(p.relative_to(ROOT)): lines for m, p in MODULES.items() if m != DEVICE_MODULE and (lines := _cuda_checks(p))}
+    assert not bad, f"torch.cuda.is_available() outside {DEVICE_MODULE} (use its cuda_available or default_device): {bad}"
+
+
+def test_the_typing_and_device_checks_catch_what_they_are_for(tmp_path):
+    """The checkers themselves: an untyped or `Any` `lm` and a GPU question are reported, a typed `lm` is not."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(lm, x):\n    pass\n\ndef g(lm: Any):\n    pass\n\ndef h(*, lm: Generator):\n    pass\n\n"
+                   "def i():\n    import torch\n    return torch.cuda.is_available()\n")
+    assert _untyped_lm(bad) == [1, 4] and _cuda_checks(bad) == [12]
+
+
 CROSS_CUTTING = {"test_architecture.py", "test_notebooks.py", "test_scripts.py", "test_fidelity.py"}
 
 

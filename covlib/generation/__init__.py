@@ -8,10 +8,11 @@
 | `"sim:<behaviour>[/<persona>][@<seed>]"` | the simulated model: planted effects, no neural model | `covlib.generation.simulated`  |
 
 Both backends get `generate` and `score` through the cache from `covlib.generation.cached`. The in-process one is
-split by job: `decoder` (the `LM` class), `loading` (weights, adapter, device), `decoding` (the batched loop),
-`sampling` (next token, stopping), `kvcache` (the key/value cache written in place), `graphs` (decoding steps at fixed
-shapes, replayed as CUDA graphs on a GPU), `prefix` (the prompts' shared prefix) and `scoring` (continuation
-log-probabilities).
+split by job: `decoder` (the `LM` class), `loading` (weights, adapter), `engine` (the fast paths exact for a model, a
+call's model, tokenizer and settings), `decoding` (the batched loop), `sampling` (next token, stopping), `kvcache` (the
+key/value cache written in place), `graphs` (decoding steps at fixed shapes, replayed as CUDA graphs on a GPU),
+`prefix` (the prompts' shared prefix) and `scoring` (continuation log-probabilities); the default device comes from
+`covlib.core.devices`.
 
 `python -m covlib.generation` converts the embedded model once (what `make env` runs).
 """
@@ -23,12 +24,12 @@ from typing import Any
 
 from covlib.core import paths
 from covlib.core.cache import fingerprint_dir
+from covlib.core.devices import default_device
 from covlib.generation.base import (Completion, Generator, call_keys, check_decoding, check_pairs, check_prompts,
                                     first_stop, from_cache, sample_seed, score_keys)
 from covlib.generation.decoder import LM
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME, embedded_model_dir
 from covlib.generation.endpoint import EndpointLM
-from covlib.generation.loading import default_device
 from covlib.generation.simulated import SIM_LABEL, SimLM, is_simulated
 from covlib.generation.spec import EMBEDDED, EMBEDDED_LABEL, ENDPOINT_PREFIX, is_endpoint
 

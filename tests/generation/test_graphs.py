@@ -8,7 +8,8 @@ import pytest
 
 from covlib import generation as lm_mod
 from covlib.core.cache import Cache
-from covlib.generation import decoding, graphs
+from covlib.generation import graphs
+from covlib.generation.engine import graphs_asked
 from covlib.generation.kvcache import fix, reserve
 
 PROMPTS = ["Q: Who wrote Hamlet?\nA:", "Q: What is the capital of Italy?\nA: The capital", "Count: one, two,",
@@ -50,16 +51,12 @@ def test_a_fixed_cache_writes_at_the_column_the_device_holds_and_reads_its_whole
 
 
 def test_fixed_shapes_are_the_default_on_cuda_only_and_can_be_turned_off(monkeypatch):
-    class Fake:
-        def __init__(self, device, setting=None):
-            self.device, self.cuda_graphs = device, setting
-
     monkeypatch.delenv("COVLIB_CUDA_GRAPHS", raising=False)
-    assert decoding.fixed_steps(Fake("cuda")) and decoding.fixed_steps(Fake("cuda:1"))
-    assert not decoding.fixed_steps(Fake("cpu"))
-    assert decoding.fixed_steps(Fake("cpu", True)) and not decoding.fixed_steps(Fake("cuda", False))
+    assert graphs_asked("cuda", None) and graphs_asked("cuda:1", None)
+    assert not graphs_asked("cpu", None)
+    assert graphs_asked("cpu", True) and not graphs_asked("cuda", False)
     monkeypatch.setenv("COVLIB_CUDA_GRAPHS", "0")
-    assert not decoding.fixed_steps(Fake("cuda"))
+    assert not graphs_asked("cuda", None)
 
 
 def _same(a, b) -> None:

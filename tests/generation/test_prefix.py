@@ -43,7 +43,7 @@ def test_rows_after_a_shared_prefix_see_what_they_would_see_alone(tmp_path, atte
     block = lm.tokenizer("Q: Which river flows through Paris?\nA: The Seine. So the answer is the Seine.\n\n").input_ids
     seqs = [block + lm.tokenizer("Q: Who wrote Hamlet?\nA:").input_ids, block + lm.tokenizer("Q: Why?\nA:").input_ids]
     shared = SharedPrefix(block)
-    args, extra, offset = shared.batch(lm.model, seqs, pad=lm.tokenizer.pad_token_id, device="cpu")
+    args, extra, offset = shared.batch(lm.engine, seqs)
     n, width = len(block), max(len(s) for s in seqs) - len(block)
     assert args["input_ids"].shape == (2, width)  # only the rows' own tokens run
     assert args["position_ids"][:, -1].tolist() == [len(s) - 1 for s in seqs]  # numbered after the prefix
@@ -133,10 +133,10 @@ def test_rows_with_long_own_parts_keep_fused_attention_and_the_usual_batch(tmp_p
     # an instruction, then ten reference paragraphs of its own per prompt (notebook 05): cascade would hold
     # every row's own scores unfused, in 4x the rows
     long_own = SharedPrefix.of([block + list(range(1000, 1300)), block + list(range(2000, 2290))])
-    assert long_own.longest_own == 300 and not long_own.prepare(lm.model, "cpu").cascade
+    assert long_own.longest_own == 300 and not long_own.prepare(lm.engine).cascade
     assert long_own.rows(16) == 16
     few_shot = SharedPrefix.of([block * 3 + [5, 6], block * 3 + [7]])  # a question after a few-shot block
-    assert few_shot.prepare(lm.model, "cpu").cascade and few_shot.rows(16) == 64
+    assert few_shot.prepare(lm.engine).cascade and few_shot.rows(16) == 64
 
 
 def _whole_logprob(lm, prompt: str, continuation: str) -> float:
