@@ -30,7 +30,7 @@ from covlib.generation.cached import CachedGenerator
 from covlib.generation.decoding import generate_missing
 from covlib.generation.embedded import EMBEDDED_MODEL, EMBEDDED_NAME
 from covlib.generation.engine import Engine, build
-from covlib.generation.loading import load_model
+from covlib.generation.loading import load_model, load_tokenizer
 from covlib.generation.sampling import SAMPLER
 from covlib.generation.scoring import score_missing
 from covlib.generation.spec import model_source
@@ -82,13 +82,20 @@ class LM(CachedGenerator):
     # ----------------------------------------------------------------- loading
     def _load(self) -> None:
         if self._model is None:
-            self._tok, self._model = load_model(self.model_id, self.dtype, self.device, self.adapter)
+            tok, self._model = load_model(self.model_id, self.dtype, self.device, self.adapter)
+            self._tok = self._tok or tok
 
     @property
     def tokenizer(self):
-        """The model's tokenizer (loads the model on first use)."""
-        self._load()
+        """The model's tokenizer, read on first use without the weights (rendering and keying a prompt load none)."""
+        if self._tok is None:
+            self._tok = load_tokenizer(self.model_id)
         return self._tok
+
+    @tokenizer.setter
+    def tokenizer(self, tok: Any) -> None:
+        """Give the model its tokenizer (one read already: a run's plan reads it from files on this machine alone)."""
+        self._tok = tok
 
     @property
     def model(self):

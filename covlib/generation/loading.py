@@ -32,15 +32,36 @@ def cache_of(out: Any) -> Any:
     return kv if kv is not None else out.past_key_values
 
 
+def _tokenizer(source: str | Path, local_only: bool = False) -> Any:
+    """The tokenizer in `source`, padding on the left with EOS where it has no pad (transformers' errors as they come)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_tokenizer(model_id: str, local_only: bool = False) -> Any:
+    """The tokenizer of `model_id` (`EMBEDDED_MODEL`, a hub id or a folder), as `load_model` gives it, without the
+    weights; `local_only`: from files on this machine alone (RuntimeError when they are not there)."""
+    source = embedded_model_dir() if model_id == EMBEDDED_MODEL else model_id
+    try:
+        return _tokenizer(source, local_only)
+    except (OSError, ValueError) as err:
+        raise RuntimeError(f"Could not load the tokenizer of {model_id!r}: {load_failure(str(source), err)}") from err
+
+
 def load_model(model_id: str, dtype: str, device: str, adapter: str | None = None) -> tuple[Any, Any]:
     """(tokenizer, model) of `model_id` (`EMBEDDED_MODEL`, a hub id or a folder) in `dtype` on `device`, in eval mode,
     with `adapter` (a peft LoRA folder) merged in; the tokenizer pads on the left, with EOS where it has no pad."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     source: str | Path = embedded_model_dir() if model_id == EMBEDDED_MODEL else model_id
     try:
-        tok = AutoTokenizer.from_pretrained(source)
+        tok = _tokenizer(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
     except (OSError, ValueError) as err:
         raise RuntimeError(
@@ -51,8 +72,5 @@ def load_model(model_id: str, dtype: str, device: str, adapter: str | None = Non
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter).merge_and_unload()  # merged: no per-token overhead
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
     model.to(device).eval()
     return tok, model

@@ -42,9 +42,9 @@ def common_prefix(seqs: Sequence[Sequence[int]], keep: int = 1) -> int:
     if not seqs:
         return 0
     limit = min(len(s) for s in seqs) - keep
-    first = seqs[0]
+    low, high = min(seqs), max(seqs)  # what every sequence shares, the lexicographic first and last share
     n = 0
-    while n < limit and all(s[n] == first[n] for s in seqs):
+    while n < limit and low[n] == high[n]:
         n += 1
     return max(n, 0)
 

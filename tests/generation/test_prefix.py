@@ -3,6 +3,8 @@ prefilling each prompt whole, for fewer prefilled tokens."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from covlib import data
@@ -18,6 +20,16 @@ def test_common_prefix_leaves_every_sequence_a_token_of_its_own():
     assert common_prefix([[1, 2, 3], [1, 2, 3, 4]], keep=0) == 3
     assert common_prefix([[7, 2], [1, 2]]) == 0
     assert common_prefix([]) == 0
+
+
+def test_common_prefix_is_what_every_sequence_shares_read_from_the_first_and_last_in_order():
+    rng = random.Random(0)
+    for _ in range(300):
+        seqs = [[rng.randint(0, 2) for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(1, 5))]
+        limit, n = min(map(len, seqs)) - 1, 0
+        while n < limit and len({s[n] for s in seqs}) == 1:
+            n += 1
+        assert common_prefix(seqs) == max(n, 0), seqs
 
 
 def test_a_prefix_is_shared_only_between_two_or_more_long_enough_prompts():
