@@ -153,6 +153,40 @@ def test_every_module_says_what_it_holds():
     assert not missing, f"modules without a docstring: {missing}"
 
 
+# A run's plan counts a notebook's tokens from the calls its paper's methods make on a recorder (covlib.runs.plan):
+# the modules that say what a notebook runs declare no token count of their own (no `prompt=`, `shared=`, `new=` or
+# `longest=` in a dict or a Work they build, no such dict key), so a prompt edit cannot leave the plan behind.
+PLAN_MODULES = sorted(m for m in MODULES if m.startswith("covlib.papers.") and m.endswith((".workload", ".notebook"))) \
+    + ["covlib.runs.project"]
+TOKEN_KEYS = {"prompt", "shared", "new", "longest"}
+
+
+def _declared_tokens(path: Path) -> list[int]:
+    """The lines where a module declares tokens for the plan: such a keyword of `dict(...)` or `Work(...)`, or such a
+    key of a dict literal."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("dict", "Work"):
+            lines += [node.lineno for k in node.keywords if k.arg in TOKEN_KEYS]
+        elif isinstance(node, ast.Dict):
+            lines += [node.lineno for k in node.keys if isinstance(k, ast.Constant) and k.value in TOKEN_KEYS]
+    return sorted(lines)
+
+
+def test_the_plans_tokens_come_from_the_recorder_alone():
+    assert len(PLAN_MODULES) == 7, PLAN_MODULES  # three papers' workload and notebook modules, and the project's
+    bad = {str(MODULES[m].relative_to(ROOT)): lines for m in PLAN_MODULES if (lines := _declared_tokens(MODULES[m]))}
+    assert not bad, f"token counts declared by hand (record the calls instead: covlib.generation.recording): {bad}"
+
+
+def test_the_token_rule_catches_a_hand_written_count(tmp_path):
+    """The checker itself: a template's tokens declared beside a notebook's work are reported, a judged pair is not."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("QA = 30\n\ndef work(v):\n    return [dict(step='a', kind='judge', rows=3),\n"
+                   "            dict(step='b', kind='generate', rows=1, prompt=QA), {'shared': 2}]\n")
+    assert _declared_tokens(bad) == [5, 5]
+
+
 def test_the_architecture_check_catches_an_upward_import(tmp_path):
     """The checker itself: a core module importing a paper is reported."""
     bad = tmp_path / "bad.py"

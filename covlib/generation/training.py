@@ -40,6 +40,11 @@ Triple = tuple[str, str, str]
 CARD = "card.json"
 
 
+def training_steps(rows: int, batch_size: int, epochs: float, max_steps: int = -1) -> int:
+    """The optimiser steps of a run: `max_steps` when set (> 0), else `epochs` passes over `rows` in batches."""
+    return max_steps if max_steps > 0 else math.ceil(epochs * math.ceil(rows / batch_size))
+
+
 def _dataset(tokenizer: Any, triples: Sequence[Triple], label2id: dict[str, int], max_length: int) -> Any:
     from datasets import Dataset
 
@@ -186,8 +191,7 @@ def fine_tune_pair_classifier(
         str(base_model), num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label2id
     )
     dataset = _dataset(tokenizer, train, label2id, max_length)
-    steps_per_epoch = math.ceil(len(train) / batch_size)
-    total_steps = max_steps if max_steps > 0 else math.ceil(epochs * steps_per_epoch)
+    total_steps = training_steps(len(train), batch_size, epochs, max_steps)
     args = TrainingArguments(
         output_dir=str(work),
         num_train_epochs=epochs,
@@ -338,7 +342,7 @@ def fine_tune_lora(
     model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
                                              target_modules=modules, task_type="CAUSAL_LM"))
     rows = target_dataset(tokenizer, train, max_length)
-    total_steps = max_steps if max_steps > 0 else math.ceil(epochs * math.ceil(len(rows) / batch_size))
+    total_steps = training_steps(len(rows), batch_size, epochs, max_steps)
     args = TrainingArguments(
         output_dir=str(work), num_train_epochs=epochs, max_steps=max_steps, per_device_train_batch_size=batch_size,
         learning_rate=learning_rate, warmup_steps=int(warmup_ratio * total_steps), lr_scheduler_type="linear",

@@ -117,7 +117,7 @@ def claims(rationale: str) -> list[str]:
     return out or [rationale.strip()]
 
 
-def _pairs_of(record: Rationale, rule: str) -> tuple[list[str], list[str]]:
+def rule_pairs(record: Rationale, rule: str) -> tuple[list[str], list[str]]:
     """What a rule asks of one rationale: (its hypotheses, the premises each is checked against)."""
     if rule == "whole":
         return [record.rationale], [" ".join(record.paragraphs)]
@@ -134,7 +134,7 @@ def factual_scores(records: Sequence[Rationale], judge: Judge | str | None = Non
     judge = get_judge(judge)
     owner, premises, hypotheses = [], [], []
     for i, r in enumerate(records):
-        claimed, units = _pairs_of(r, rule)
+        claimed, units = rule_pairs(r, rule)
         for c, claim in enumerate(claimed):
             for unit in units:
                 owner.append((i, c))

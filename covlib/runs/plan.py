@@ -1,27 +1,32 @@
 """A run's plan before it starts (`make reproduce PLAN=1`): per notebook, the model work its profile will do and the
 time that takes at the rates `make bench` measured on this machine; after a run, the plan beside the times it took.
 
-Each notebook's spec may declare `work`: a function of its resolved values (as `session.resolve` gives them for the
-profile, model and device, no model loaded) returning its model work as plain dicts:
+Each notebook's spec may declare `work`, a function `work(values, record)` of its resolved values (as
+`session.resolve` gives them for the profile, model and device, no model loaded) and `record`, which gives the
+`covlib.generation.recording.Recorder` standing in for a model (`record(model, adapter)`, built once a plan). The
+function makes the notebook's model calls on the recorders, with its paper's own methods and prompt builders on the
+profile's real questions (each paper's `workload` module): the recorder keeps every call, tokenised by the model's
+own tokenizer and keyed by its backend's own cache keys. It returns the work no recorder sees, as plain dicts:
 
 | key      | what                                                                                              |
 |----------|---------------------------------------------------------------------------------------------------|
-| `step`   | what the work is, in the notebook's words ("CoT-SC samples")                                       |
-| `kind`   | `generate`, `score` (prefill only), `judge` (NLI pairs) or `train` (LoRA: forward and backward)    |
-| `rows`   | completions (prompts x samples), scored pairs, judged pairs, or training sequences x epochs         |
-| `prompt` | tokens each row prefills of its own (after `shared`)                                               |
-| `new`    | (generate) at most this many new tokens per row: stop strings end most rows earlier               |
-| `shared` | (optional) tokens of a prefix every row shares, prefilled once (a few-shot block)                  |
+| `step`   | what the work is, in the notebook's words ("the judge's check")                                    |
+| `kind`   | `judge` (NLI pairs: tokens are no decoder's)                                                       |
+| `rows`   | judged pairs                                                                                       |
 | `bound`  | (optional) where the data decides the count, the words saying how this bounds it                  |
-| `key`    | (optional) the call's identity: work whose key an earlier notebook of the run had is served by the call cache |
-| `model`  | (optional) the model the rows run on, when not the run's `model` (04-07 compare several)          |
+| `key`    | (optional) the work's identity: work whose key an earlier notebook of the run had is done already |
+| `model`  | (optional) the model whose answers are judged, when not the run's `model`                          |
 
-Token counts are estimates (SmolLM2's tokens of the templates and data averages, declared beside each paper's
-`work`); counts that the data decides (σ firing, rounds) are upper bounds, and `new` is `max_new_tokens`, so the plan
-errs long: the table after a run shows by how much. Calls repeated with the same arguments, in a notebook or a later
-one (02 and 03 repeat 01's CoT-SC), are counted once (the call cache serves the repeat); what the call cache already
-holds from earlier runs is not subtracted. Time outside the model (kernel start, data, retrieval, plots) is counted
-as `OVERHEAD_SECONDS` a notebook: what one with every call cached takes on the reference machine.
+Each recorded call is a `Work` row: `generate` (rows: completions, each at most `max_new_tokens` new tokens), `score`
+(prefill only: continuations scored) or `train` (LoRA: each token a forward and a backward); its tokens are those the
+backend prefills: each distinct prompt once (its `n` samples share it), the prefix the call's prompts share once.
+A call's keys held by the call cache, or by an earlier call of the run (02 and 03 repeat 01's CoT-SC, 06 repeats
+04's answers), cost nothing. Counts the data decides (σ firing, refusals, a rationale's sentences) are bounds said
+in each row's `bound`; a prompt built from a model's reply holds a placeholder of `max_new_tokens` tokens (an upper
+bound); `new` is `max_new_tokens`: the plan errs long, and the table after a run shows by how much. A model whose
+tokenizer cannot be read offline, or a served one, has unknown tokens ('?'), and so has any total over them; a
+simulated model's work costs nothing. Time outside the model (kernel start, data, retrieval, plots) is counted as
+`OVERHEAD_SECONDS` a notebook: what one with every call cached takes on the reference machine.
 """
 
 from __future__ import annotations
@@ -35,11 +40,14 @@ from typing import Any, Iterable, Mapping, Sequence
 from covlib.core import paths
 from covlib.generation import EMBEDDED_LABEL, embedded_model_dir, is_simulated
 from covlib.generation import spec as model_spec
+from covlib.generation import recording
 from covlib.generation.prefix import MIN_SHARED_TOKENS, cascade_fits
+from covlib.generation.recording import Call, Recorder
 from covlib.runs import session
 
 KINDS = ("generate", "score", "judge", "train")
 TRAIN_FACTOR = 3.0  # a training token costs a forward and a backward: about three forward tokens
+PLACEHOLDER = "prompts hold placeholder replies of max_new_tokens tokens: their tokens at most"
 OVERHEAD_SECONDS = 12.0  # a notebook with every call cached, on the reference machine (01, 04-07 re-run: 10-15 s)
 
 # Rates measured by `scripts/bench_decoder.py`, used until `make bench` has measured this machine's (docs/benchmarks.md,
@@ -60,22 +68,24 @@ REFERENCE_RATES: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class Work:
-    """One kind of model work of a notebook, as its spec's `work` declares it (see the module's table)."""
+    """One kind of model work of a notebook: a recorded call, or what its spec's `work` declared (see the module)."""
 
     notebook: str
     step: str
     kind: str
     rows: int
-    prompt: int
-    new: int = 0
-    shared: int = 0
+    prompt: int | None = 0  # tokens prefilled of the rows' own (after `shared`), in all; None: unknown
+    new: int = 0  # (generate) new tokens a row at most
+    shared: int | None = 0  # tokens of the prefix the rows share, prefilled once; None: unknown
+    longest: int = 0  # the longest row's own tokens (the decoder's cascade attention needs it short)
     bound: str = ""
     key: str = ""
     model: str | None = None  # None: the run's model
 
-    def tokens(self) -> tuple[int, int]:
-        """(tokens prefilled, tokens generated at most)."""
-        return self.shared + self.rows * self.prompt, self.rows * self.new
+    def tokens(self) -> tuple[int | None, int]:
+        """(tokens prefilled, None when unknown; tokens generated at most)."""
+        prefill = None if self.prompt is None or self.shared is None else self.shared + self.prompt
+        return prefill, self.rows * self.new
 
 
 @dataclass
@@ -91,14 +101,16 @@ class Rates:
     decode_shared_tok_s: float | None = None
 
     def seconds(self, w: Work) -> float | None:
-        """The time `w` takes at these rates (None: a rate it needs is unknown)."""
+        """The time `w` takes at these rates (None: a rate it needs, or its tokens, unknown)."""
         prefill, new = w.tokens()
         if w.kind == "judge":
             return w.rows / self.judge_pairs_s if self.judge_pairs_s else None
-        if not (self.decode_tok_s and self.prefill_tok_s):
+        if self.decode_tok_s == math.inf:  # a simulated model
+            return 0.0
+        if not (self.decode_tok_s and self.prefill_tok_s) or prefill is None:
             return None
         factor = TRAIN_FACTOR if w.kind == "train" else 1.0
-        cascade = w.shared >= MIN_SHARED_TOKENS and cascade_fits(w.shared, w.prompt)  # as the decoder decides
+        cascade = w.shared >= MIN_SHARED_TOKENS and cascade_fits(w.shared, w.longest)  # as the decoder decides
         decode = (self.decode_shared_tok_s or self.decode_tok_s) if cascade else self.decode_tok_s
         return factor * prefill / self.prefill_tok_s + (new / decode if w.kind == "generate" else 0.0)
 
@@ -112,6 +124,7 @@ class Plan:
     device: str
     measured: Mapping[str, Any]
     work: dict[str, list[Work]] = field(default_factory=dict)
+    calls: dict[str, list[Call]] = field(default_factory=dict)  # each notebook's recorded calls, as it makes them
     _rates: dict[str, Rates] = field(default_factory=dict, repr=False)
 
     @property
@@ -187,37 +200,80 @@ def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
                  shared * scale if shared else None)
 
 
-def work_of(spec: Mapping[str, Any], profile: str, model: str, device: str) -> list[Work]:
-    """A notebook's model work in `profile` with `model` on `device` (its other parameters at their declared defaults),
-    from its spec's `work` (none declared: none)."""
+class Recorders:
+    """The recorder of each model (and adapter) a plan's notebooks call, built once (`recording.recorder`)."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.made = device, {}
+
+    def __call__(self, model: str = "", adapter: str = "") -> Recorder:
+        """The recorder standing in for `model` with `adapter`."""
+        if (model, adapter) not in self.made:
+            self.made[(model, adapter)] = recording.recorder(model, adapter, self.device)
+        return self.made[(model, adapter)]
+
+
+def values_of(spec: Mapping[str, Any], profile: str, model: str, device: str) -> dict[str, Any]:
+    """The notebook's parameters as `profile` runs them with `model` on `device` (its others at their declared
+    defaults; `session.resolve`), loading nothing."""
     declared = spec.get("parameters", {})
     given = {k: v for k, v in (("profile", profile), ("model", model), ("device", device)) if k in declared}
-    _, _, values = session.resolve(spec, **given)
-    return [Work(spec["name"], **_checked(item, spec["name"])) for item in (spec.get("work") or (lambda v: []))(values)]
+    return session.resolve(spec, **given)[2]
+
+
+def work_of(spec: Mapping[str, Any], profile: str, model: str, device: str, record: Recorders | None = None,
+            done: set[str] | None = None) -> tuple[list[Work], list[Call]]:
+    """A notebook's model work in `profile` with `model` on `device` and the calls it records (no `work`: none);
+    keys in `done` (an earlier notebook's) or in the call cache cost nothing, and this notebook's join `done`."""
+    record, done = record or Recorders(device), done if done is not None else set()
+    before = {r: len(r.calls) for r in record.made.values()}
+    declared = (spec.get("work") or (lambda v, r: []))(values_of(spec, profile, model, device), record)
+    made = [(c, r) for r in record.made.values() for c in r.calls[before.get(r, 0):]]
+    work = []
+    for call, rec in made:
+        done.update(cached(rec, call))
+        rows, own, shared, longest = call.cost(done)
+        if rows:
+            bound = "; ".join(w for w in (call.bound, PLACEHOLDER if call.placeholder else "") if w)
+            work.append(Work(spec["name"], call.step, call.kind, rows, own, call.new, shared, longest or 0, bound,
+                             model=None if call.model == model else call.model))
+    for item in declared:
+        w = Work(spec["name"], **_checked(item, spec["name"]))
+        if not (w.key and w.key in done):
+            work.append(w)
+            done.update([w.key] if w.key else [])
+    return work, [c for c, _ in made]
+
+
+def cached(rec: Recorder, call: Call) -> set[str]:
+    """The keys of `call` the call cache holds already (none where the backend keeps no cache)."""
+    cache = getattr(rec.keyer, "cache", None)
+    return set(cache.get_many(k for ks in call.keys for k in ks)) if cache is not None and call.keys else set()
 
 
 def _checked(item: Mapping[str, Any], notebook: str) -> dict[str, Any]:
-    counts = ("rows", "prompt", "new", "shared")
-    if item.get("kind") not in KINDS or not all(isinstance(item.get(k, 0), int) and item.get(k, 0) >= 0 for k in counts):
-        raise ValueError(f"{notebook}: work {item!r} needs a kind of {KINDS} and counts >= 0")
-    unknown = set(item) - {"step", "kind", *counts, "bound", "key", "model"}
+    if item.get("kind") != "judge" or not (isinstance(item.get("rows"), int) and item["rows"] >= 0):
+        raise ValueError(f"{notebook}: declared work {item!r} needs kind 'judge' and rows >= 0 (the model's calls are "
+                         "recorded, not declared)")
+    unknown = set(item) - {"step", "kind", "rows", "bound", "key", "model"}
     if unknown:
-        raise ValueError(f"{notebook}: work {item!r} has unknown keys {sorted(unknown)}")
+        raise ValueError(f"{notebook}: work {item!r} has keys {sorted(unknown)}: tokens come from the recorder alone")
     return dict(item)
 
 
 def make(specs: Sequence[Mapping[str, Any]], profile: str, model: str, device: str,
          measured: Mapping[str, Any] | None = None) -> Plan:
     """The plan of running `specs` (in order) in `profile` with `model` on `device`."""
-    plan, seen = Plan(profile, model, device, measured if measured is not None else read_rates(device)), set()
+    plan, record, done = Plan(profile, model, device, measured if measured is not None else read_rates(device)), \
+        Recorders(device), set()
     for spec in specs:
-        work = work_of(spec, profile, model, device)
-        plan.work[spec["name"]] = [w for w in work if not w.key or w.key not in seen]
-        seen.update(w.key for w in work)
+        plan.work[spec["name"]], plan.calls[spec["name"]] = work_of(spec, profile, model, device, record, done)
     return plan
 
 
-def _count(n: float) -> str:
+def _count(n: float | None) -> str:
+    if n is None:
+        return "?"
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:.0f}"
 
 
@@ -235,10 +291,11 @@ def table(plan: Plan, actual: Mapping[str, float] | None = None) -> str:
     lines, predicted_all, timed = [head, rule], 0.0, []
     for name, work in plan.work.items():
         rows = {k: sum(w.rows for w in work if w.kind == k) for k in KINDS}
-        prefill = sum(w.tokens()[0] for w in work if w.kind != "judge")
+        prefills = [w.tokens()[0] for w in work if w.kind != "judge"]
+        prefill = None if None in prefills else sum(prefills)
         new = sum(w.tokens()[1] for w in work)
         predicted = plan.seconds(name)
-        predicted_all += predicted or 0.0
+        predicted_all = None if predicted is None or predicted_all is None else predicted_all + predicted
         line = (f"| {name} | {' / '.join(_count(rows[k]) for k in KINDS)} | {_count(prefill)} | {_count(new)} | "
                 f"{_minutes(predicted)} |")
         if actual is not None:
@@ -263,10 +320,14 @@ def describe(plan: Plan) -> str:
     note = f" ({r.note})" if r.note else ""
     others = sorted({w.model for work in plan.work.values() for w in work if w.model not in (None, plan.model)})
     more = f"\nother models' rows at their own sizes' rates: {', '.join(m or EMBEDDED_LABEL for m in others)}" if others else ""
+    unknown = sorted({w.model or plan.label for work in plan.work.values() for w in work if w.tokens()[0] is None})
+    if unknown:
+        more += (f"\ntokens unknown ('?': a served or simulated model, or no tokenizer on this machine): {', '.join(unknown)}")
     return (f"plan: profile {plan.profile}, model {plan.label}, device {plan.device}\n"
             f"rates: {rates}{judge}{note}; from {r.source}{more}\n"
-            f"predicted: model work at these rates (data-decided counts and max_new_tokens as upper bounds) plus "
-            f"{OVERHEAD_SECONDS:.0f} s a notebook outside the model")
+            f"predicted: the notebooks' calls as their methods make them (tokens in the model's tokenizer; a call the "
+            f"call cache holds, or an earlier notebook made, costs nothing; data-decided counts and max_new_tokens "
+            f"as upper bounds) at these rates, plus {OVERHEAD_SECONDS:.0f} s a notebook outside the model")
 
 
 def actual_seconds(entries: Iterable[Mapping[str, Any]], plan: Plan) -> dict[str, float]:

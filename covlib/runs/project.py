@@ -5,9 +5,12 @@ own packages (`covlib.papers.<paper>.notebook`), read by `covlib.runs.session.st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
+from covlib import nli
+from covlib.generation.recording import Recorder, Script
 from covlib.generation.simulated import is_simulated
+from covlib.nli import labelled as L, pairs as P, people
 from covlib.runs.parameters import DEVICE, MODEL, PROFILE, Param, count, like
 
 
@@ -26,27 +29,31 @@ def sorted_cutoffs(values: dict[str, Any]) -> dict[str, Any]:
     return {"ks": sorted(values["ks"])}
 
 
-# Notebook 00b's labelled pairs (FEVER's test pairs are the rest), and the LLM judge's prompt in SmolLM2's tokens: one
-# prefill a pair reads its three one-token options.
-FIXTURE_PAIRS, KEY_FACT_PAIRS, KEY_FACT_TEST_PAIRS, FEVER_PAIRS, LLM_JUDGE_PROMPT = 90, 356, 581, 1000, 125
-# People's FACTUAL labels (covlib.nli.people): the pairs the three rules judge (252 whole + 520 claims + 4 x 520 aligned)
-PEOPLE_PAIRS, PEOPLE_RATIONALE_PROMPT, PEOPLE_QUESTIONS = 2852, 280, 126
+DRAWN = "pairs: a draw of the size the notebook draws (its own draw differs: their tokens an estimate)"
 
 
-def judges_work(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """00b: the trained judge on every labelled set; the LLM judge (`lm.score`) on its smaller draws."""
-    fever, slow = min(values["n_fever"], FEVER_PAIRS), values["n_fever_slow"]
+def people_pairs(records: Sequence[people.Rationale], rules: Sequence[str]) -> list[tuple[str, str]]:
+    """The (premise, hypothesis) pairs judged for people's FACTUAL labels under each of `rules`."""
+    return [(unit, claim) for rule in rules for r in records for hyps, units in [people.rule_pairs(r, rule)]
+            for claim in hyps for unit in units]
+
+
+def judges_work(values: dict[str, Any], record: Callable[..., Recorder]) -> list[dict[str, Any]]:
+    """00b: the trained judge on every labelled set (its pairs declared); each LLM judge's calls (`lm.score` of its
+    three options a pair) recorded on the labelled sets, as many pairs as the notebook draws (`DRAWN`)."""
+    fever = P.fever_test_pairs(seed=values["seed"])[: values["n_fever"]]
+    fixture, keyfact, test = L.load_credibility_fixture(), L.load_keyfact_pairs(), L.load_keyfact_test_pairs()
+    rationales = people.load_factuality() if people.factuality_path().is_file() else []
     work = []
     if any(not j.startswith(("llm", "overlap")) for j in values["judges"]):
-        work.append(dict(step="trained judge, every set", kind="judge", prompt=0,
-                         rows=fever + FIXTURE_PAIRS + KEY_FACT_PAIRS + KEY_FACT_TEST_PAIRS + PEOPLE_PAIRS))
+        rows = len(fever) + len(fixture) + len(keyfact) + len(test) + len(people_pairs(rationales, list(people.RULES)))
+        work.append(dict(step="trained judge, every set", kind="judge", rows=rows))
+    slow = values["n_fever_slow"]
     for judge in (j for j in values["judges"] if j.startswith("llm")):
-        rows = min(slow, fever) + FIXTURE_PAIRS + min(3 * min(slow, KEY_FACT_PAIRS), KEY_FACT_PAIRS)
-        work.append(dict(step=f"{judge} judge (three options, one prefill a pair)", kind="score", prompt=LLM_JUDGE_PROMPT,
-                         rows=rows + min(slow, KEY_FACT_TEST_PAIRS), model=judge.partition(":")[2]))
-        work.append(dict(step=f"{judge} judge, people's rationales (whole, first questions)", kind="score",
-                         prompt=PEOPLE_RATIONALE_PROMPT, rows=2 * min(slow // 2, PEOPLE_QUESTIONS),
-                         model=judge.partition(":")[2]))
+        drawn = [(p.premise, p.hypothesis) for p in [*fever[:slow], *fixture, *keyfact[:3 * slow], *test[:slow]]]
+        drawn += people_pairs(people.whole_questions(rationales, max(1, slow // 2)), ["whole"])
+        with record(judge.partition(":")[2]).playing(Script(bounds={"score": DRAWN})) as rec:
+            nli.LLMJudge(rec).probabilities([p for p, _ in drawn], [h for _, h in drawn])
     return work
 
 

@@ -1,5 +1,6 @@
-"""A run's plan (covlib.runs.plan, `make reproduce PLAN=1`): each notebook's model work from its profile, without a
-model; its time at the rates `make bench` measured; repeated calls counted once; the plan beside a run's times."""
+"""A run's plan (covlib.runs.plan, `make reproduce PLAN=1`): each notebook's model calls, made by its paper's own
+methods on the profile's questions through a recorder (no model loaded), tokenised and keyed as the model would be;
+its time at the rates `make bench` measured; repeated and cached calls free; the plan beside a run's times."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import sys
 
 import pytest
 
+from covlib import data, generation, retrieval
 from covlib.core import paths
+from covlib.generation import loading, recording
+from covlib.papers import covrag, credibility, verify_edit
 from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG
+from covlib.papers.credibility import prompts as credibility_prompts
 from covlib.papers.credibility.notebook import NOTEBOOKS as CREDIBILITY
 from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT
 from covlib.runs import plan
@@ -26,13 +31,12 @@ def test_the_notebooks_that_run_a_model_declare_their_work():
 
 
 @pytest.mark.parametrize("name", WITH_WORK)
-def test_each_notebooks_work_grows_from_smoke_to_cpu_to_full_and_loads_no_model(name, monkeypatch):
-    from covlib import generation
-
-    monkeypatch.setattr(generation, "load_lm", lambda *a, **k: pytest.fail("the plan loaded a model"))
+def test_each_notebooks_work_grows_from_smoke_to_cpu_to_full_and_loads_no_weights(name, monkeypatch):
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("the plan loaded a model's weights"))
+    monkeypatch.setattr(recording, "local_tokenizer", lambda model_id: None)  # rows alone: full's tokens take minutes
     rows = {}
     for profile in ("smoke", "cpu", "full"):
-        work = plan.work_of(SPECS[name], profile, "", "cpu")
+        work, _ = plan.work_of(SPECS[name], profile, "", "cpu")
         assert work and all(w.rows > 0 and w.kind in plan.KINDS and w.step for w in work), (name, profile)
         rows[profile] = sum(w.rows for w in work)
     assert rows["smoke"] <= rows["cpu"] <= rows["full"] and rows["smoke"] < rows["full"], (name, rows)
@@ -43,18 +47,20 @@ def test_a_call_an_earlier_notebook_made_is_counted_once():
     after = plan.make([SPECS["01_consistency_kde"], SPECS["02_threshold_ablation"]], "cpu", "", "cpu",
                       plan.REFERENCE_RATES["cpu"])
     steps = lambda p: [w.step for w in p.work["02_threshold_ablation"]]  # noqa: E731
-    assert "CoT-SC paths, hotpotqa" in steps(alone) and "CoT-SC paths, hotpotqa" not in steps(after)
+    assert "CoT-SC hotpotqa n=5" in steps(alone) and "CoT-SC hotpotqa n=5" not in steps(after)
     assert after.seconds("02_threshold_ablation") < alone.seconds("02_threshold_ablation")
-    n = plan.work_of(SPECS["01_consistency_kde"], "cpu", "", "cpu")[0]
+    n = after.work["01_consistency_kde"][0]
     assert (n.rows, n.new) == (60 * 5, 96)  # cpu: 60 questions x 5 paths of at most 96 tokens
+    assert n.shared > 400 and n.prompt < 60 * 60  # the 6-shot block prefilled once, each question's own part once
 
 
 def test_seconds_follow_the_rates_and_a_model_of_another_size_is_scaled():
-    w = plan.Work("x", "s", "generate", rows=10, prompt=20, new=30, shared=100)
+    w = plan.Work("x", "s", "generate", rows=10, prompt=200, new=30, shared=100, longest=20)
     r = plan.Rates("test", decode_tok_s=100.0, prefill_tok_s=1000.0, judge_pairs_s=50.0)
-    assert r.seconds(w) == pytest.approx((100 + 10 * 20) / 1000 + 10 * 30 / 100)
-    assert r.seconds(plan.Work("x", "s", "judge", rows=100, prompt=60)) == pytest.approx(2.0)
-    assert r.seconds(plan.Work("x", "s", "train", rows=10, prompt=100)) == pytest.approx(3 * 1000 / 1000)
+    assert r.seconds(w) == pytest.approx((100 + 200) / 1000 + 10 * 30 / 100)
+    assert r.seconds(plan.Work("x", "s", "judge", rows=100)) == pytest.approx(2.0)
+    assert r.seconds(plan.Work("x", "s", "train", rows=10, prompt=1000)) == pytest.approx(3 * 1000 / 1000)
+    assert r.seconds(plan.Work("x", "s", "generate", rows=10, prompt=None, new=30, shared=None)) is None
     measured = {"source": "bench", "shapes": {"smollm2": {"parameters": 10, "decode_tok_s": 100.0,
                                                           "prefill_tok_s": 1000.0}}, "judge_pairs_s": 5.0}
     local = plan.rates_for("", "cpu", measured)
@@ -62,8 +68,10 @@ def test_seconds_follow_the_rates_and_a_model_of_another_size_is_scaled():
     assert local.decode_tok_s == pytest.approx(100.0 * 10 / plan.model_parameters(""))
     served = plan.rates_for("openai:m@http://127.0.0.1:9/v1", "cpu", measured)
     assert served.decode_tok_s is None and "served" in served.note
-    p = plan.make([SPECS["01_consistency_kde"]], "cpu", "openai:m@http://127.0.0.1:9/v1", "cpu", measured)
-    assert p.seconds("01_consistency_kde") is None and "| ? |" in plan.table(p)
+    p = plan.make([SPECS["01_consistency_kde"], SPECS["12_claims"]], "cpu", "openai:m@http://127.0.0.1:9/v1", "cpu",
+                  measured)
+    assert p.seconds("01_consistency_kde") is None and "| 300 / 60 / 0 / 0 | ? |" in plan.table(p)  # rows, no tokens
+    assert plan.table(p).splitlines()[-1] == "| all | | | | ? |"  # a total over unknown rows is unknown
     simulated = plan.make([SPECS["01_consistency_kde"]], "cpu", "sim:paper", "cpu", measured)
     assert simulated.seconds("01_consistency_kde") == pytest.approx(plan.OVERHEAD_SECONDS)  # no model work to time
     assert "simulated model" in simulated.rates().note
@@ -99,9 +107,124 @@ def test_the_table_puts_actual_minutes_beside_the_prediction():
 
 
 def test_make_reproduce_plan_prints_the_plan_and_runs_nothing(tmp_path):
-    env = {"COVLIB_ROOT": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {"COVLIB_ROOT": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir())}  # the questions it plans
     out = subprocess.run([sys.executable, str(paths.code_root() / "scripts" / "reproduce.py"), "--plan", "--profile",
                           "cpu", "--only", "01,10"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "| 01_consistency_kde | 300 / 60 / 0 / 0 |" in out.stdout and "10_covrag_finetune" in out.stdout
     assert not (tmp_path / "results" / "run_times.json").exists()  # nothing ran, nothing recorded
+
+
+class Counting:
+    """The embedded model, each call first recorded as the plan records its own (rows, tokens, keys), then run."""
+
+    def __init__(self) -> None:
+        self.lm, self.rec = generation.load_lm(""), recording.recorder("", device="cpu")
+        self.name = self.lm.name
+
+    def generate(self, prompts, **kw):
+        self.rec.generate(prompts, **kw)
+        return self.lm.generate(prompts, **kw)
+
+    def score(self, prompts, continuations, **kw):
+        self.rec.score(prompts, continuations, **kw)
+        return self.lm.score(prompts, continuations, **kw)
+
+
+def by_step(calls) -> dict:
+    """Per step, in order: rows, tokens prefilled, max_new_tokens, cache keys, whether the plan says it is a bound."""
+    out = {}
+    for c in calls:
+        rows, own, shared, _ = c.cost(set())
+        r, t, _, keys, bound = out.get(c.step, (0, 0, 0, set(), False))
+        out[c.step] = (r + rows, t + own + shared, c.new, keys | {k for ks in c.keys for k in ks},
+                       bound or bool(c.bound) or c.placeholder)
+    return out
+
+
+def run_02(lm, v):
+    """Notebook 02's calls: CoT-SC, then every question edited with its knowledge source."""
+    questions = data.load_adv_hotpotqa(split="test")[:v["n_questions"]]
+    run = verify_edit.run_cot_sc(lm, questions, "hotpotqa", n=v["n_samples"], temperature=v["temperature"],
+                                 seed=v["seed"], max_new_tokens=v["max_new_tokens"])
+    source = verify_edit.make_knowledge(v["knowledge"], corpus=data.default_corpus(), corpus_name="hotpot-corpus")
+    verify_edit.compute_edits(lm, run, questions, "hotpotqa", source, max_threshold=v["n_samples"] + 1,
+                              consistency=v["consistency"])
+
+
+def run_06(lm, v):
+    """Notebook 06's calls: closed book, partial and complete references."""
+    questions = credibility.load_questions(v["questions"], v["n_questions"], v["seed"])
+    sets = {"closed-book": [credibility.closed_book(ex) for ex in questions],
+            "partial": [credibility.partial(ex, v["n_refs"], v["seed"]) for ex in questions],
+            "complete": [credibility.with_gold(ex, v["n_refs"], v["seed"]) for ex in questions]}
+    credibility.answer_runs([lm], questions, sets, max_new_tokens=v["max_new_tokens"])
+
+
+def run_09(lm, v):
+    """Notebook 09's calls: closed-book answers, then CoV-RAG with its rounds."""
+    loaded = covrag.load_datasets(sizes=v["sizes"], seed=v["seed"])
+    questions = [ex for name in v["datasets"] if name in loaded for ex in loaded[name]]
+    covrag.closed_book_batch(lm, [ex.question for ex in questions], v["max_new_tokens"], v["chat"])
+    covrag.cov_rag(lm, questions, retrieval.open_corpus("")[1], k=v["k"], max_rounds=v["max_rounds"],
+                   thresholds=v["thresholds"], max_new_tokens=v["max_new_tokens"], verify_tokens=v["verify_tokens"],
+                   chat=v["chat"])
+
+
+SMALLER = {"02_threshold_ablation": {"n_questions": 2}, "06_knowledge_recall": {"n_questions": 2},
+           "09_covrag_iterations": {"sizes": {"NQ": 1, "WebQ": 1}}}
+
+
+@pytest.mark.parametrize("name, run", [("02_threshold_ablation", run_02), ("06_knowledge_recall", run_06),
+                                       ("09_covrag_iterations", run_09)])
+def test_the_plan_makes_the_calls_a_real_smoke_run_makes(name, run):
+    """One notebook a paper at its smoke settings (fewer questions, to be quick), planned and then run on the embedded
+    model: the same steps; exact ones equal in rows, tokens prefilled, max_new_tokens and cache keys, bounded ones
+    at least the run's."""
+    v = {**plan.values_of(SPECS[name], "smoke", "", "cpu"), **SMALLER[name]}
+    record = plan.Recorders("cpu")
+    SPECS[name]["work"](v, record)
+    planned = by_step(record("").calls)
+    real = Counting()
+    run(real, v)
+    ran = by_step(real.rec.calls)
+    print(f"\n{name}: step: planned (rows, tokens, new) / ran")
+    for step, (rows, tokens, new, keys, bound) in planned.items():
+        got = ran.get(step, (0, 0, new, set(), False))
+        print(f"  {step}: {(rows, tokens, new)} / {got[:3]}{' (bound)' if bound else ''}")
+        assert new == got[2], step
+        if bound:
+            assert rows >= got[0] and tokens >= got[1], (step, (rows, tokens), got[:2])
+        else:
+            assert (rows, tokens, keys) == got[:2] + (got[3],), step
+    assert set(ran) <= set(planned) and [s for s in planned if s in ran] == list(ran)  # no call unplanned, in order
+
+
+def test_a_prompt_edit_moves_the_plan(monkeypatch, isolated_cache):
+    def prefilled(name: str, kind: str) -> int:
+        work = plan.make([SPECS[name]], "smoke", "", "cpu", plan.REFERENCE_RATES["cpu"]).work[name]
+        return sum(w.tokens()[0] for w in work if w.kind == kind)
+
+    extra = " Write whole sentences, and cite every reference you use."
+    before = prefilled("04_credibility_models", "generate")
+    monkeypatch.setattr(credibility_prompts, "ANSWER_INSTRUCTION", credibility_prompts.ANSWER_INSTRUCTION + extra)
+    tokens = len(recording.local_tokenizer(generation.LM(None).model_id)(extra, add_special_tokens=False).input_ids)
+    assert prefilled("04_credibility_models", "generate") - before == 8 * tokens  # smoke: 8 answers, each its words
+    vq = verify_edit.prompts.VQ_PROMPTS
+    before = prefilled("02_threshold_ablation", "generate")
+    monkeypatch.setitem(vq, "hotpotqa", vq["hotpotqa"].replace("Write a question", "Write one short, plain question"))
+    assert prefilled("02_threshold_ablation", "generate") > before  # the verifying questions' template
+
+
+def test_a_call_the_call_cache_holds_costs_nothing(isolated_cache):
+    def closed_book() -> plan.Work:
+        work = plan.make([SPECS["09_covrag_iterations"]], "smoke", "", "cpu", plan.REFERENCE_RATES["cpu"])
+        return next(w for w in work.work["09_covrag_iterations"] if w.step == "closed-book answer")
+
+    before = closed_book()
+    v = plan.values_of(SPECS["09_covrag_iterations"], "smoke", "", "cpu")
+    first = covrag.load_datasets(sizes=v["sizes"], seed=v["seed"])["NQ"][:2]
+    covrag.closed_book_batch(generation.load_lm(""), [ex.question for ex in first], v["max_new_tokens"], v["chat"])
+    after = closed_book()
+    assert (before.rows, after.rows) == (8, 6) and after.tokens()[0] < before.tokens()[0]

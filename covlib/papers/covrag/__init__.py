@@ -19,6 +19,7 @@ from the paper is labelled in the module that makes it.
 | `trace` | per-example traces from what the methods return: `C.trace.write(tracer, result)` |
 | `notebook` | what notebooks 08-11 declare to the one notebook door (recorded settings, derivations) and their `load` |
 | `parameters` | notebooks 08-11's parameters, each declared once (default, doc, rule, caps per profile) |
+| `workload` | notebooks 08-11's model calls for a run's plan, made by the methods above on a recorder (`covlib.runs.plan`) |
 """
 
 from __future__ import annotations

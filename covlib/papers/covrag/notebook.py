@@ -9,17 +9,16 @@ settings; its `derive` functions add the test sets' sizes, σ's thresholds, the 
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from covlib import data
-from covlib.core import paths
 from covlib.generation import EMBEDDED_LABEL, LM, is_simulated
 from covlib.generation.simulated import with_persona
 from covlib.papers import covrag as C
-from covlib.papers.covrag import planted, simulation
+from covlib.papers.covrag import planted, simulation, workload
+from covlib.papers.covrag.training import adapter_folder
 from covlib.retrieval import open_corpus
 from covlib.runs import profiles
 from covlib.papers.covrag.parameters import PARAMETERS
@@ -29,11 +28,6 @@ from covlib.runs.session import Session
 THRESHOLDS = ("reference_correctness_max", "correctness_below", "bias_above", "truthfulness_max")
 CORPUS = ("corpus", "offline HotpotQA paragraphs")
 EMBEDDED = ("model", EMBEDDED_LABEL)
-
-
-def adapter_folder(slug: str, profile: str) -> str:
-    """build/adapters/10-<profile>-<slug>: where notebook 10 writes a variant (a simulated model's is only named)."""
-    return str(paths.build_dir() / "adapters" / f"10-{profile}-{slug}")
 
 
 def adapter_or_default(given: str, slug: str, profile: str, simulated: bool = False) -> str:
@@ -123,91 +117,6 @@ def load(S: Session, models: Callable[[Session], None]) -> None:
     print(f"corpus: {S.corpus_name}, {len(S.passages)} passages")
 
 
-# Model work, for the plan of a run (`covlib.runs.plan`), in SmolLM2's tokens (measured on 40 NQ and WebQ questions):
-# the QA prompt's frame and each reference paragraph, the verification prompt's frame (its head shared by all rows),
-# the closed-book prompt, the chat template's wrapper, the rankers' prompts; a QA training sequence (a verification
-# one is about twice as long).
-QA_FRAME, PARAGRAPH, CHAT, SHARED_QA = 30, 90, 30, 37
-VERIFY_FRAME, SHARED_VERIFY = 450, 183
-CLOSED_BOOK, SHARED_CLOSED_BOOK = 58, 39
-RANK_OTHERS, RANK_CITATION, SHARED_RANK = 300, 614, 112
-QA_SEQUENCE = 367
-
-
-def questions(v: dict[str, Any]) -> int:
-    """Test questions that load: NQ and WebQ offline, TriviaQA and Mintaka when a file is given."""
-    return sum(n for name, n in v["sizes"].items() if name in ("NQ", "WebQ") or v.get(name.lower()))
-
-
-def cov_rag_work(name: str, v: dict[str, Any], model: str, n: int, chat: bool, rounds: int, key: str) -> list[dict]:
-    """CoV-RAG on `n` questions: answers and verifications, and at most `rounds` re-answers of every question."""
-    wrap = CHAT if chat else 0
-    qa, verify = QA_FRAME + wrap + PARAGRAPH * v["k"], VERIFY_FRAME + wrap + PARAGRAPH * v["k"]
-    t, vt = v["max_new_tokens"], v["verify_tokens"]
-    tag = f"{key} {model} {chat} {v['k']} {t} {vt} {n}"
-    work = [dict(step=f"{name}: answers", kind="generate", rows=n, prompt=qa, new=t, shared=SHARED_QA, key=f"{tag} a",
-                 model=model),
-            dict(step=f"{name}: verifications", kind="generate", rows=n, prompt=verify, new=vt, shared=SHARED_VERIFY,
-                 key=f"{tag} v", model=model)]
-    if rounds:
-        bound = "at most: every question re-answered every round"
-        work += [dict(step=f"{name}: re-answers", kind="generate", rows=n * rounds, prompt=qa, new=t, bound=bound,
-                      key=f"{tag} r", model=model)]
-        if rounds > 1:
-            work += [dict(step=f"{name}: re-verifications", kind="generate", rows=n * (rounds - 1), prompt=verify,
-                          new=vt, bound=bound, key=f"{tag} rv", model=model)]
-    return work
-
-
-def work_08(v: dict[str, Any]) -> list[dict[str, Any]]:
-    """Notebook 08: one round of answers and their verifications (σ recorded, not acted on)."""
-    return cov_rag_work("CoV-RAG", v, v["model"], questions(v), v["chat"], 0, "covrag")
-
-
-def work_09(v: dict[str, Any]) -> list[dict[str, Any]]:
-    """Notebook 09: per model, closed-book answers and CoV-RAG with `max_rounds` rounds (its first 08's call)."""
-    n, work = questions(v), []
-    for model in v["model_ids"]:
-        work.append(dict(step="closed book", kind="generate", rows=n, prompt=CLOSED_BOOK, new=v["max_new_tokens"],
-                         shared=SHARED_CLOSED_BOOK, model=model))
-        first = cov_rag_work("CoV-RAG", v, model, n, v["chat"], 0, "covrag")
-        more = cov_rag_work("CoV-RAG", v, model, n, v["chat"], v["max_rounds"], "covrag")[2:]
-        work += first + more
-    return work
-
-
-def training_steps(v: dict[str, Any], pairs: int) -> int:
-    """LoRA steps: `max_steps` when set, else the epochs over `pairs` in batches."""
-    return v["max_steps"] if v["max_steps"] > 0 else math.ceil(v["epochs"] * math.ceil(pairs / v["batch_size"]))
-
-
-def work_10(v: dict[str, Any]) -> list[dict[str, Any]]:
-    """Notebook 10: three LoRA fine-tunings (QA only; QA and verification without and with the chain), the first
-    model's training answers, and CoV-RAG evaluated on each model."""
-    n_train, n, b = v["n_train"], questions(v), v["batch_size"]
-    qa_len = min(QA_SEQUENCE, v["max_length"])
-    both_len = min((QA_SEQUENCE + 2 * QA_SEQUENCE) // 2, v["max_length"])
-    work = [dict(step="LoRA, QA only", kind="train", rows=training_steps(v, n_train) * b, prompt=qa_len),
-            dict(step="training answers of the QA-only model", kind="generate", rows=n_train,
-                 prompt=QA_FRAME + PARAGRAPH * v["k"], new=v["max_new_tokens"]),
-            *[dict(step=f"LoRA, QA and verification {name}", kind="train", rows=training_steps(v, 2 * n_train) * b,
-                   prompt=both_len) for name in ("without the chain", "with the chain")]]
-    evaluated = (["base"] if v["evaluate_base"] else []) + ["QA only", "without the chain", "with the chain"]
-    for name in evaluated:
-        work += cov_rag_work(f"CoV-RAG, {name}", v, v["model"], n, v["chat"], 1, f"covrag-10 {name}")
-    return work
-
-
-def work_11(v: dict[str, Any]) -> list[dict[str, Any]]:
-    """Notebook 11: the RAG and CoV-RAG answers (10's calls on the same adapters) and the two rankings."""
-    n = questions(v)
-    rag = cov_rag_work("CoV-RAG, QA only", v, v["model"], n, v["chat"], 1, "covrag-10 QA only")[:1]
-    cov = cov_rag_work("CoV-RAG, with the chain", v, v["model"], n, v["chat"], 1, "covrag-10 with the chain")
-    return rag + cov + [dict(step=f"ranking by {what}", kind="generate", rows=n, prompt=size, new=v["ranker_tokens"],
-                             shared=SHARED_RANK, model=v["ranker"])
-                        for what, size in (("the others", RANK_OTHERS), ("citations", RANK_CITATION))]
-
-
 def notebook(name: str, parameters: dict[str, Param], models: Callable[[Session], None], **extra: Any) -> dict:
     """One CoV-RAG notebook's spec: its parameters, and `load` with the models it loads."""
     return {"name": name, "traces": True, "load": partial(load, models=models), "simulate": simulation.teach,
@@ -216,20 +125,20 @@ def notebook(name: str, parameters: dict[str, Param], models: Callable[[Session]
 
 NOTEBOOKS: dict[str, dict[str, Any]] = {
     "08": notebook("08_covrag_verifier", PARAMETERS["08"],
-        derive=(sizes, sigma), models=answering, work=work_08, recorded=(
+        derive=(sizes, sigma), models=answering, work=workload.work_08, recorded=(
             "profile", EMBEDDED, "adapter", ("verifier", "same"), "datasets", "sizes", CORPUS, "k", "seed", "chat",
             "max_new_tokens", "verify_tokens", "thresholds")),
     "09": notebook("09_covrag_iterations", PARAMETERS["09"],
-        derive=(sizes, sigma, compared), models=answering, work=work_09, recorded=(
+        derive=(sizes, sigma, compared), models=answering, work=workload.work_09, recorded=(
             "profile", "models", "adapter", "datasets", "sizes", CORPUS, "k", "max_rounds", "seed", "chat",
             "max_new_tokens", "verify_tokens", "sigma_mode")),
     "10": notebook("10_covrag_finetune", PARAMETERS["10"],
-        derive=(sizes,), models=fine_tuned, work=work_10, recorded=(
+        derive=(sizes,), models=fine_tuned, work=workload.work_10, recorded=(
             "profile", EMBEDDED, ("teacher", "gold labels"), "n_train", "test_datasets", "n_test", CORPUS, "k", "seed",
             "chat", "lora_rank", "lora_alpha", "learning_rate", "epochs", "max_steps", "batch_size", "max_length",
             "evaluate_base")),
     "11": notebook("11_covrag_judge", PARAMETERS["11"],
-        derive=(sizes, adapters), models=ranked, work=work_11, recorded=(
+        derive=(sizes, adapters), models=ranked, work=workload.work_11, recorded=(
             "profile", EMBEDDED, ("qa_adapter", "none"), ("covrag_adapter", "none"), ("ranker", "embedded (not GPT-4)"),
             "datasets", "n_per_dataset", CORPUS, "k", "seed")),
 }

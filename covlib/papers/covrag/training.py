@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from covlib.core import paths
 from covlib.core.metrics import normalize_answer
 from covlib.core.records import Example, Passage
 from covlib.core.references import parse_citations, strip_citations
@@ -155,6 +156,11 @@ def training_set(examples: Sequence[Example], references: Sequence[Sequence[Pass
 M1 = "QA only (WebGLM-like)"  # stage 1's model: SFT on the RAG QA data alone (the paper's M1; WebGLM's recipe)
 WITHOUT_COL, WITH_COL = "QA + verification w/o CoL", "QA + verification w/ CoL"  # stage 2 (Table 4's rows)
 VARIANTS = {M1: "qa-only", WITHOUT_COL: "qa-verify-no-chain", WITH_COL: "qa-verify-chain"}  # name -> folder slug
+
+
+def adapter_folder(slug: str, profile: str) -> str:
+    """build/adapters/10-<profile>-<slug>: where notebook 10 writes a variant (a simulated model's is only named)."""
+    return str(paths.build_dir() / "adapters" / f"10-{profile}-{slug}")
 
 
 @dataclass

@@ -41,6 +41,7 @@ Steps, each one batched call (`lm.generate` or `nli.probabilities`) over all que
 | `trace` | Per-example traces, written from what the methods return (`trace.write(S.tracer, result)`): cited answers with their §4 metrics, self-reflection, self-completion, key facts. |
 | `notebook` | What notebooks 04-07 declare to the one notebook door (recorded settings, derivations) and their `load`. |
 | `parameters` | Notebooks 04-07's parameters, each declared once (default, doc, rule, caps per profile). |
+| `workload` | Notebooks 04-07's model calls for a run's plan, made by the methods above on recorders (`covlib.runs.plan`). |
 
 Prompts are the paper's words where it gives them; the parts it elides are ours and say so.
 """

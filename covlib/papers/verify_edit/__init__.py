@@ -17,6 +17,7 @@ labelled in the module that makes it (and listed in docs/deviations.md).
 | `trace` | per-example traces written from what the methods return (`trace.write(tracer, result)`) |
 | `notebook` | what notebooks 01-03 declare to the one notebook door: recorded settings, derivations (plain data) |
 | `parameters` | notebooks 01-03's parameters, each declared once (default, doc, rule, caps per profile) |
+| `workload` | notebooks 01-03's model calls for a run's plan, made by the methods above on a recorder (`covlib.runs.plan`) |
 """
 
 from __future__ import annotations
