@@ -121,7 +121,7 @@ def split_at(texts: list[str], tokenizer: Any) -> int:
     normalises nothing (the embedded model's): no token crosses that cut, and each side is split as in the whole."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     pre = getattr(backend, "pre_tokenizer", None)
-    if len(texts) < 2 or backend.normalizer is not None or not isinstance(pre, ByteLevel) or not pre.use_regex \
+    if len(texts) < 2 or not isinstance(pre, ByteLevel) or backend.normalizer is not None or not pre.use_regex \
             or pre.add_prefix_space:
         return 0
     head = os.path.commonprefix(texts)
@@ -134,8 +134,10 @@ def split_at(texts: list[str], tokenizer: Any) -> int:
 class Recorder:
     """A `Generator` that records its calls (`calls`) and answers with placeholders (see the module doc)."""
 
-    def __init__(self, model: str, keyer: Any = None, tokenizer: Any = None, label: str = "") -> None:
+    def __init__(self, model: str, keyer: Any = None, tokenizer: Any = None, label: str = "",
+                 renderer: Any = None) -> None:
         self.model, self.keyer, self.tokenizer = model, keyer, tokenizer
+        self.renderer = renderer if tokenizer is not None else None  # an `LM` (no weights) applying the chat template
         self.name = label or getattr(keyer, "name", model)
         self.calls: list[Call] = []
         self.script = Script()
@@ -168,7 +170,7 @@ class Recorder:
                                   seed=seed)
         texts = self._texts(prompts, chat)
         if self._keyed(chat):
-            keys = self.keyer.cache_keys(prompts, n=n, chat=chat, **{k: v for k, v in decoding.items()})
+            keys = self.keyer.cache_keys(prompts, n=n, chat=chat, **decoding)
         else:
             distinct = 1 if temperature == 0 else n
             keys = [[make_key(kind="plan", model=self.name, prompt=t, chat=chat, sample=i, **decoding)
@@ -204,12 +206,10 @@ class Recorder:
     # ------------------------------------------------------------- helpers
     def _keyed(self, chat: bool) -> bool:
         """Whether the backend's own keys can be had: a backend, which renders a chat prompt only with its tokenizer."""
-        return self.keyer is not None and not (chat and isinstance(self.keyer, LM) and self.tokenizer is None)
+        return self.keyer is not None and not (chat and isinstance(self.keyer, LM) and self.renderer is None)
 
     def _texts(self, prompts: list[str], chat: bool) -> list[str]:
-        if chat and isinstance(self.keyer, LM) and self.tokenizer is not None:
-            return [self.keyer.render(p, True) for p in prompts]
-        return list(prompts)
+        return [self.renderer.render(p, True) for p in prompts] if chat and self.renderer is not None else list(prompts)
 
     def _record(self, kind: str, desc: str, new: int, keys: list[list[str]], texts: list[str], extra: list[str],
                 stop: tuple[str, ...]) -> None:
@@ -243,6 +243,7 @@ def recorder(model: str = "", adapter: str = "", device: str = "cpu") -> Recorde
     trained = not adapter or (Path(adapter) / "adapter_config.json").is_file()
     keyer = (LM(model or None, device=device, adapter=adapter) if adapter else base) if trained else None
     tokenizer = local_tokenizer(base.model_id)
-    if keyer is not None and tokenizer is not None:
-        keyer.tokenizer = tokenizer  # a chat prompt is rendered with it, the hub not asked
-    return Recorder(model, keyer, tokenizer, keyer.name if keyer is not None else f"{base.name}+adapter:{adapter}")
+    for lm in (base, keyer) if tokenizer is not None else ():
+        if lm is not None:
+            lm.tokenizer = tokenizer  # a chat prompt is rendered with it, the hub not asked
+    return Recorder(model, keyer, tokenizer, keyer.name if keyer is not None else f"{base.name}+adapter:{adapter}", base)
