@@ -134,8 +134,14 @@ def main() -> None:
     if profile == "cpu":
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
     model, device = args.model or run_times.EMBEDDED, args.device or default_device()
-    planned = make_plan(selected, profile, args.model, device)
-    predicted = {name: planned.seconds(name) for name in planned.work}  # reads the model's size once, before the clock
+    try:
+        planned = make_plan(selected, profile, args.model, device)
+    except (OSError, ValueError) as err:  # a data file or tokenizer the plan reads is missing: the run decides
+        if args.plan:
+            raise SystemExit(f"no plan: {err}") from None
+        print(f"no plan (the run goes on without its time estimates): {err}", flush=True)
+        planned = None
+    predicted = {name: planned.seconds(name) for name in planned.work} if planned else {}  # the model's size, read once
     times = run_times.load()  # a damaged or wrong-shape file is kept aside, with a warning
     if args.plan:
         print(f"{plan.describe(planned)}\n\n{plan.table(planned, plan.actual_seconds(times, planned))}")

@@ -21,6 +21,8 @@ from covlib.papers.verify_edit.notebook import NOTEBOOKS as VERIFY_EDIT
 from covlib.runs import plan
 from covlib.runs.project import NOTEBOOKS as PROJECT
 
+pytestmark = pytest.mark.usefixtures("isolated_cache")  # what the call cache holds is free: start from none
+
 SPECS = {spec["name"]: spec for table in (PROJECT, VERIFY_EDIT, CREDIBILITY, COVRAG) for spec in table.values()}
 WITH_WORK = [name for name, spec in SPECS.items() if spec.get("work")]
 
@@ -176,6 +178,7 @@ SMALLER = {"02_threshold_ablation": {"n_questions": 2}, "06_knowledge_recall": {
            "09_covrag_iterations": {"sizes": {"NQ": 1, "WebQ": 1}}}
 
 
+@pytest.mark.slow  # the embedded model runs each notebook's calls: minutes on a cold call cache (make test only)
 @pytest.mark.parametrize("name, run", [("02_threshold_ablation", run_02), ("06_knowledge_recall", run_06),
                                        ("09_covrag_iterations", run_09)])
 def test_the_plan_makes_the_calls_a_real_smoke_run_makes(name, run):

@@ -160,6 +160,7 @@ def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp
     monkeypatch.syspath_prepend(str(paths.code_root() / "scripts"))
     import reproduce
 
+    monkeypatch.setenv("COVLIB_DATA", str(paths.data_dir()))  # the plan reads the questions, as the notebooks would
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "run_times.json").write_text(json.dumps({"00_data_tour": {"profile": "cpu", "seconds": 9}}))
@@ -188,6 +189,27 @@ def test_reproduce_records_each_notebook_and_prints_the_table_when_one_fails(tmp
     assert {(e["notebook"], e["profile"], e["device"]) for e in entries} == {
         ("00_data_tour", "cpu", None), ("00_data_tour", "smoke", "cpu")}  # the old cpu timing is kept
 
+
+
+def test_a_run_goes_on_without_its_plan_when_the_plan_cannot_read_its_data(tmp_path, monkeypatch, capsys):
+    """The plan reads the profile's questions; where they are missing, `--plan` says so and a real run goes on without
+    its time estimates (the notebooks report the missing data themselves)."""
+    monkeypatch.syspath_prepend(str(paths.code_root() / "scripts"))
+    import reproduce
+
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
+    monkeypatch.setenv("COVLIB_DATA", str(tmp_path / "no-data"))
+    ran = []
+    monkeypatch.setattr(reproduce.pm, "execute_notebook", lambda source, target, **_: ran.append(os.path.basename(source))
+                        or _executed(target, [("import covlib", 0.1)]))
+    monkeypatch.setattr(reproduce, "default_device", lambda: "cpu")
+    monkeypatch.setattr(reproduce, "executed_dir", lambda: tmp_path / "executed")
+    monkeypatch.setattr(sys, "argv", ["reproduce.py", "--profile", "smoke", "--only", "01"])
+    reproduce.main()
+    assert ran == ["01_consistency_kde.ipynb"] and "no plan (the run goes on without its time estimates)" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["reproduce.py", "--profile", "smoke", "--only", "01", "--plan"])
+    with pytest.raises(SystemExit, match="no plan: .*no-data"):
+        reproduce.main()
 
 
 # A `make reproduce` in a process of its own, papermill replaced (no notebook runs): before each "notebook" it waits
