@@ -1,8 +1,8 @@
 """What notebooks 08-11 declare to the one notebook door (`covlib.runs.session.start`), and what they start from.
 
-Each notebook's parameters are declared once in `NOTEBOOKS` (`covlib.runs.parameters`: 08-09 share one set of caps,
-10-11 another whose sizes agree so that 11 ranks 10's test questions with 10's cached answers), with its recorded
-settings; its `derive` functions add the test sets' sizes, σ's thresholds, the models compared (09) and the adapters
+Each notebook's parameters are declared once in `parameters` (`covlib.runs.parameters`: 08-09 share one set of caps,
+10-11 another whose sizes agree so that 11 ranks 10's test questions with 10's cached answers); `NOTEBOOKS` holds
+each one's recorded settings; its `derive` functions add the test sets' sizes, σ's thresholds, the models compared (09) and the adapters
 (11); `load` adds the test questions and the BM25 corpus, and the notebook's own models (`answering`, `fine_tuned`,
 `ranked`). `S.k`, `S.max_new_tokens`, ... are the parameters as the profile runs them.
 """
@@ -104,10 +104,8 @@ def load(S: Session, models: Callable[[Session], None]) -> None:
     """Add the test questions and the BM25 corpus to `S`, and the models (`models`: the notebook's own)."""
     v = S.values
     names = v.get("test_datasets", v.get("datasets"))
-    loaded = C.load_datasets(triviaqa=v.get("triviaqa", ""), mintaka=v.get("mintaka", ""), sizes=v["sizes"],
-                             seed=v["seed"])
     S.data["names"] = names
-    S.data["sets"] = {n: loaded[n] for n in names if n in loaded}
+    S.data["sets"] = workload.test_sets(v)
     S.data["examples"] = [ex for exs in S.sets.values() for ex in exs]
     S.data["missing"] = [n for n in names if n not in S.sets]
     S.data["passages"], S.data["retriever"], S.data["corpus_name"] = open_corpus(v["corpus"])

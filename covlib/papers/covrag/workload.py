@@ -63,12 +63,17 @@ class Shifted:
         return self.retriever.search_batch(queries, k=k) if queries else []
 
 
-def questions(v: dict[str, Any]) -> list[Example]:
-    """The test questions as the notebooks' `load` has them: each named set that loads, in order."""
+def test_sets(v: dict[str, Any]) -> dict[str, list[Example]]:
+    """Each named test set that loads, in order (the notebooks' `load` and the plan read the same)."""
     names = v.get("test_datasets", v.get("datasets"))
     loaded = load_datasets(triviaqa=v.get("triviaqa", ""), mintaka=v.get("mintaka", ""), sizes=v["sizes"],
-                           seed=v.get("seed", 0))
-    return [ex for name in names if name in loaded for ex in loaded[name]]
+                           seed=v["seed"])
+    return {name: loaded[name] for name in names if name in loaded}
+
+
+def questions(v: dict[str, Any]) -> list[Example]:
+    """The test questions as the notebooks' `load` has them: every test set's, in order."""
+    return [ex for exs in test_sets(v).values() for ex in exs]
 
 
 def covrag(rec: Recorder, v: dict[str, Any], examples: list[Example], retriever: Any, **options: Any) -> Any:

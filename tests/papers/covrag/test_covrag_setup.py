@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from covlib.papers import covrag as C
+from covlib.papers.covrag import workload
 from covlib.papers.covrag import notebook as N
 from covlib.papers.covrag.notebook import NOTEBOOKS
 from covlib.runs import profiles, session
@@ -109,7 +110,7 @@ def test_setup_of_notebook_11(project):
 
 
 def test_setup_refuses_bad_and_unknown_parameters_before_loading_anything(project, monkeypatch):
-    monkeypatch.setattr(C, "load_datasets", lambda *a, **k: pytest.fail("loaded the test sets"))
+    monkeypatch.setattr(workload, "load_datasets", lambda *a, **k: pytest.fail("loaded the test sets"))  # load's and the plan's
     with pytest.raises(ValueError) as err:
         setup("08", **{**NB08, "k": 0, "bias_above": 1.5})
     assert "k must be >= 1" in str(err.value) and "bias_above must be between 0.0 and 1.0" in str(err.value)
