@@ -81,8 +81,8 @@ def check_arguments(model: str, device: str, judge: str = "") -> None:
     elif model:
         try:
             spec.model_source(model)
-        except FileNotFoundError:
-            raise SystemExit(f"MODEL={model!r} is not a model folder here and not a hub id (`owner/name`)") from None
+        except FileNotFoundError as err:
+            raise SystemExit(f"MODEL={model!r}: {err}") from None
     if device and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device):
         raise SystemExit(f"DEVICE={device!r}: use cpu, cuda, cuda:N or mps (or leave it empty)")
 
@@ -126,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
     check_arguments(args.model, args.device, args.judge)
     try:
-        profile = profiles.resolve(args.profile, args.device or None)
+        profile = profiles.resolve(args.profile, args.device or None, present=not args.plan)  # plan any device
     except ValueError as err:
         raise SystemExit(f"PROFILE: {err}") from None
     selected = notebooks(args.only)

@@ -11,7 +11,8 @@ from covlib.core import paths
 
 @pytest.mark.parametrize("args, message", [
     (["--only", "00,99"], "no notebook numbered 99; choose from 00, 00b"),
-    (["--model", "nq/x.jsnl"], "is not a model folder here and not a hub id"),
+    (["--model", "nq/x.jsnl"], "does not exist, and it is not a hub id"),
+    (["--model", "scripts"], "model folder 'scripts' holds no config.json"),  # a folder, but no model's
     (["--device", "gpu"], "DEVICE='gpu': use cpu, cuda"),
     (["--profile", "bogus"], "unknown profile 'bogus'"),
     (["--judge", "no-such-judge"], "JUDGE='no-such-judge': "),
@@ -42,8 +43,9 @@ def test_reproduce_names_the_failing_notebook_and_cell(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    empty_model = tmp_path / "not-a-model"
+    empty_model = tmp_path / "not-a-model"  # a folder with a config.json (the argument check's test), and no model
     empty_model.mkdir()
+    (empty_model / "config.json").write_text("{}")
     env = {**os.environ, "COVLIB_ROOT": str(tmp_path), "COVLIB_DATA": str(paths.data_dir()),
            "COVLIB_MODELS": str(paths.models_dir()), "COVLIB_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
     if not paths.dataset_path("hotpotqa_adv", "sim_dev.json").exists():

@@ -35,10 +35,16 @@ def embedded_gguf_file() -> Path:
     return Path(spec.origin).parent / EMBEDDED_GGUF
 
 
+def converted_dir() -> Path | None:
+    """The embedded model's folder as safetensors where `embedded_model_dir` has converted it, else None."""
+    target = paths.models_dir() / "SmolLM2-135M-Instruct"
+    return target if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists() else None
+
+
 def embedded_model_dir() -> Path:
     """Directory of the embedded model as safetensors, converting the GGUF file on first use."""
     target = paths.models_dir() / "SmolLM2-135M-Instruct"
-    if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
+    if converted_dir():
         return target
     src = embedded_gguf_file().parent
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -11,7 +11,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from covlib.generation.embedded import EMBEDDED_MODEL, embedded_model_dir
+from covlib.generation.embedded import EMBEDDED_GGUF, EMBEDDED_MODEL, converted_dir, embedded_gguf_file, embedded_model_dir
 from covlib.generation.spec import load_failure
 
 
@@ -32,11 +32,12 @@ def cache_of(out: Any) -> Any:
     return kv if kv is not None else out.past_key_values
 
 
-def _tokenizer(source: str | Path, local_only: bool = False) -> Any:
+def _tokenizer(source: str | Path, local_only: bool = False, gguf_file: str | None = None) -> Any:
     """The tokenizer in `source`, padding on the left with EOS where it has no pad (transformers' errors as they come)."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    more = {"gguf_file": gguf_file} if gguf_file else {}
+    tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only, **more)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -45,10 +46,12 @@ def _tokenizer(source: str | Path, local_only: bool = False) -> Any:
 
 def load_tokenizer(model_id: str, local_only: bool = False) -> Any:
     """The tokenizer of `model_id` (`EMBEDDED_MODEL`, a hub id or a folder), as `load_model` gives it, without the
-    weights; `local_only`: from files on this machine alone (RuntimeError when they are not there)."""
-    source = embedded_model_dir() if model_id == EMBEDDED_MODEL else model_id
+    weights; `local_only`: from files on this machine alone (RuntimeError when they are not there). The embedded
+    model's is read from its GGUF file until the model is converted: a plan converts and writes nothing."""
+    gguf = EMBEDDED_GGUF if model_id == EMBEDDED_MODEL and converted_dir() is None else None
+    source = embedded_gguf_file().parent if gguf else embedded_model_dir() if model_id == EMBEDDED_MODEL else model_id
     try:
-        return _tokenizer(source, local_only)
+        return _tokenizer(source, local_only, gguf)
     except (OSError, ValueError) as err:
         raise RuntimeError(f"Could not load the tokenizer of {model_id!r}: {load_failure(str(source), err)}") from err
 

@@ -33,6 +33,7 @@ from tokenizers.pre_tokenizers import ByteLevel
 from covlib.core.cache import make_key
 from covlib.generation.base import Completion, check_decoding, check_pairs, check_prompts
 from covlib.generation.decoder import LM
+from covlib.generation.embedded import EMBEDDED_MODEL
 from covlib.generation.endpoint import EndpointLM
 from covlib.generation.loading import load_tokenizer
 from covlib.generation.prefix import MIN_SHARED_TOKENS, common_prefix
@@ -75,6 +76,7 @@ class Call:
     stop: tuple[str, ...] = ()
     sequences: int = 0  # (train) the sequences trained, the texts in turn
     max_length: int = 0  # (train) a sequence's tokens at most
+    estimated: bool = False  # tokens counted by the embedded model's tokenizer, the model's own not being here
 
     def cost(self, done: set[str]) -> tuple[int, int | None, int | None, int]:
         """(rows, own tokens prefilled, shared prefix tokens, longest row's own tokens) of the units whose keys are not
@@ -135,8 +137,8 @@ class Recorder:
     """A `Generator` that records its calls (`calls`) and answers with placeholders (see the module doc)."""
 
     def __init__(self, model: str, keyer: Any = None, tokenizer: Any = None, label: str = "",
-                 renderer: Any = None) -> None:
-        self.model, self.keyer, self.tokenizer = model, keyer, tokenizer
+                 renderer: Any = None, estimated: bool = False) -> None:
+        self.model, self.keyer, self.tokenizer, self.estimated = model, keyer, tokenizer, estimated
         self.renderer = renderer if tokenizer is not None else None  # an `LM` (no weights) applying the chat template
         self.name = label or getattr(keyer, "name", model)
         self.calls: list[Call] = []
@@ -197,7 +199,7 @@ class Recorder:
         `max_length` tokens."""
         self.calls.append(Call("train", desc, self.model, 0, [], list(texts), self.tokenizer, bound=self.script.find(
             self.script.bounds, desc) or "", placeholder=any(FILLER in t for t in texts), sequences=sequences,
-            max_length=max_length))
+            max_length=max_length, estimated=self.estimated))
 
     def render(self, prompt: str, chat: bool = False) -> str:
         """The text the model would be fed (a chat prompt through its template, where the tokenizer is here)."""
@@ -215,7 +217,8 @@ class Recorder:
                 stop: tuple[str, ...]) -> None:
         placeholder = any(FILLER in t for t in texts)
         self.calls.append(Call(kind, desc, self.model, new, keys, texts, self.tokenizer, extra,
-                               self.script.find(self.script.bounds, desc) or "", placeholder, stop))
+                               self.script.find(self.script.bounds, desc) or "", placeholder, stop,
+                               estimated=self.estimated))
 
 
 def _filled(rec: Recorder, prompt: str, max_new_tokens: int, sample: int) -> str:
@@ -234,7 +237,8 @@ def local_tokenizer(model_id: str) -> Any:
 
 def recorder(model: str = "", adapter: str = "", device: str = "cpu") -> Recorder:
     """The recorder standing in for `load_lm(model, device=device, adapter=adapter)`: that backend's keys (an adapter
-    not trained yet: keys of the plan's own), the model's tokenizer where it can be read offline (else none)."""
+    not trained yet: keys of the plan's own), the model's tokenizer where it can be read offline, else the embedded
+    model's (an estimate, `Call.estimated`; prompts not rendered by a chat template it does not have)."""
     if is_simulated(model):
         return Recorder(model, None, None, model)
     if is_endpoint(model):
@@ -246,4 +250,7 @@ def recorder(model: str = "", adapter: str = "", device: str = "cpu") -> Recorde
     for lm in (base, keyer) if tokenizer is not None else ():
         if lm is not None:
             lm.tokenizer = tokenizer  # a chat prompt is rendered with it, the hub not asked
-    return Recorder(model, keyer, tokenizer, keyer.name if keyer is not None else f"{base.name}+adapter:{adapter}", base)
+    label = keyer.name if keyer is not None else f"{base.name}+adapter:{adapter}"
+    if tokenizer is None:
+        return Recorder(model, keyer, local_tokenizer(EMBEDDED_MODEL), label, estimated=True)
+    return Recorder(model, keyer, tokenizer, label, base)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,12 +27,29 @@ def model_source(model: str) -> str:
     """A model given as a local folder (`~` expanded) or a hub id, else FileNotFoundError saying which it is not."""
     folder = Path(model).expanduser()
     if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"model folder {model!r} holds no config.json: give a folder that save_pretrained "
+                                    "wrote (config.json and the weights), a hub id, or nothing for the embedded model")
         return str(folder)
     if is_hub_id(model):
         return model
     what = "is a file, not a model folder" if folder.exists() else "does not exist"
     raise FileNotFoundError(f"model {model!r} {what}, and it is not a hub id (`owner/name`): give a folder "
                             "that save_pretrained wrote, a hub id, or nothing for the embedded model")
+
+
+@functools.lru_cache(maxsize=None)
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub may be asked: not with HF_HUB_OFFLINE set, nor when its host name does not
+    resolve (asked once a process)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    host = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return False
+    return True
 
 
 def load_failure(source: str, err: Exception) -> str:

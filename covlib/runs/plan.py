@@ -24,13 +24,17 @@ A call's keys held by the call cache, or by an earlier call of the run (02 and 0
 04's answers), cost nothing. Counts the data decides (σ firing, refusals, a rationale's sentences) are bounds said
 in each row's `bound`; a prompt built from a model's reply holds a placeholder of `max_new_tokens` tokens (an upper
 bound); `new` is `max_new_tokens`: the plan errs long, and the table after a run shows by how much. A model whose
-tokenizer cannot be read offline, or a served one, has unknown tokens ('?'), and so has any total over them; a
-simulated model's work costs nothing. Time outside the model (kernel start, data, retrieval, plots) is counted as
+tokenizer cannot be read offline has its tokens counted by the embedded model's (an estimate, said above the
+table); a served one has unknown tokens and speed ('?'), and so has any total over them; a simulated model's work
+costs nothing. A model's size comes from `covlib.generation.shapes` for the papers' models, else from its config
+(the hub asked once, not at all where it cannot be reached). A plan prices any device it has rates for, present
+here or not: `make bench`'s, else `REFERENCE_RATES` (an H200's for cuda). Time outside the model (kernel start, data, retrieval, plots) is counted as
 `OVERHEAD_SECONDS` a notebook: what one with every call cached takes on the reference machine.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -38,11 +42,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from covlib.core import paths
-from covlib.generation import EMBEDDED_LABEL, embedded_model_dir, is_simulated
+from covlib.generation import EMBEDDED_LABEL, is_simulated
 from covlib.generation import spec as model_spec
 from covlib.generation import recording
 from covlib.generation.prefix import MIN_SHARED_TOKENS, cascade_fits
 from covlib.generation.recording import Call, Recorder
+from covlib.generation.shapes import known_shape
 from covlib.runs import session
 
 KINDS = ("generate", "score", "judge", "train")
@@ -165,13 +170,23 @@ def read_rates(device: str, path: Path | None = None) -> dict[str, Any]:
 
 
 def model_parameters(model: str) -> int | None:
-    """The parameter count of a model ('' the embedded one, a folder, a hub id) from its config, no weights read;
-    None if unknown."""
+    """The parameter count of a model ('' the embedded one, a folder, a hub id): the papers' models' from their
+    shapes (`covlib.generation.shapes`), another's from its config (no weights read; the hub asked once, and not
+    where it cannot be reached: `spec.hub_reachable`); None if unknown."""
+    known = known_shape(model)
+    if known is not None:
+        return known.parameters
+    source = model_spec.model_source(model)
+    return _config_parameters(source) if Path(source).is_dir() or model_spec.hub_reachable() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _config_parameters(source: str) -> int | None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        cfg = AutoConfig.from_pretrained(model_spec.model_source(model) if model else embedded_model_dir())
+        cfg = AutoConfig.from_pretrained(source)
         with torch.device("meta"):  # the shapes without memory
             return sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
     except Exception:  # noqa: BLE001 - an unreadable or unknown model only loses the time column
@@ -214,11 +229,11 @@ class Recorders:
 
 
 def values_of(spec: Mapping[str, Any], profile: str, model: str, device: str) -> dict[str, Any]:
-    """The notebook's parameters as `profile` runs them with `model` on `device` (its others at their declared
-    defaults; `session.resolve`), loading nothing."""
+    """The notebook's parameters as `profile` runs them with `model` on `device`, here or not (its others at their
+    declared defaults; `session.resolve`), loading nothing."""
     declared = spec.get("parameters", {})
     given = {k: v for k, v in (("profile", profile), ("model", model), ("device", device)) if k in declared}
-    return session.resolve(spec, **given)[2]
+    return session.resolve(spec, None, False, **given)[2]  # the device need not be this machine's
 
 
 def work_of(spec: Mapping[str, Any], profile: str, model: str, device: str, record: Recorders | None = None,
@@ -323,6 +338,10 @@ def describe(plan: Plan) -> str:
     unknown = sorted({w.model or plan.label for work in plan.work.values() for w in work if w.tokens()[0] is None})
     if unknown:
         more += (f"\ntokens unknown ('?': a served or simulated model, or no tokenizer on this machine): {', '.join(unknown)}")
+    estimated = sorted({c.model or plan.label for calls in plan.calls.values() for c in calls if c.estimated})
+    if estimated:
+        more += (f"\ntokens estimated with the embedded model's tokenizer (theirs is not on this machine): "
+                 f"{', '.join(estimated)}")
     return (f"plan: profile {plan.profile}, model {plan.label}, device {plan.device}\n"
             f"rates: {rates}{judge}{note}; from {r.source}{more}\n"
             f"predicted: the notebooks' calls as their methods make them (tokens in the model's tokenizer; a call the "

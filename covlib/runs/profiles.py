@@ -27,14 +27,15 @@ T = TypeVar("T")
 PROFILES = ("full", "cpu", "smoke")
 
 
-def check_device(device: str | None) -> None:
-    """Refuse, before any work, a device this machine does not have: '' (the default), 'cpu', 'cuda', 'cuda:N', 'mps'."""
+def check_device(device: str | None, present: bool = True) -> None:
+    """Refuse, before any work, a device this machine does not have: '' (the default), 'cpu', 'cuda', 'cuda:N', 'mps'
+    (`present=False`: a device named right, here or not, as a plan for another machine takes)."""
     if not device:
         return
     if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device.strip().lower()):
         raise ValueError(f"unknown device {device!r}: choose cpu, cuda, cuda:N or mps (empty: the default)")
     wanted = device.strip().lower()
-    if wanted == "cpu":
+    if wanted == "cpu" or not present:
         return
     import torch
 
@@ -56,9 +57,10 @@ def check_input_file(name: str, path: str | None) -> None:
         raise FileNotFoundError(f"{name}={path!r}: no such file (checked before the run starts)")
 
 
-def resolve(profile: str | None, device: str | None = None) -> str:
-    """The concrete profile name for 'auto'/'' given the device (cuda -> full, else cpu); the device is checked."""
-    check_device(device)
+def resolve(profile: str | None, device: str | None = None, present: bool = True) -> str:
+    """The concrete profile name for 'auto'/'' given the device (cuda -> full, else cpu); the device is checked
+    (`check_device`: with `present`, that this machine has it)."""
+    check_device(device, present)
     profile = (profile or "auto").strip().lower()
     if profile == "auto":
         if device:

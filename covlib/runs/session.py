@@ -119,16 +119,18 @@ def given(spec: Spec, namespace: Mapping[str, Any] | None, overrides: Mapping[st
     return parameters.read(declaration, {**base, **overrides})
 
 
-def resolve(spec: Spec, namespace: Mapping[str, Any] | None = None, /, **overrides: Any) -> tuple[str, str, dict]:
+def resolve(spec: Spec, namespace: Mapping[str, Any] | None = None, present: bool = True, /,
+            **overrides: Any) -> tuple[str, str, dict]:
     """(profile, device, every parameter as the profile runs it, derived values included); loads nothing. The
-    parameters come from `namespace` (a notebook's globals) or the declared defaults, with `overrides`."""
+    parameters come from `namespace` (a notebook's globals) or the declared defaults, with `overrides`; the device
+    is one this machine has unless `present` is False (a plan for another machine)."""
     declaration = spec.get("parameters", {})
     values = given(spec, namespace, overrides)
     for name, param in declaration.items():
         if param.file:
             profiles.check_input_file(name, values[name])
     device = values.get("device", "") or ""
-    profile = profiles.resolve(values.get("profile", "auto"), device or None)
+    profile = profiles.resolve(values.get("profile", "auto"), device or None, present)
     values = {**parameters.capped(declaration, profile, values), "profile": profile}
     derive = spec.get("derive") or ()
     for step in derive if isinstance(derive, tuple) else (derive,):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from covlib import data, generation, retrieval
 from covlib.core import paths
 from covlib.generation import loading, recording
+from covlib.generation import spec as model_spec
 from covlib.papers import covrag, credibility, verify_edit
 from covlib.papers.covrag.notebook import NOTEBOOKS as COVRAG
 from covlib.papers.credibility import prompts as credibility_prompts
@@ -231,3 +233,72 @@ def test_a_call_the_call_cache_holds_costs_nothing(isolated_cache):
     covrag.closed_book_batch(generation.load_lm(""), [ex.question for ex in first], v["max_new_tokens"], v["chat"])
     after = closed_book()
     assert (before.rows, after.rows) == (8, 6) and after.tokens()[0] < before.tokens()[0]
+
+
+def test_a_plan_converts_and_writes_no_model(tmp_path, monkeypatch):
+    """A fresh clone: the embedded model not converted yet. The plan reads its shape as data and its tokenizer from
+    the GGUF file, the same tokens as the converted model's, and writes nothing under the models folder."""
+    converted = loading.load_tokenizer(generation.EMBEDDED_MODEL)  # the converted model's (make env made it)
+    monkeypatch.setenv("COVLIB_MODELS", str(tmp_path / "models"))
+    recording.local_tokenizer.cache_clear()
+    try:
+        p = plan.make([SPECS["01_consistency_kde"]], "smoke", "", "cpu", plan.REFERENCE_RATES["cpu"])
+        from_gguf = recording.local_tokenizer(generation.EMBEDDED_MODEL)
+    finally:
+        recording.local_tokenizer.cache_clear()
+    assert not (tmp_path / "models").exists()  # nothing converted, nothing written
+    assert p.seconds("01_consistency_kde") is not None and "estimated" not in plan.describe(p)
+    text = "Q: Which magazine was started first, Arthur's Magazine or First for Women?\nA: Let's think step by step."
+    assert from_gguf(text).input_ids == converted(text).input_ids
+
+
+def no_hub(monkeypatch) -> None:
+    """Fail the test where a config is asked for other than from files on this machine."""
+    from transformers import AutoConfig
+
+    local = AutoConfig.from_pretrained
+
+    def from_pretrained(source, *args, **kw):
+        if not (kw.get("local_files_only") or Path(str(source)).is_dir()):
+            pytest.fail(f"the plan asked the hub for {source}")
+        return local(source, *args, **kw)
+
+    monkeypatch.setattr(AutoConfig, "from_pretrained", from_pretrained)
+
+
+def test_the_papers_models_are_priced_offline_without_asking_the_hub(monkeypatch):
+    """The full profile's models (every paper's): their sizes are data and their tokens the embedded tokenizer's
+    estimate, so a plan is complete without the hub, which it does not ask."""
+    no_hub(monkeypatch)
+    models = {**credibility.PAPER_MODELS, **covrag.PAPER_MODELS}
+    assert len(set(models.values())) == 8
+    for hub_id in models.values():
+        r = plan.rates_for(hub_id, "cuda", plan.REFERENCE_RATES["cuda"])
+        assert r.decode_tok_s and r.prefill_tok_s, hub_id
+    assert plan.rates_for("huggyllama/llama-13b", "cuda", plan.REFERENCE_RATES["cuda"]).decode_tok_s == \
+        pytest.approx(1948.1 * 6_677_598_208 / 13_015_864_320)
+    p = plan.make([SPECS["01_consistency_kde"]], "smoke", "lmsys/vicuna-7b-v1.3", "cpu", plan.REFERENCE_RATES["cpu"])
+    assert p.seconds("01_consistency_kde") is not None and "?" not in plan.table(p)
+    assert "tokens estimated with the embedded model's tokenizer (theirs is not on this machine): " \
+           "lmsys/vicuna-7b-v1.3" in plan.describe(p)
+
+
+def test_an_unknown_hub_model_is_not_asked_for_where_the_hub_cannot_be_reached(monkeypatch):
+    no_hub(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model_spec.hub_reachable.cache_clear()
+    try:
+        assert plan.model_parameters("someone/some-model-7b") is None
+    finally:
+        model_spec.hub_reachable.cache_clear()
+
+
+def test_make_reproduce_plans_a_gpu_run_on_a_machine_without_one(tmp_path):
+    env = {"COVLIB_ROOT": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "COVLIB_DATA": str(paths.data_dir()), "COVLIB_MODELS": str(paths.models_dir()), "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, str(paths.code_root() / "scripts" / "reproduce.py"), "--plan", "--profile",
+                          "smoke", "--device", "cuda", "--only", "01"], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "device cuda" in out.stdout and "from an NVIDIA H200" in out.stdout  # whose rates, said
+    assert "| 01_consistency_kde | 60 / 12 / 0 / 0 |" in out.stdout
