@@ -346,10 +346,10 @@ def bench_onnx_judge(test, fever, fixture, peak: float, reps: int = 2, batches: 
     from covlib.nli import onnx_judge
 
     folder = nli.trained_judge_dir()
-    missing = [k for k in onnx_judge.FILES if not onnx_judge.onnx_path(folder, k).is_file()]
-    if missing or not onnx_judge.onnxruntime_available():
-        print("5b. ONNX skipped: " + (f"no {', '.join(missing)} export (`python scripts/build_judge.py --onnx-only`)"
-                                      if missing else "onnxruntime is not installed"))
+    problems = ([p for p in (onnx_judge.export_problem(folder, k) for k in onnx_judge.FILES) if p]
+                if onnx_judge.onnxruntime_available() else ["onnxruntime is not installed"])
+    if problems:  # a missing or stale export (another judge's, or of weights retrained since)
+        print("5b. ONNX skipped: " + "; ".join(problems))
         return
     judges = {b: nli.load_trained_judge(device="cpu", backend=b) for b in ("torch", "onnx-int8", "onnx-fp32")}
     default = {b: j.batch_size for b, j in judges.items()}

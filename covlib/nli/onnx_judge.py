@@ -1,16 +1,18 @@
 """The trained cross-encoder on ONNX Runtime: its export, its int8 quantisation, and the judge that runs it.
 
-`export_onnx(folder)` writes `<folder>/onnx/model.onnx` (fp32, torch.onnx's TorchScript exporter, batch and
-sequence axes dynamic, checked against the torch model) and `model.int8.onnx` (onnxruntime's dynamic
-quantisation: int8 weights with a scale per output channel, activations quantised as it runs), each into a
-temporary file renamed into place; files newer than the weights, made by the same `RECIPE`, are kept ("up to
-date"). `ONNXNLIJudge` runs one of them with the torch judge's tokenisation, label mapping and threshold; its
-`config` names the backend and the ONNX file's SHA-256, so its cache entries never mix with the torch judge's
-(int8 probabilities differ from torch's by about 0.02 on average). That SHA-256 is taken once per judge and kept:
-the session runs the very bytes it names, so a file re-exported while a judge lives never gets the old session's
-outputs under its key (the judge keeps its old key; a new judge takes the new file's). `resolve_backend` picks
-torch or ONNX for `load_trained_judge`: `backend=` or `COVLIB_NLI_BACKEND` ('auto', 'torch', 'onnx', 'onnx-int8',
-'onnx-fp32').
+`export_onnx(folder)` writes `<folder>/onnx/model.onnx` (fp32, torch.onnx's TorchScript exporter, batch and sequence
+axes dynamic, checked against the torch model) and `model.int8.onnx` (onnxruntime's dynamic quantisation: int8
+weights with a scale per output channel, activations quantised as it runs), each into a temporary file renamed into
+place. Each file carries in its metadata (`MADE_FROM`) the content fingerprints of the config.json (labels) and
+weights it was exported from: files made by the same `RECIPE` from the folder's own weights are kept ("up to date"),
+whatever their modification times; an export copied in from another judge is stale, and `ONNXNLIJudge` refuses it
+(`export_problem` says why). `ONNXNLIJudge` runs one of them with the torch judge's tokenisation, label mapping and
+threshold; its `config` names the backend and the ONNX file's SHA-256, so its cache entries never mix with the torch
+judge's (int8 probabilities differ from torch's by about 0.02 on average). That SHA-256 is taken once per judge and
+kept: the session runs the very bytes it names, so a file re-exported while a judge lives never gets the old
+session's outputs under its key (the judge keeps its old key; a new judge takes the new file's). `resolve_backend`
+picks torch or ONNX for `load_trained_judge`: `backend=` or `COVLIB_NLI_BACKEND` ('auto', 'torch', 'onnx',
+'onnx-int8', 'onnx-fp32').
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ ONNX_BATCH = 8  # pairs per run: the fastest on a 2-core CPU (int8: 182 pairs/s 
 BACKEND_ENV = "COVLIB_NLI_BACKEND"
 BACKEND_CHOICES = ("auto", "torch", "onnx", "onnx-int8", "onnx-fp32")
 WEIGHT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # what the export is made from
+MADE_FROM = "covlib.made_from"  # ONNX metadata key: {weight file: SHA-256[:16]} of what the file was exported from
 OPSET = 17
 RECIPE = {"opset": OPSET, "int8": "dynamic, int8 weights per channel", "version": 1}  # a change re-exports
 EXPORT_TOLERANCE = 1e-3  # the fp32 export's largest logit difference from torch that is accepted
@@ -56,19 +59,58 @@ def onnxruntime_available() -> bool:
     return importlib.util.find_spec("onnxruntime") is not None
 
 
-def _weights_mtime(folder: Path) -> float:
-    times = [(folder / f).stat().st_mtime for f in WEIGHT_FILES if (folder / f).is_file()]
-    if not times:
+def _made_from(folder: Path) -> dict[str, str]:
+    """The SHA-256 (first 16 hex digits) of each of the folder's `WEIGHT_FILES`: what an export is made from."""
+    made = {f: fingerprint_file(folder / f)[:16] for f in WEIGHT_FILES if (folder / f).is_file()}
+    if not made:
         raise FileNotFoundError(f"{folder} holds no model to export (none of {WEIGHT_FILES}): run `make judge`")
-    return max(times)
+    return made
+
+
+def _recorded(path: Path) -> dict[str, str] | None:
+    """What an ONNX file says it was exported from (`MADE_FROM` in its metadata); None where it says nothing."""
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    return json.loads(props[MADE_FROM]) if MADE_FROM in props else None
+
+
+def export_problem(folder: str | Path, precision: str = DEFAULT_PRECISION) -> str:
+    """Why the folder's ONNX file of this precision is not an export of its own weights by `RECIPE` ('' if it is)."""
+    folder = Path(folder)
+    path, recipe = onnx_path(folder, precision), folder / ONNX_DIR / "recipe.json"
+    redo = f"`python scripts/build_judge.py --onnx-only --name {folder.name}` or `nli.export_onnx('{folder}')`"
+    if not path.is_file():
+        return f"{path} is missing ({redo} writes it)"
+    try:
+        recorded = _recorded(path)
+    except ImportError:
+        raise
+    except Exception as err:  # onnx's DecodeError and the like share no base class but Exception
+        return (f"{path} cannot be read ({type(err).__name__}: {str(err)[:200]}): a file truncated, damaged or "
+                f"written by another tool; {redo} exports it again")
+    same_recipe = recipe.is_file() and recipe.read_text() == json.dumps(RECIPE, indent=2)
+    made = _made_from(folder)
+    differ = sorted(f for f in set(made) | set(recorded or {}) if made.get(f) != (recorded or {}).get(f))
+    cause = ("it was made by another export recipe than this covlib's" if not same_recipe
+             else "it does not record which weights it was exported from" if recorded is None
+             else f"it was exported from another model than the one in {folder} ({', '.join(differ)} differ: copied "
+                  "from another judge, or the judge was retrained since)" if differ else "")
+    return f"{path} is stale: {cause}; {redo} exports it again" if cause else ""
 
 
 def onnx_up_to_date(folder: str | Path) -> bool:
-    """Whether both ONNX files exist, are newer than the weights (int8 newer than fp32) and follow `RECIPE`."""
-    folder = Path(folder)
-    fp32, int8, recipe = onnx_path(folder, "fp32"), onnx_path(folder, "int8"), folder / ONNX_DIR / "recipe.json"
-    return (fp32.is_file() and int8.is_file() and recipe.is_file() and json.loads(recipe.read_text()) == RECIPE
-            and fp32.stat().st_mtime >= _weights_mtime(folder) and int8.stat().st_mtime >= fp32.stat().st_mtime)
+    """Whether both ONNX files exist, follow `RECIPE` and were exported from the folder's weights (by content)."""
+    return not any(export_problem(folder, precision) for precision in FILES)
+
+
+def _stamp(path: Path, made: dict[str, str]) -> None:
+    """Write into an ONNX file's metadata what it was exported from (`MADE_FROM`)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    onnx.helper.set_model_props(model, {MADE_FROM: json.dumps(made, sort_keys=True)})
+    onnx.save(model, str(path))
 
 
 @contextmanager
@@ -86,14 +128,16 @@ def _atomic(target: Path) -> Iterator[Path]:
 def export_onnx(folder: str | Path, force: bool = False) -> dict[str, Any]:
     """Write a judge's fp32 and int8 ONNX files unless up to date: {'fp32': path, 'int8': path, 'written': bool}."""
     folder = Path(folder)
-    _weights_mtime(folder)
+    made = _made_from(folder)
     fp32, int8 = onnx_path(folder, "fp32"), onnx_path(folder, "int8")
     if not force and onnx_up_to_date(folder):
         return {"fp32": fp32, "int8": int8, "written": False}
     with _atomic(fp32) as tmp:
         _export_fp32(folder, tmp)
+        _stamp(tmp, made)
     with _atomic(int8) as tmp:
         _quantise(fp32, tmp)
+        _stamp(tmp, made)
     with _atomic(folder / ONNX_DIR / "recipe.json") as tmp:
         tmp.write_text(json.dumps(RECIPE, indent=2))
     return {"fp32": fp32, "int8": int8, "written": True}
@@ -167,9 +211,9 @@ def _session(model: Path | bytes, threads: int | None = None, path: Path | None 
 def resolve_backend(folder: str | Path, backend: str | None = None, device: str | None = None) -> tuple[str, str]:
     """('torch' | 'onnx-int8' | 'onnx-fp32', a note or '') for a trained judge's folder.
 
-    `backend` (else `COVLIB_NLI_BACKEND`, else 'auto'): 'auto' runs ONNX where onnxruntime is installed, the file
-    exists and the device is the CPU (a GPU runs torch), and torch otherwise, with a note saying why; 'onnx' runs
-    DEFAULT_PRECISION; a forced ONNX backend that cannot run raises.
+    `backend` (else `COVLIB_NLI_BACKEND`, else 'auto'): 'auto' runs ONNX where onnxruntime is installed, the file is
+    an export of the folder's weights (`export_problem`) and the device is the CPU (a GPU runs torch), and torch
+    otherwise, with a note saying why; 'onnx' runs DEFAULT_PRECISION; a forced ONNX backend that cannot run raises.
     """
     chosen = (backend or os.environ.get(BACKEND_ENV) or "auto").strip().lower()
     if chosen not in BACKEND_CHOICES:
@@ -177,12 +221,9 @@ def resolve_backend(folder: str | Path, backend: str | None = None, device: str 
     if chosen == "torch" or (chosen == "auto" and (device not in (None, "cpu") or (device is None and cuda_available()))):
         return "torch", ""
     precision = DEFAULT_PRECISION if chosen in ("auto", "onnx") else chosen.split("-")[1]
-    path = onnx_path(folder, precision)
     problem = ("onnxruntime is not installed (`pip install onnxruntime`)" if not onnxruntime_available()
-               else f"{path} is missing (`python scripts/build_judge.py --onnx-only --name {Path(folder).name}` "
-                    "writes it)" if not path.is_file()
                else f"the ONNX backend runs on the CPU, not {device!r}" if device not in (None, "cpu")
-               else "")
+               else export_problem(folder, precision))
     if problem and chosen != "auto":
         raise RuntimeError(f"NLI backend {chosen!r} cannot run: {problem}")
     return ("torch", f"runs on torch, not ONNX Runtime: {problem}") if problem else (f"onnx-{precision}", "")
@@ -195,8 +236,9 @@ class ONNXNLIJudge:
     label mapping (`map_nli_labels` of config.json's id2label) and threshold as `HFNLIJudge` on that folder.
     Its cache key is pinned, not re-read: the folder's and the ONNX file's fingerprints are taken at its first key
     or its load, whichever comes first, and kept for its life; the session is made from the bytes that were hashed,
-    and a judge whose files changed between its first key and its load refuses to load. A file replaced on disk
-    (`build_judge.py --onnx-only` while a kernel holds the judge) is not reloaded: load a new judge to run it.
+    and a judge whose files changed between its first key and its load refuses to load, as does one whose ONNX file
+    was not exported from the folder's own weights and labels (an `onnx/` copied from another judge). A file replaced
+    on disk (`build_judge.py --onnx-only` while a kernel holds the judge) is not reloaded: load a new judge to run it.
     """
 
     def __init__(self, folder: str | Path, precision: str = DEFAULT_PRECISION, batch_size: int = ONNX_BATCH,
@@ -228,9 +270,15 @@ class ONNXNLIJudge:
                 "files": files, "onnx": onnx}
 
     def _fingerprints(self) -> tuple[str | None, str]:
-        """(the folder's fingerprint, onnx/ aside; the ONNX file's SHA-256[:16]), taken once (`pin_files`)."""
-        return pin_files(self, lambda: (fingerprint_dir(self.folder, exclude=(ONNX_DIR,)),
-                                        fingerprint_file(self.path)[:16]))
+        """(the folder's fingerprint, onnx/ aside; the ONNX file's SHA-256[:16]), taken once (`pin_files`) and only
+        for an ONNX file exported from the folder's own weights and labels (`export_problem`)."""
+        return pin_files(self, self._checked_fingerprints)
+
+    def _checked_fingerprints(self) -> tuple[str | None, str]:
+        problem = export_problem(self.folder, self.precision)
+        if problem:
+            raise RuntimeError(f"the ONNX judge of {self.folder} cannot run {self.path.name}: {problem}")
+        return fingerprint_dir(self.folder, exclude=(ONNX_DIR,)), fingerprint_file(self.path)[:16]
 
     @property
     def mapping(self) -> dict[int, str]:

@@ -31,27 +31,30 @@ PAIRS = [
 PREMISES, HYPOTHESES = [p for p, _ in PAIRS], [h for _, h in PAIRS]
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A randomly initialised 2-layer BERT cross-encoder with MiniLM's tokenizer (labels in a non-NLI order)."""
+def make_tiny_judge(out: Path, seed: int = 0, labels: tuple[str, ...] = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")):
+    """A randomly initialised 2-layer BERT cross-encoder with MiniLM's tokenizer, saved in `out`."""
     import torch
     import transformers
 
-    out = tmp_path_factory.mktemp("models") / "tiny-judge"
-    out.mkdir()
+    out.mkdir(parents=True)
     source = minilm_tokenizer_dir()
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (source / name).exists():
             shutil.copy(source / name, out / name)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-                                     id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
-                                     label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2})
+                                     id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
     model = transformers.BertForSequenceClassification(config)
     with torch.no_grad():
         model.classifier.weight.mul_(50)  # logits of a few units, not all near 0 (probabilities near 1/3)
     model.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """The tiny judge (labels in a non-NLI order)."""
+    return make_tiny_judge(tmp_path_factory.mktemp("models") / "tiny-judge")
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +74,66 @@ def test_export_writes_fp32_and_int8_and_is_up_to_date_after(exported):
     assert onnx_judge.onnx_up_to_date(folder) and not onnx_judge.export_onnx(folder)["written"]
 
 
-def test_newer_weights_or_another_recipe_make_the_export_stale(exported, tmp_path):
+def test_retrained_weights_or_another_recipe_make_the_export_stale_its_times_do_not(exported, tmp_path):
     folder = tmp_path / "judge"
     shutil.copytree(exported[0], folder)
     earlier = (folder / "model.safetensors").stat().st_mtime - 10
     for f in (folder / "onnx").iterdir():
-        os.utime(f, (earlier, earlier))  # the weights were retrained after the export
+        os.utime(f, (earlier, earlier))  # older than the weights (a copy that kept no times), yet made from them
+    assert onnx_judge.onnx_up_to_date(folder) and not onnx_judge.export_onnx(folder)["written"]
+    retrained = make_tiny_judge(tmp_path / "retrained", seed=2)
+    shutil.copy(retrained / "model.safetensors", folder / "model.safetensors")  # the weights were retrained
     assert not onnx_judge.onnx_up_to_date(folder)
+    assert "(model.safetensors differ" in onnx_judge.export_problem(folder)
     assert onnx_judge.export_onnx(folder)["written"] and onnx_judge.onnx_up_to_date(folder)
     (folder / "onnx" / "recipe.json").write_text('{"version": 0}')  # made another way: exported again
     assert not onnx_judge.onnx_up_to_date(folder)
+    assert "another export recipe" in onnx_judge.export_problem(folder, "fp32")
+
+
+def test_an_export_copied_from_another_judge_is_stale_and_refused_however_new(exported, tmp_path):
+    """Issue 51: judge B's onnx/ copied into judge A, newer than A's weights, was 'up to date' and the ONNX judge
+    gave B's logits under A's label order; the export now records (by content) the weights and labels it was made
+    from, and A refuses it until re-exported from its own weights."""
+    a = tmp_path / "judge-a"
+    shutil.copytree(exported[0], a)
+    b = make_tiny_judge(tmp_path / "judge-b", seed=1, labels=("ENTAILMENT", "NEUTRAL", "CONTRADICTION"))
+    onnx_judge.export_onnx(b)
+    shutil.rmtree(a / "onnx")
+    shutil.copytree(b / "onnx", a / "onnx")
+    later = (a / "model.safetensors").stat().st_mtime + 60
+    for f in (a / "onnx").iterdir():
+        os.utime(f, (later, later))  # newer than A's weights, as a copy made after training would be
+    assert not onnx_judge.onnx_up_to_date(a)
+    for precision in onnx_judge.FILES:
+        with pytest.raises(RuntimeError, match="another model than the one in") as err:
+            ONNXNLIJudge(a, precision).probabilities(PREMISES, HYPOTHESES)
+        assert str(a) in str(err.value) and "config.json, model.safetensors differ" in str(err.value)
+        assert "--onnx-only --name judge-a" in str(err.value)
+    assert onnx_judge.resolve_backend(a)[0] == "torch" and "another model" in onnx_judge.resolve_backend(a)[1]
+    with pytest.raises(RuntimeError, match="backend 'onnx-fp32' cannot run.*another model"):
+        onnx_judge.resolve_backend(a, "onnx-fp32")
+
+    assert onnx_judge.export_onnx(a)["written"] and onnx_judge.onnx_up_to_date(a)  # re-exported from A's weights
+    torch_a = nli.HFNLIJudge(a, device="cpu").probabilities(PREMISES, HYPOTHESES)
+    np.testing.assert_allclose(ONNXNLIJudge(a, "fp32").probabilities(PREMISES, HYPOTHESES), torch_a, atol=1e-4)
+    (a / "onnx" / "model.int8.onnx").write_bytes((b / "onnx" / "model.int8.onnx").read_bytes())  # one file copied
+    assert "another model" in onnx_judge.export_problem(a, "int8") and not onnx_judge.export_problem(a, "fp32")
+
+
+def test_an_export_that_records_no_source_is_stale(exported, tmp_path):
+    """An export made before the record (or by hand) says nothing of its weights: exported again, not trusted."""
+    import onnx
+
+    folder = tmp_path / "judge"
+    shutil.copytree(exported[0], folder)
+    path = onnx_judge.onnx_path(folder, "int8")
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    onnx.save(model, str(path))
+    assert "does not record which weights" in onnx_judge.export_problem(folder, "int8")
+    assert not onnx_judge.onnx_up_to_date(folder) and onnx_judge.export_onnx(folder)["written"]
+    assert onnx_judge.onnx_up_to_date(folder)
 
 
 def test_export_refuses_a_folder_without_a_model(tmp_path):
@@ -285,3 +338,4 @@ def test_a_truncated_export_is_an_error_naming_the_file_and_the_rebuild(exported
     with pytest.raises(RuntimeError, match="build_judge.py --onnx-only") as err:
         ONNXNLIJudge(folder, precision="int8").probabilities(PREMISES, HYPOTHESES)
     assert str(int8) in str(err.value) and "truncated, damaged" in str(err.value)
+
