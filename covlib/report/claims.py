@@ -29,7 +29,6 @@ every ledger.
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 
 from covlib.core import paths, power
 from covlib.core.claim import Claim, ClaimSet
+from covlib.report.results import read_record
 
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
@@ -282,15 +282,9 @@ def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
 
 
 def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every results/<name>.json, by name (an unreadable file is reported by name, not skipped silently)."""
+    """Every results/<name>.json, by name, each checked (`read_record`: a damaged file is refused by name)."""
     folder = Path(folder) if folder else paths.results_dir()
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            out[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"results file {path} is unreadable ({err}); re-run its notebook") from err
-    return out
+    return {path.stem: read_record(path) for path in sorted(folder.glob("*.json"))}
 
 
 def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> list[dict[str, Any]]:

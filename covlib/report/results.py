@@ -10,7 +10,8 @@
 available) on top of what the caller passes (model, judge, n, ...); a judge
 or LM object passed as meta is recorded by its `.name`. Every file is written
 to a temporary file in the same folder and renamed into place, so a crash
-never leaves half a file.
+never leaves half a file. `read_record` reads a results file back (`load_metrics`, the claims ledger),
+refusing one of another shape or holding a p, interval or count no test gives, by file, record and field.
 """
 
 from __future__ import annotations
@@ -240,12 +241,122 @@ def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = Non
 
 
 def load_metrics(name: str) -> dict[str, Any]:
-    """The full record {"metrics", "params", "meta"} written by `record_metrics`."""
+    """The full record {"metrics", "params", "meta"} written by `record_metrics`, checked (`read_record`)."""
     _check_name(name, _PLAIN_NAME, "metrics")
     path = paths.results_dir() / f"{name}.json"
     if not path.exists():
-        raise FileNotFoundError(f"no recorded metrics {name!r} at {path}; run the notebook that records them")
+        raise FileNotFoundError(f"no recorded metrics {name!r} at {path}; {_remedy(path)}")
+    return read_record(path)
+
+
+# --------------------------------------------------------------------------- reading a results file back
+
+
+def _remedy(path: Path) -> str:
+    number = re.match(r"(\d{2}[a-z]?)_", path.name)
+    return "run the notebook that records it" + (f" (make reproduce ONLY={number.group(1)})" if number else "")
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+_COUNTS = ("n", "better", "worse", "both")
+
+
+def _estimate_problem(e: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) of the first field of an estimate {value, low, high, n, p, ...} that no test gives, or None."""
+    for key in ("value", "low", "high", "p", *_COUNTS):
+        if e.get(key) is not None and not _real(e[key]):
+            return key, "is not a number"
+    got = {k: e[k] for k in ("value", "low", "high", "p", *_COUNTS) if _real(e.get(k)) and math.isfinite(e[k])}
+    if not 0 <= got.get("p", 0) <= 1:
+        return "p", "is not a p-value in [0, 1]"
+    for key in _COUNTS:
+        if key in e and e[key] is not None and (key not in got or got[key] < 0 or got[key] != int(got[key])):
+            return key, "is not a whole number >= 0"
+    low, value, high = (got.get(k) for k in ("low", "value", "high"))
+    if low is not None and high is not None and low > high:
+        return "low", f"is above high = {high}"
+    if got.get("n") == 0 and value is not None:
+        return "n", "is 0 beside an estimate"
+    if sum(got.get(k, 0) for k in _COUNTS[1:]) > got.get("n", math.inf):
+        return "n", f"is below better + worse + both = {sum(got.get(k, 0) for k in _COUNTS[1:])}"
+    inside = e.get("test") and "interval decides" not in str(e["test"])  # a percentile bootstrap's point may be out
+    slack = 1e-9 * (1 + abs(value or 0))  # rounding
+    if inside and None not in (low, value, high) and not low - slack <= value <= high + slack:
+        return "value", f"is outside its 95% interval [{low}, {high}]"
+    return None
+
+
+def _claim_problem(r: Any) -> tuple[str, str] | None:
+    """(field, why) of what is wrong with one record of metrics["claims"] (`ClaimSet.estimate`), or None."""
+    if not isinstance(r, dict):
+        return "", f"is a JSON {type(r).__name__}, not an object"
+    if not isinstance(r.get("claim"), str):
+        return "claim", "is not a claim id"
+    for key in ("scope", "unit", "test", "model"):
+        if key in r and not isinstance(r[key], str) and not (key == "model" and r[key] is None):
+            return key, "is not a string"
+    same = r.get("same_as")
+    if same is not None and not (isinstance(same, list) and len(same) == 2 and all(isinstance(x, str) for x in same)):
+        return "same_as", "is not [claim id, scope]"
+    if r.get("test") == "exact McNemar" and not r.get("untestable"):
+        missing = next((k for k in ("better", "worse", "n") if r.get(k) is None), None)
+        if missing:
+            return missing, "is missing: an exact McNemar record carries its discordant counts and n"
+    return _estimate_problem(r)
+
+
+def _estimates(node: Any, where: str) -> Any:
+    """(where, dict) of every estimate (a dict with value, low and high) under `node`."""
+    if isinstance(node, dict):
+        if all(k in node for k in ("value", "low", "high")):
+            yield where, node
+        for key, value in node.items():
+            yield from _estimates(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _estimates(value, f"{where}[{i}]")
+
+
+def _refusal(path: Path, where: str, obj: Any, problem: tuple[str, str]) -> ValueError:
+    field, why = problem
+    shown = json.dumps(obj.get(field) if field else obj, ensure_ascii=False)
+    shown = "" if field and field not in obj else " = " + (shown if len(shown) <= 60 else shown[:57] + "...")
+    return ValueError(f"results file {path}: {where}{f', field {field!r}' if field else ''}{shown} {why}; "
+                      f"the file is damaged or was edited by hand: re-{_remedy(path)}")
+
+
+def _validated(record: Any, path: Path) -> dict[str, Any]:
+    """`record` if it has the shape `record_metrics` writes and every claim record and estimate in it is one a test
+    could give; else ValueError naming the file, the record, the field and the remedy."""
+    if not isinstance(record, dict):
+        raise _refusal(path, "its root", record, ("", 'is not an object {"metrics", "params", "meta"}'))
+    for key in ("metrics", "params", "meta"):
+        if not isinstance(record.get(key, {}), dict):
+            raise _refusal(path, "its root", record, (key, "is not an object"))
+    metrics = record.get("metrics", {})
+    if not isinstance(metrics.get("claims", []), list):
+        raise _refusal(path, "metrics", metrics, ("claims", "is not a list of claim records"))
+    for i, r in enumerate(metrics.get("claims", [])):
+        problem = _claim_problem(r)
+        if problem:
+            name = f"claim {r['claim']!r} " if isinstance(r, dict) and isinstance(r.get("claim"), str) else ""
+            raise _refusal(path, f"{name}(metrics.claims[{i}])" if name else f"metrics.claims[{i}]", r, problem)
+    for where, est in _estimates(metrics, "metrics"):
+        problem = _estimate_problem(est)
+        if problem:
+            raise _refusal(path, f"metric {where}", est, problem)
+    return record
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """A results file (`record_metrics`'s) parsed and checked: ValueError naming the file, the record and the field
+    when it is unreadable, of another shape, or holds a p, interval or count no test gives."""
+    path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"recorded metrics {path} are unreadable ({err}); re-run the notebook that records them") from err
+        raise ValueError(f"results file {path} is unreadable ({err}); re-{_remedy(path)}") from err
+    return _validated(record, path)

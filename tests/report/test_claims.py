@@ -156,6 +156,59 @@ def test_unreadable_results_are_named(tmp_path):
         claims.read_results(tmp_path)
 
 
+def _borderline(**change) -> dict:
+    """ve-beats-cot-sc's primary McNemar record, 8 better / 2 worse of 60 (p = 0.109: inconclusive), with `change`
+    (a value of None drops the field)."""
+    rec = {**_record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(8, 2), scale=100)),
+           **change}
+    return {k: v for k, v in rec.items() if v is not None or k not in change}
+
+
+_UPSIDE_DOWN = {"value": 0.3, "low": 0.5, "high": 0.1, "n": 60, "p": None,
+                "test": "paired bootstrap (its 95% interval decides)"}
+
+
+@pytest.mark.parametrize("content, where, field", [
+    ({"metrics": {"claims": [_borderline(p=-1)]}}, "claim 've-beats-cot-sc'", "'p' = -1"),
+    ({"metrics": {"claims": [_record("ve-beats-cot-sc", "hotpotqa, dataset", _UPSIDE_DOWN)]}},
+     "claim 've-beats-cot-sc'", "'low' = 0.5 is above high = 0.1"),
+    ({"metrics": {"claims": [_borderline(n=-5, p=0.001)]}}, "claim 've-beats-cot-sc'", "'n' = -5"),
+    ({"metrics": {"claims": [_borderline(better=50, worse=20)]}}, "claim 've-beats-cot-sc'",
+     "'n' = 60 is below better + worse + both = 80"),
+    ({"metrics": {"claims": [_borderline(n=2.5)]}}, "claim 've-beats-cot-sc'", "'n' = 2.5 is not a whole number"),
+    ({"metrics": {"claims": [_borderline(better=None)]}}, "claim 've-beats-cot-sc'",
+     "'better' is missing: an exact McNemar record"),
+    ({"metrics": {"claims": [_borderline(value=-30.0)]}}, "claim 've-beats-cot-sc'",
+     "'value' = -30.0 is outside its 95% interval"),
+    ([_borderline()], "its root", "is not an object"),
+    ({"metrics": {"claims": "ve-beats-cot-sc"}}, "metrics", "'claims' = \"ve-beats-cot-sc\" is not a list"),
+    ({"metrics": [_borderline()]}, "its root", "'metrics' = [{"),
+    ({"metrics": {"claims": ["ve-beats-cot-sc"]}}, "metrics.claims[0]", "is a JSON str, not an object"),
+], ids=["p-1", "low-above-high", "n-5", "discordant-above-n", "n-2.5", "mcnemar-without-better", "value-outside",
+        "root-list",
+        "claims-string", "metrics-list", "claim-string"])
+def test_a_damaged_results_file_is_refused_naming_the_file_the_record_and_the_field(tmp_path, content, where, field):
+    """p = -1, an upside-down interval or n = -5 came out 'supported'; a wrong shape was a bare AttributeError or
+    KeyError: 'better'. Each is now refused by file, record and field, with the notebook to re-run."""
+    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps(content))
+    with pytest.raises(ValueError) as err:
+        claims.read_results(tmp_path)
+    message = str(err.value)
+    assert f"results file {tmp_path / '03_verify_and_edit_tables.json'}: {where}" in message and field in message
+    assert message.endswith("edited by hand: re-run the notebook that records it (make reproduce ONLY=03)")
+
+
+def test_a_valid_results_file_still_reads(tmp_path):
+    rng = np.random.default_rng(4)
+    correct = (rng.random(40) < 0.5).astype(float)
+    recs = [[type("R", (), {"id": i, "correct": c, "confidence": x})() for i, (c, x) in enumerate(zip(correct, conf))]
+            for conf in (rng.random(40), rng.random(40))]
+    records = [_borderline(), _record("ve-raises-auc", "hotpotqa, dataset", ve.auc_difference(*recs, seed=1)),
+               ve.untestable("ve-beats-cot-sc", "no dense index", scope="2wikimultihop, dense", model="m")]
+    rows = [r for r in _ledger(tmp_path, "03_verify_and_edit_tables", records) if r["id"] == "ve-beats-cot-sc"]
+    assert [r["verdict"] for r in rows] == ["inconclusive at this n", "not testable here"]
+
+
 def test_estimates_need_a_test():
     with pytest.raises(KeyError, match="unknown claim"):
         ve.estimate("ve-beats-cot", "x", stats.paired_difference([1, 0], [0, 0]), "EM points")

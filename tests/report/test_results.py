@@ -185,8 +185,22 @@ def test_unreadable_recorded_metrics_name_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("COVLIB_ROOT", str(tmp_path))
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "01_x.json").write_text('{"metrics": ', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"01_x.json are unreadable.*re-run the notebook"):
+    with pytest.raises(ValueError, match=r"01_x.json is unreadable.*re-run the notebook .*make reproduce ONLY=01"):
         results.load_metrics("01_x")
+
+
+def test_recorded_metrics_with_an_impossible_estimate_are_refused_by_file_metric_and_field(out_root):
+    """A metric's interval, p or n no test gives (a file damaged or edited by hand) was read as it stood."""
+    good = {"value": 40.0, "low": 31.2, "high": 49.3, "n": 100}
+    for damage, field in (({"low": 55.0}, "'low' = 55.0 is above high = 49.3"), ({"p": 1.5}, "'p' = 1.5"),
+                          ({"n": -3}, "'n' = -3 is not a whole number >= 0")):
+        results.record_metrics("07_reflection_completion", {"intervals": {"bm25 / F1": {**good, **damage}}})
+        with pytest.raises(ValueError) as err:
+            results.load_metrics("07_reflection_completion")
+        assert "07_reflection_completion.json: metric metrics.intervals.bm25 / F1, field " + field in str(err.value)
+        assert "make reproduce ONLY=07" in str(err.value)
+    results.record_metrics("07_reflection_completion", {"intervals": {"bm25 / F1": good}})
+    assert results.load_metrics("07_reflection_completion")["metrics"]["intervals"]["bm25 / F1"] == good
 
 
 def test_plot_of_empty_data_is_a_note_and_mismatched_lengths_an_error():
