@@ -18,10 +18,11 @@ server, SGLang, `transformers serve` or a hosted API:
   recorded result. Each key goes only to its own servers: `OPENAI_API_KEY` to https://api.openai.com and to
   base URLs starting with a prefix listed (comma-separated) in `COVLIB_API_KEY_URL`, and it wins there;
   `COVLIB_API_KEY` to the configured server otherwise, never to api.openai.com unless listed there too.
-* Each request waits at most `timeout` seconds for an answer (`COVLIB_REQUEST_TIMEOUT`, default 300 s),
-  then is retried; the error says which setting to raise.
-* A reply must hold exactly one choice with index 0 (every request asks for n=1) and finite
-  log-probabilities; anything else is refused before it is cached.
+* Each attempt has a deadline `timeout` seconds after it is sent (`COVLIB_REQUEST_TIMEOUT`, default 300 s; a
+  trickling server is cut off at the first bytes past it), then is retried; the error names the setting.
+* A reply must hold exactly one choice with index 0 (every request asks for n=1), fields of the types read
+  (`http.completion_fields`), finite log-probabilities, no more tokens than asked, and no more bytes than
+  `http.reply_limit`; anything else is refused before it is cached.
 
 Cache keys hold the backend, the served model and the base URL: the same model name on another server
 does not collide.
@@ -29,6 +30,7 @@ does not collide.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -43,8 +45,9 @@ from covlib.core import paths
 from covlib.core.cache import Cache, make_key
 from covlib.generation.base import Completion, first_stop, sample_seed
 from covlib.generation.cached import CachedGenerator
-from covlib.generation.http import (EndpointError, Stopped, api_key, only_choice, request_timeout, retryable,
-                                    server_gone, server_message)
+from covlib.generation.http import (NUMBER, EndpointError, Stopped, api_key, completion_fields, only_choice,
+                                    read_body, reply_limit, request_timeout, retryable, server_gone, server_message,
+                                    typed)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
 DEFAULT_CONCURRENCY = 8
@@ -85,7 +88,7 @@ class EndpointLM(CachedGenerator):
             if self._client is None:
                 import httpx
 
-                self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=10.0),
+                self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
                                             limits=httpx.Limits(max_connections=self.concurrency))
             return self._client
 
@@ -94,10 +97,11 @@ class EndpointLM(CachedGenerator):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def post(self, route: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST `payload` to `<base_url>/<route>` and return the JSON reply, retrying what may pass."""
+        """POST `payload` to `<base_url>/<route>` and return the JSON reply, retrying what may pass; each attempt
+        reads at most `reply_limit(payload)` bytes, for at most `timeout` seconds from sending."""
         import httpx
 
-        url = f"{self.base_url}/{route}"
+        url, limit = f"{self.base_url}/{route}", reply_limit(payload)
         last = ""
         for attempt in range(self.retries + 1):
             stop = getattr(self._run_state, "stop", None)
@@ -106,11 +110,13 @@ class EndpointLM(CachedGenerator):
             wait_s = min(60.0, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
             with self._lock:
                 self.requests_sent += 1
+            deadline = time.monotonic() + self.timeout
             try:
-                reply = self._http().post(url, json=payload, headers=self._headers())
-            except httpx.TimeoutException as err:
-                last = (f"no answer within {self.timeout:g} s ({type(err).__name__}; set COVLIB_REQUEST_TIMEOUT or "
-                        "the timeout= option, in seconds, to wait longer)")
+                with self._http().stream("POST", url, json=payload, headers=self._headers()) as reply:
+                    body = read_body(reply, url, limit, deadline)  # a trickling server is cut off at the deadline
+            except (httpx.TimeoutException, TimeoutError) as err:
+                last = (f"no answer within {self.timeout:g} s ({type(err).__name__}: {err}; set COVLIB_REQUEST_TIMEOUT "
+                        "or the timeout= option, in seconds, to wait longer)")
             except httpx.TransportError as err:
                 gone = server_gone(self.base_url)  # a server this process started has died: say how, do not retry
                 if gone is not None:
@@ -121,11 +127,11 @@ class EndpointLM(CachedGenerator):
             else:
                 if reply.status_code == 200:
                     try:
-                        return reply.json()
+                        return json.loads(body)
                     except ValueError:
                         raise EndpointError(f"{url}: malformed response (HTTP 200 but not JSON): "
-                                            f"{reply.text[:200]!r}") from None
-                last = f"HTTP {reply.status_code}: {server_message(reply)}"
+                                            f"{body[:200].decode(errors='replace')!r}") from None
+                last = f"HTTP {reply.status_code}: {server_message(body, reply.reason_phrase)}"
                 if not retryable(reply.status_code):
                     raise EndpointError(f"{url} rejected the request ({last}); model {self.served_model!r}")
                 after = reply.headers.get("retry-after", "")
@@ -205,30 +211,23 @@ class EndpointLM(CachedGenerator):
         else:
             payload.update(prompt=prompt, logprobs=1)
             reply = self.post("completions", payload)
-        return self._completion(reply, chat, decoding["stop"])
+        return self._completion(reply, chat, decoding["stop"], decoding["max_new_tokens"])
 
-    def _completion(self, reply: dict[str, Any], chat: bool, stops: list[str]) -> Completion:
-        route = "chat/completions" if chat else "completions"
+    def _completion(self, reply: dict[str, Any], chat: bool, stops: list[str], asked: int) -> Completion:
+        url = f"{self.base_url}/{'chat/completions' if chat else 'completions'}"
         try:
-            choice = only_choice(reply)
-            text = choice["message"]["content"] if chat else choice["text"]
-            logprobs = choice.get("logprobs") or {}
-            if chat or "content" in logprobs:  # llama-server answers /completions in the chat format too
-                entries = logprobs.get("content") or []
-                tokens, values = [e["token"] for e in entries], [e["logprob"] for e in entries]
-            else:
-                tokens, values = list(logprobs.get("tokens") or []), list(logprobs.get("token_logprobs") or [])
-            reason = choice.get("finish_reason") or "stop"
-            if not isinstance(text, str) or len(tokens) != len(values):
-                raise TypeError("text is not a string, or tokens and log-probabilities differ in number")
-            values = [float(v) for v in values]
-            field = "choices[0].logprobs.content[].logprob" if chat else "choices[0].logprobs.token_logprobs"
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
-            raise EndpointError(f"{self.base_url}/{route}: malformed response ({type(err).__name__}: {err}): "
+            text, tokens, values, reason, used = completion_fields(reply, chat)
+        except (IndexError, TypeError, ValueError) as err:
+            raise EndpointError(f"{url}: malformed response ({type(err).__name__}: {err}): "
                                 f"{str(reply)[:300]}") from None
+        if used > asked:
+            raise EndpointError(f"{url}: a reply of {used} tokens to max_tokens={asked} (usage.completion_tokens or "
+                                "the tokens listed); refused, nothing cached: the server does not honour max_tokens "
+                                "(check it, and any proxy in front of it)")
+        field = "choices[0].logprobs.content[].logprob" if chat else "choices[0].logprobs.token_logprobs"
         bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
         if bad is not None:
-            raise EndpointError(f"{self.base_url}/{route}: non-finite log-probability {values[bad]} in {field}[{bad}] "
+            raise EndpointError(f"{url}: non-finite log-probability {values[bad]} in {field}[{bad}] "
                                 f"(token {tokens[bad]!r}); refused, nothing cached")
         if not tokens and text:
             self._warn_once("logprobs", f"{self.base_url} returned no log-probabilities: Completion.token_logprobs "
@@ -278,7 +277,7 @@ class EndpointLM(CachedGenerator):
         probe = "The capital of France is"
         reply = self.post("completions", {"model": self.served_model, "prompt": probe, "max_tokens": 1,
                                           "temperature": 0.0, "logprobs": 1})
-        first = self._completion(reply, False, [])
+        first = self._completion(reply, False, [], 1)
         if first.text.strip() and first.token_logprobs:
             echoed = self._score_one(probe, first.text, desc)
             if abs(echoed - first.token_logprobs[0]) > 0.05:
@@ -296,12 +295,14 @@ class EndpointLM(CachedGenerator):
                                           "temperature": 0.0, "echo": True, "logprobs": 1})
         why = ""
         try:
-            logprobs = only_choice(reply).get("logprobs") or {}
-            tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
-            offsets = logprobs.get("text_offset")
+            logprobs = typed(only_choice(reply).get("logprobs") or {}, dict, "choices[0].logprobs")
+            tokens = typed(logprobs.get("tokens") or [], list, "choices[0].logprobs.tokens", str)
+            values = typed(logprobs.get("token_logprobs") or [], list, "choices[0].logprobs.token_logprobs",
+                           (*NUMBER, type(None)))
+            offsets = typed(logprobs.get("text_offset") or [], list, "choices[0].logprobs.text_offset", int)
             if not (tokens and values and offsets) or not len(tokens) == len(values) == len(offsets):
                 why = "the reply holds no prompt tokens with log-probabilities and text offsets"
-        except (KeyError, IndexError, TypeError, AttributeError) as err:
+        except (IndexError, TypeError) as err:
             raise EndpointError(f"{self.base_url}/completions: malformed response ({type(err).__name__}: {err}): "
                                 f"{str(reply)[:300]}") from None
         if not why:

@@ -185,6 +185,8 @@ class _Misbehaving(BaseHTTPRequestHandler):
         if status is None:  # a stalled server: holds the request `payload` seconds, then drops it unanswered
             time.sleep(payload)
             return
+        if status == "trickle":  # 30 spaces, one every `payload` seconds, then GOOD: 15 s for a valid reply at 0.5
+            return self._trickle(payload, b" " * 30 + json.dumps(GOOD).encode())
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -192,6 +194,18 @@ class _Misbehaving(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _trickle(self, every: float, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for i in range(len(data)):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                time.sleep(every if data[i:i + 1] == b" " else 0)
+        except OSError:  # the client hung up
+            pass
 
     def log_message(self, *args):
         pass
@@ -236,7 +250,10 @@ def test_gives_up_on_lasting_429(misbehaving, tmp_path):
     ("<html>gateway</html>", r"malformed response \(HTTP 200 but not JSON\): '<html>gateway"),
     ({"choices": []}, r"malformed response \(IndexError"),
     ({"choices": [{"text": 5}]}, r"malformed response \(TypeError"),
-    ({"choices": [{"text": "a", "logprobs": {"tokens": ["a"], "token_logprobs": ["x"]}}]}, r"malformed response \(ValueError"),
+    ({"choices": [{"text": "a", "logprobs": {"tokens": ["a"], "token_logprobs": ["x"]}}]},
+     r"malformed response \(TypeError: choices\[0\]\.logprobs\.token_logprobs\[0\] must be int or float, got str"),
+    ({"choices": [{"text": "ab", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [-1.0]}}]},
+     r"malformed response \(ValueError: choices\[0\]\.logprobs holds 2 tokens but 1 log-probabilities"),
 ])
 def test_malformed_responses(misbehaving, tmp_path, payload, message):
     handler, url = misbehaving
@@ -245,6 +262,70 @@ def test_malformed_responses(misbehaving, tmp_path, payload, message):
     with pytest.raises(EndpointError, match=message):
         lm.generate(["x"], max_new_tokens=2, progress=False)
     assert lm.requests_sent == 1 and len(lm.cache) == 0
+
+
+@pytest.mark.parametrize("chat, choice, usage, path", [
+    (False, {"text": "ab", "logprobs": {"tokens": [5, 6], "token_logprobs": [-1.0, -2.0]}}, None,
+     r"choices\[0\]\.logprobs\.tokens\[0\] must be str, got int '5'"),
+    (False, {"text": "ab", "logprobs": "none"}, None, r"choices\[0\]\.logprobs must be dict, got str"),
+    (False, {"text": "ab", "finish_reason": 3}, None, r"choices\[0\]\.finish_reason must be str, got int"),
+    (False, {"text": "ab"}, {"completion_tokens": "2"}, r"usage\.completion_tokens must be int, got str"),
+    (True, {"message": {"content": None}}, None, r"choices\[0\]\.message\.content must be str, got NoneType"),
+    (True, {"message": {"content": "a"}, "logprobs": {"content": [{"token": 7, "logprob": -1.0}]}}, None,
+     r"choices\[0\]\.logprobs\.content\[0\]\.token must be str, got int"),
+])
+def test_a_malformed_field_is_named_and_not_cached(misbehaving, tmp_path, chat, choice, usage, path):
+    """Each field the client reads is checked: a wrong type is an EndpointError with the URL and the field's path
+    (issue 51: integer tokens were a bare TypeError), and nothing is cached."""
+    handler, url = misbehaving
+    handler.replies = [(200, {"choices": [choice], **({"usage": usage} if usage else {})}, {})]
+    lm = _client(url, tmp_path, retries=0)
+    route = "chat/completions" if chat else "completions"
+    with pytest.raises(EndpointError, match=rf"127\.0\.0\.1:\d+/v1/{route}: malformed response \(TypeError: {path}"):
+        lm.generate(["x"], max_new_tokens=4, progress=False, chat=chat)
+    assert len(lm.cache) == 0
+
+
+def test_score_names_a_malformed_echo_field(misbehaving, tmp_path):
+    handler, url = misbehaving
+    echoed = {"text": "ab", "logprobs": {"tokens": [1, 2], "token_logprobs": [None, -1.0], "text_offset": [0, 1]}}
+    handler.replies = [(200, {"choices": [{"text": ""}]}, {}), (200, {"choices": [echoed]}, {})]  # probe, then echo
+    lm = _client(url, tmp_path, retries=0)
+    with pytest.raises(EndpointError, match=r"^answer AUC needs prompt log-probabilities .*/v1/completions: malformed "
+                                            r"response \(TypeError: choices\[0\]\.logprobs\.tokens\[0\] must be str"):
+        lm.score(["a"], ["b"], progress=False, desc="answer AUC")
+    assert len(lm.cache) == 0
+
+
+@pytest.mark.parametrize("tokens, usage", [(40, 40), (4, 40), (40, None)])
+def test_a_reply_longer_than_asked_is_refused(misbehaving, tmp_path, tokens, usage):
+    """max_tokens=4 answered with 40 tokens (counted by usage.completion_tokens or by the tokens listed) is refused,
+    not cached (issue 51); a reply of exactly 4 is kept."""
+    handler, url = misbehaving
+    choice = {"text": " a" * tokens, "finish_reason": "length",
+              "logprobs": {"tokens": [" a"] * tokens, "token_logprobs": [-0.5] * tokens}}
+    handler.replies = [(200, {"choices": [choice], **({"usage": {"completion_tokens": usage}} if usage else {})}, {})]
+    lm = _client(url, tmp_path, retries=0)
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: a reply of 40 tokens to max_tokens=4 "
+                                            r".*refused, nothing cached: the server does not honour max_tokens"):
+        lm.generate(["x"], max_new_tokens=4, progress=False)
+    assert len(lm.cache) == 0
+    choice["logprobs"] = {"tokens": [" a"] * 4, "token_logprobs": [-0.5] * 4}
+    handler.replies = [(200, {"choices": [{**choice, "text": " a" * 4}], "usage": {"completion_tokens": 4}}, {})]
+    (c,), = lm.generate(["x"], max_new_tokens=4, progress=False)
+    assert c.tokens == [" a"] * 4 and len(lm.cache) == 1
+
+
+def test_an_oversized_reply_is_refused_unread(misbehaving, tmp_path):
+    """A 3 MB completion to max_tokens=4 (no token counts to tell): the reading stops at 1 MiB + 4 KiB a token, and
+    nothing is cached (issue 51: 120 MB were cached)."""
+    handler, url = misbehaving
+    handler.replies = [(200, {"choices": [{"text": "word " * 600_000, "finish_reason": "length"}]}, {})]
+    lm = _client(url, tmp_path, retries=3, backoff=0.01)
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: the reply is over 1,064,960 bytes, .* "
+                                            r"refused, nothing cached: check that the server honours max_tokens"):
+        lm.generate(["x"], max_new_tokens=4, progress=False)
+    assert len(lm.cache) == 0 and lm.requests_sent == 1  # not retried
 
 
 def test_a_server_without_logprobs_warns_and_scores_clearly(misbehaving, tmp_path):
@@ -381,6 +462,21 @@ def test_a_stalled_server_times_out_as_configured(misbehaving, tmp_path, monkeyp
         monkeypatch.setenv("COVLIB_REQUEST_TIMEOUT", bad)
         with pytest.raises(ValueError, match="COVLIB_REQUEST_TIMEOUT"):
             _client(url, tmp_path)
+
+
+def test_a_trickling_server_is_cut_off_at_the_deadline(misbehaving, tmp_path, monkeypatch):
+    """A byte every 0.5 s never lets a 1 s read time out, yet the attempt ends at its deadline, not after the 15 s
+    the whole reply takes (issue 51); the bound below is 4x the timeout, a correctness bound, not a speed one."""
+    handler, url = misbehaving
+    handler.replies = [("trickle", 0.5, {})]
+    monkeypatch.setenv("COVLIB_REQUEST_TIMEOUT", "1")
+    lm = _client(url, tmp_path, retries=0)
+    start = time.monotonic()
+    with pytest.raises(EndpointError, match=r"/v1/completions: gave up after 1 attempts: no answer within 1 s "
+                                            r"\(TimeoutError: the reply was still arriving, \d+ bytes read; set "
+                                            r"COVLIB_REQUEST_TIMEOUT"):
+        lm.generate(["x"], max_new_tokens=2, progress=False)
+    assert time.monotonic() - start < 4 and len(lm.cache) == 0
 
 
 def test_the_openai_key_goes_only_to_its_bound_url(misbehaving, tmp_path, monkeypatch):
