@@ -60,6 +60,17 @@ def executed_dir() -> Path:
     return paths.root() / "notebooks" / "executed"
 
 
+def check_outputs() -> None:
+    """Stop before the first notebook when a folder the run writes (executed notebooks, figures, tables, results,
+    build) cannot be created or written to, naming it (a read-only mount would otherwise fail inside a notebook)."""
+    problem = paths.unwritable([executed_dir(), paths.figures_dir(), paths.tables_dir(), paths.results_dir(),
+                                paths.build_dir()])
+    if problem:
+        raise SystemExit(f"{problem}. The run writes its executed notebooks, figures, tables and results under "
+                         f"{paths.root()}: make that folder writable (moving aside any file in the way), or point COVLIB_ROOT "
+                         "at a writable folder (export COVLIB_ROOT=/path/to/output)")
+
+
 def check_arguments(model: str, device: str, judge: str = "") -> None:
     """Stop before the first notebook on a model that is neither a folder, a hub id, a server spec
     (`openai:<model>@<base_url>`) nor a simulated model (`sim:<behaviour>`), an unknown device, or a judge that names
@@ -130,6 +141,8 @@ def main() -> None:
     except ValueError as err:
         raise SystemExit(f"PROFILE: {err}") from None
     selected = notebooks(args.only)
+    if not args.plan:
+        check_outputs()
     print(f"profile: {profile}; model: {args.model or 'embedded SmolLM2-135M-Instruct'}; device: {args.device or 'auto'}")
     if profile == "cpu":
         print("  (CPU subsample: every notebook is sized to finish within the hour; PROFILE=full forces the paper's settings)")
@@ -146,8 +159,7 @@ def main() -> None:
     if args.plan:
         print(f"{plan.describe(planned)}\n\n{plan.table(planned, plan.actual_seconds(times, planned))}")
         return
-    out_dir = executed_dir()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = executed_dir()  # made by check_outputs
     mine: list[dict] = []  # this run's entries, merged again into the file as it is on disk after each notebook
     finished: list[tuple[str, float]] = []
     began = time.time()
@@ -177,7 +189,7 @@ def main() -> None:
         elapsed = time.time() - start
         finished.append((nb.stem, elapsed))
         mine.append(run_times.entry(nb.stem, profile, model, device, elapsed))
-        times = run_times.update(mine)  # re-read under the lock: another run's entries are kept
+        times = run_times.write(mine)  # re-read under the lock: another run's entries are kept
         print(f"{nb.name}: {elapsed:.0f} s\n{run_times.cells_line(run_times.slowest_cells(out_dir / nb.name), elapsed)}")
     report(finished, None, profile, model, device, planned)
     print(f"\nfigures: {paths.figures_dir()}\ntables:  {paths.tables_dir()}")

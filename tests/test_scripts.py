@@ -26,6 +26,23 @@ def test_reproduce_refuses_bad_arguments_before_any_notebook(args, message):
     assert done.returncode != 0 and message in done.stderr and "===" not in done.stdout
 
 
+def test_reproduce_names_an_output_folder_it_cannot_write_before_any_notebook(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "notebooks").write_text("a file where the executed notebooks' folder should be")  # blocks root too
+    env = {**os.environ, "COVLIB_ROOT": str(root), "COVLIB_CACHE": str(tmp_path / "cache")}
+    script = paths.code_root() / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), "--only", "01", "--profile", "smoke", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0 and "===" not in done.stdout, done.stdout + done.stderr
+    assert (f"{root / 'notebooks' / 'executed'} cannot be written: {root / 'notebooks'} is a file, not a folder"
+            in done.stderr)
+    assert "point COVLIB_ROOT at a writable folder" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_build_judge_refuses_bad_arguments_before_training():
     import subprocess
     import sys

@@ -6,9 +6,9 @@ everything that changes the output (model, prompt, decoding, sample index).
 
 A cache that cannot be used raises `CacheError` naming the file and what to do; a full disk, a file-size limit
 (`ulimit -f`) or a quota says so and keeps the cache (every committed entry stays): deleting is advised only for a
-file that SQLite or `PRAGMA quick_check` finds damaged. An entry of the wrong shape (written by another version) names
-the table and entry. A finished cache
-in a folder this process cannot write to (a shared, read-only copy) is opened read-only: reading
+file that SQLite or `PRAGMA quick_check` finds damaged. A table or entry of the wrong shape (written by another
+version) is named, with the remedy; an entry that is not JSON is a miss, with a warning. A finished cache in a folder
+this process cannot write to (a shared, read-only copy) is opened read-only: reading
 works, storing a new result raises. `COVLIB_CACHE_READONLY=1` asks for read-only explicitly.
 """
 
@@ -20,6 +20,7 @@ import os
 import shutil
 import sqlite3
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -256,6 +257,13 @@ class Cache:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 conn.commit()
+            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({self.table})")]
+            if columns not in ([], ["key", "value"]):  # [] : a read-only file without the table
+                conn.close()
+                raise CacheError(f"cache {self.path}: its table {self.table!r} has the columns ({', '.join(columns)}),"
+                                 " not (key, value): the file was written by another version of covlib. Start a new "
+                                 f"cache: delete {self.path} (`make clean-cache` deletes the project's "
+                                 ".cache/calls.sqlite; every call is recomputed) or point COVLIB_CACHE at another folder")
             self._conn = conn
         return self._conn
 
@@ -291,8 +299,12 @@ class Cache:
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = db.execute(f"SELECT key, value FROM {self.table} WHERE key IN ({marks})", chunk)
-                found.update((k, json.loads(v)) for k, v in rows)
+                for key, text in db.execute(f"SELECT key, value FROM {self.table} WHERE key IN ({marks})", chunk):
+                    try:
+                        found[key] = json.loads(text)
+                    except (ValueError, TypeError) as err:  # not JSON: a miss, recomputed and stored over it
+                        warnings.warn(f"cache {self.path}, table {self.table!r}: entry {key} is not JSON ({err}); "
+                                      "it is treated as missing: recomputed and stored again", stacklevel=2)
         if shape is not None:
             for key, value in found.items():
                 wrong = shape(value)

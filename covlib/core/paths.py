@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
+from typing import Iterable
 
 CONFIG_NAME = "covlib.toml"
 CONFIG_KEYS = {"root": "COVLIB_ROOT", "data": "COVLIB_DATA", "cache": "COVLIB_CACHE", "models": "COVLIB_MODELS"}
@@ -164,6 +166,21 @@ def results_dir() -> Path:
 def build_dir() -> Path:
     """Built artefacts worth keeping apart from caches (benchmark key facts, review sheets): <root>/build."""
     return root() / "build"
+
+
+def unwritable(folders: Iterable[Path]) -> str | None:
+    """The first of `folders` that cannot be created or written to (a temporary file is made and removed in each),
+    with the reason; None when every one can."""
+    for folder in map(Path, folders):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+                pass
+        except OSError as err:  # a read-only mount (EROFS), no permission (EACCES), a file in the way
+            blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+            return f"{folder} cannot be written: " + (f"{blocker} is a file, not a folder" if blocker is not None
+                                                      else err.strerror or str(err))
+    return None
 
 
 def dataset_path(*parts: str) -> Path:

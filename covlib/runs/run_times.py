@@ -10,10 +10,10 @@ There is one entry per (notebook, profile, model, device): a new run replaces on
 the cpu timing. The flat file of earlier versions, {stem: {profile, model, seconds}}, is read as entries whose
 device, time and commit are unknown (None); a later run of the same notebook, profile and model replaces them.
 
-Two runs may share the file (two `make reproduce` at once): `update` holds an exclusive lock (flock on the sibling
-run_times.json.lock) while it re-reads the file, merges this run's entries into what is there (for the same notebook,
-profile, model and device the later finished_at wins) and writes it atomically, so neither run loses the other's
-entries. A file that is not readable JSON, or JSON of another shape (a list, {"runs": "oops"}, an entry that is not a
+Two runs may share the file (two `make reproduce` at once): `write`, the only writer, holds an exclusive lock (flock
+on the sibling run_times.json.lock) while it re-reads the file, merges the new entries into what is there (for the same
+notebook, profile, model and device the later finished_at wins) and writes it atomically, so neither run loses the
+other's entries. A file that is not readable JSON, or JSON of another shape (a list, {"runs": "oops"}, an entry that is not a
 run), is never replaced: it is kept aside as run_times.unreadable.json (then .unreadable.1.json, ...) with a one-line
 warning on stderr naming both paths, and a new file is started.
 
@@ -182,13 +182,6 @@ def _write_locked(entries: Iterable[dict[str, Any]], path: Path) -> Path:
     return results._atomic_write(path, json.dumps({"format": FORMAT, "runs": rows}, indent=2) + "\n")
 
 
-def write(entries: Iterable[dict[str, Any]], path: Path | None = None) -> Path:
-    """Replace run_times.json by the entries, under its lock, through a temporary file renamed into place (atomic)."""
-    path = path or times_path()
-    with _locked(path):
-        return _write_locked(entries, path)
-
-
 def _when(e: dict[str, Any]) -> float:
     """An entry's finished_at in seconds since the epoch (-inf when unknown or unreadable; no zone means UTC)."""
     try:
@@ -206,8 +199,9 @@ def merge(entries: Sequence[dict[str, Any]], new: dict[str, Any]) -> list[dict[s
     return record(entries, new)
 
 
-def update(new: Iterable[dict[str, Any]], path: Path | None = None) -> list[dict[str, Any]]:
-    """Under the file's lock: re-read run_times.json, merge this run's entries into it, write it; the merged entries."""
+def write(new: Iterable[dict[str, Any]], path: Path | None = None) -> list[dict[str, Any]]:
+    """Under the file's lock: re-read run_times.json, merge the entries into it, write it atomically; the merged
+    entries. The only writer: what another run wrote meanwhile is kept."""
     path = path or times_path()
     with _locked(path):
         entries = _load_locked(path)

@@ -331,3 +331,36 @@ def test_a_full_write_on_a_damaged_cache_still_advises_deleting_it(tmp_path):
     assert "database or disk is full" in message and "quick_check" in message
     assert "not a usable SQLite cache" in message and "delete the file" in message and "intact" not in message
     cache.close()
+
+
+def test_an_entries_table_of_another_schema_says_another_version_wrote_it(tmp_path, monkeypatch):
+    import sqlite3
+
+    path = tmp_path / "calls.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE entries (id INTEGER PRIMARY KEY, k TEXT, v BLOB, created REAL)")
+    old.execute("INSERT INTO entries (k, v, created) VALUES ('a', x'00', 0)")
+    old.commit()
+    old.close()
+    message = (rf"cache {path}: its table 'entries' has the columns \(id, k, v, created\), not \(key, value\): the "
+               r"file was written by another version of covlib\. Start a new cache: delete .*make clean-cache")
+    with pytest.raises(CacheError, match=message):
+        Cache(path).get("a")
+    monkeypatch.setenv("COVLIB_CACHE_READONLY", "1")  # a shared copy, opened read-only: the same message
+    with pytest.raises(CacheError, match=message):
+        Cache(path).get_many(["a"])
+
+
+def test_an_entry_that_is_not_json_is_a_miss_recomputed_with_a_warning(tmp_path):
+    path = tmp_path / "calls.sqlite"
+    cache = Cache(path, table="lm")
+    cache.put_many({"good": [1.0], "bad": [2.0]})
+    cache._db().execute("UPDATE lm SET value = ? WHERE key = 'bad'", ('[2.0, "trunc',))  # a torn or foreign write
+    cache._db().commit()
+    asked: list[str] = []
+    with pytest.warns(UserWarning, match=rf"cache {path}, table 'lm': entry bad is not JSON \(.*\); it is treated as "
+                                         "missing: recomputed and stored again"):
+        found = cached_batch(cache, [("good", 1), ("bad", 2)], lambda todo: [{k: [float(j)] for k, j in todo.items()
+                                                                              if not asked.append(k)}])
+    assert found == {"good": [1.0], "bad": [2.0]} and asked == ["bad"]  # only the broken entry is computed again
+    assert Cache(path, table="lm").get_many(["good", "bad"]) == {"good": [1.0], "bad": [2.0]}  # stored over it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -104,3 +105,22 @@ def test_a_missing_data_file_says_how_to_set_the_data_folder(bare, tmp_path):
         data.load_nq_open()
     with pytest.raises(DataError, match=r"file not found$"):  # a path of the caller's own: no data-folder advice
         data.load_nq_open(tmp_path / "mine.jsonl")
+
+
+def test_unwritable_names_the_first_folder_that_cannot_be_written_and_why(tmp_path):
+    ok, blocked = tmp_path / "out" / "figures", tmp_path / "out" / "tables"
+    blocked.parent.mkdir()
+    blocked.write_text("a file where a folder should be")  # stops root as well as any other user
+    assert paths.unwritable([ok, blocked, tmp_path / "later"]) == (
+        f"{blocked} cannot be written: {blocked} is a file, not a folder")
+    assert ok.is_dir() and not list(ok.iterdir())  # created, and the check's temporary file removed
+    assert not (tmp_path / "later").exists()
+    assert paths.unwritable([blocked / "executed"]).endswith(f"{blocked} is a file, not a folder")
+    assert paths.unwritable([ok, tmp_path / "new" / "results"]) is None
+    if os.geteuid() != 0:  # root writes through permission bits: a read-only folder stops only other users
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        try:
+            assert paths.unwritable([locked]) == f"{locked} cannot be written: Permission denied"
+        finally:
+            locked.chmod(0o755)

@@ -297,33 +297,44 @@ def test_reproduce_keeps_a_file_of_another_shape_aside_and_says_where(tmp_path, 
     assert [(e["notebook"], e["profile"]) for e in R.read(path)] == [("00_data_tour", "smoke")]  # a new file
 
 
+def test_two_writers_that_read_the_file_before_either_wrote_keep_both_entries(tmp_path):
+    path = tmp_path / "run_times.json"
+    R.write([_entry("00_data_tour", "cpu", 47.0)], path)
+    first, second = R.load(path), R.load(path)  # two runs read the file, then each writes what it holds plus its own
+    R.write(R.record(first, _entry("01_consistency_kde", "smoke", 20.0)), path)
+    R.write(R.record(second, _entry("03_verify_and_edit_tables", "smoke", 55.0)), path)
+    assert {(e["notebook"], e["profile"]) for e in R.read(path)} == {
+        ("00_data_tour", "cpu"), ("01_consistency_kde", "smoke"), ("03_verify_and_edit_tables", "smoke")}
+    assert [name for name in dir(R) if "write" in name and not name.startswith("_")] == ["write"]  # no other writer
+
+
 def test_a_second_refused_file_does_not_overwrite_the_first_kept_one(tmp_path, capsys):
     path = tmp_path / "run_times.json"
     path.write_text('{"runs": "first"}')
     assert R.load(path) == [] and not path.exists()
     path.write_text("[2]")
-    assert R.update([_entry("a")], path)[0]["notebook"] == "a"
+    assert R.write([_entry("a")], path)[0]["notebook"] == "a"
     assert (tmp_path / "run_times.unreadable.json").read_text() == '{"runs": "first"}'
     assert (tmp_path / "run_times.unreadable.1.json").read_text() == "[2]"
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "a JSON list, not an object" in err[1] and "run_times.unreadable.1.json" in err[1]
 
 
-def test_update_merges_into_the_file_and_the_later_run_of_a_notebook_wins(tmp_path):
+def test_write_merges_into_the_file_and_the_later_run_of_a_notebook_wins(tmp_path):
     path = tmp_path / "run_times.json"
     path.write_text(json.dumps(OLD_FLAT))  # 01 (cpu, unknown device and time) and 02 (smoke)
     later = _entry("01_consistency_kde", seconds=300.0, finished_at="2026-11-24T12:00:00+00:00")
-    merged = R.update([later], path)
+    merged = R.write([later], path)
     assert R.read(path) == sorted(merged, key=lambda e: e["notebook"])
     assert {(e["notebook"], e["seconds"]) for e in R.read(path)} == {("01_consistency_kde", 300.0),
                                                                       ("02_threshold_ablation", 20.0)}
     earlier = _entry("01_consistency_kde", seconds=999.0, finished_at="2026-11-24T11:00:00+00:00")
-    R.update([earlier], path)  # another run that finished this notebook earlier: the later time stays
+    R.write([earlier], path)  # another run that finished this notebook earlier: the later time stays
     assert {(e["notebook"], e["seconds"]) for e in R.read(path)} == {("01_consistency_kde", 300.0),
                                                                       ("02_threshold_ablation", 20.0)}
-    R.update([_entry("01_consistency_kde", seconds=280.0, finished_at="2026-11-24T12:30:00+01:00")], path)
+    R.write([_entry("01_consistency_kde", seconds=280.0, finished_at="2026-11-24T12:30:00+01:00")], path)
     assert {e["seconds"] for e in R.read(path) if e["notebook"] == "01_consistency_kde"} == {300.0}  # 11:30 UTC
-    R.update([_entry("01_consistency_kde", seconds=250.0, finished_at="2026-11-24T13:00:00+00:00")], path)
+    R.write([_entry("01_consistency_kde", seconds=250.0, finished_at="2026-11-24T13:00:00+00:00")], path)
     assert {e["seconds"] for e in R.read(path) if e["notebook"] == "01_consistency_kde"} == {250.0}
 
 
