@@ -206,7 +206,9 @@ def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
         return Rates(source, None, None, judge, f"no decoder rates measured on {device}")
     size = model_parameters(model)
     if size is None:
-        return Rates(source, None, None, judge, f"size of {model!r} unknown (no config readable)")
+        where = "here" if Path(model).expanduser().is_dir() or model_spec.hub_reachable() else \
+            "here, and the hub cannot be reached (HF_HUB_OFFLINE, or its name does not resolve)"
+        return Rates(source, None, None, judge, f"size of {model!r} unknown (no config readable {where})")
     name, shape = min(shapes.items(), key=lambda kv: abs(math.log(kv[1]["parameters"] / size)))
     scale = shape["parameters"] / size
     note = "" if scale == 1 else f"scaled from the {name} shape ({shape['parameters'] / 1e6:.0f}M) to {size / 1e6:.0f}M"

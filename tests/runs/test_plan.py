@@ -289,6 +289,8 @@ def test_an_unknown_hub_model_is_not_asked_for_where_the_hub_cannot_be_reached(m
     model_spec.hub_reachable.cache_clear()
     try:
         assert plan.model_parameters("someone/some-model-7b") is None
+        note = plan.rates_for("someone/some-model-7b", "cpu", plan.REFERENCE_RATES["cpu"]).note
+        assert "the hub cannot be reached (HF_HUB_OFFLINE" in note
     finally:
         model_spec.hub_reachable.cache_clear()
 
