@@ -304,7 +304,9 @@ class Cache:
                         found[key] = json.loads(text)
                     except (ValueError, TypeError) as err:  # not JSON: a miss, recomputed and stored over it
                         warnings.warn(f"cache {self.path}, table {self.table!r}: entry {key} is not JSON ({err}); "
-                                      "it is treated as missing: recomputed and stored again", stacklevel=2)
+                                      "it is treated as missing: recomputed and stored again"
+                                      + (" (not here: the cache is read-only)" if self.readonly else ""),
+                                      stacklevel=2)
         if shape is not None:
             for key, value in found.items():
                 wrong = shape(value)

@@ -19,7 +19,8 @@ server, SGLang, `transformers serve` or a hosted API:
   base URLs starting with a prefix listed (comma-separated) in `COVLIB_API_KEY_URL`, and it wins there;
   `COVLIB_API_KEY` to the configured server otherwise, never to api.openai.com unless listed there too.
 * Each attempt has a deadline `timeout` seconds after it is sent (`COVLIB_REQUEST_TIMEOUT`, default 300 s; a
-  trickling server is cut off at the first bytes past it), then is retried; the error names the setting.
+  server trickling its reply's body is cut off at the first bytes past it; its headers are held only to the
+  silence limit, `timeout` a read), then is retried; the error names the setting.
 * A reply must hold exactly one choice with index 0 (every request asks for n=1), fields of the types read
   (`http.completion_fields`), finite log-probabilities, no more tokens than asked, and no more bytes than
   `http.reply_limit`; anything else is refused before it is cached.
@@ -45,9 +46,9 @@ from covlib.core import paths
 from covlib.core.cache import Cache, make_key
 from covlib.generation.base import Completion, first_stop, sample_seed
 from covlib.generation.cached import CachedGenerator
-from covlib.generation.http import (NUMBER, EndpointError, Stopped, api_key, completion_fields, only_choice,
-                                    read_body, reply_limit, request_timeout, retryable, server_gone, server_message,
-                                    typed)
+from covlib.generation.http import (NUMBER, TOKEN_CHARS, EndpointError, Stopped, api_key, completion_fields,
+                                    only_choice, read_body, reply_limit, request_timeout, retryable, server_gone,
+                                    server_message, typed)
 from covlib.generation.spec import ENDPOINT_PREFIX, parse_spec
 
 DEFAULT_CONCURRENCY = 8
@@ -217,13 +218,14 @@ class EndpointLM(CachedGenerator):
         url = f"{self.base_url}/{'chat/completions' if chat else 'completions'}"
         try:
             text, tokens, values, reason, used = completion_fields(reply, chat)
-        except (IndexError, TypeError, ValueError) as err:
+        except (IndexError, TypeError, ValueError, OverflowError) as err:
             raise EndpointError(f"{url}: malformed response ({type(err).__name__}: {err}): "
                                 f"{str(reply)[:300]}") from None
-        if used > asked:
-            raise EndpointError(f"{url}: a reply of {used} tokens to max_tokens={asked} (usage.completion_tokens or "
-                                "the tokens listed); refused, nothing cached: the server does not honour max_tokens "
-                                "(check it, and any proxy in front of it)")
+        if used > asked or len(text) > TOKEN_CHARS * asked:
+            got = (f"{used} tokens (usage.completion_tokens or the tokens listed)" if used > asked else
+                   f"{len(text):,} characters (more than {TOKEN_CHARS} a token asked)")
+            raise EndpointError(f"{url}: a reply of {got} to max_tokens={asked}; refused, nothing cached: the server "
+                                "does not honour max_tokens (check it, and any proxy in front of it)")
         field = "choices[0].logprobs.content[].logprob" if chat else "choices[0].logprobs.token_logprobs"
         bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
         if bad is not None:
@@ -302,7 +304,7 @@ class EndpointLM(CachedGenerator):
             offsets = typed(logprobs.get("text_offset") or [], list, "choices[0].logprobs.text_offset", int)
             if not (tokens and values and offsets) or not len(tokens) == len(values) == len(offsets):
                 why = "the reply holds no prompt tokens with log-probabilities and text offsets"
-        except (IndexError, TypeError) as err:
+        except (IndexError, TypeError, OverflowError) as err:
             raise EndpointError(f"{self.base_url}/completions: malformed response ({type(err).__name__}: {err}): "
                                 f"{str(reply)[:300]}") from None
         if not why:

@@ -17,6 +17,7 @@ KEY_VARIABLES = ("COVLIB_API_KEY", "OPENAI_API_KEY")  # read at request time, ea
 RETRY_STATUS = frozenset({408, 429})  # and every 5xx but 501 (not implemented: retrying cannot help)
 DEFAULT_TIMEOUT = 300.0  # seconds a request waits for its answer; COVLIB_REQUEST_TIMEOUT or timeout= overrides
 REPLY_BYTES, TOKEN_BYTES = 1 << 20, 4096  # a reply may hold 1 MiB + 4 KiB a token asked (or echoed): reply_limit
+TOKEN_CHARS = 128  # a completion's text holds at most this many characters a token asked (no vocabulary's are longer)
 NUMBER = (int, float)  # a log-probability in a reply
 OPENAI_HOST_URL = "https://api.openai.com/"  # where OPENAI_API_KEY goes without COVLIB_API_KEY_URL
 # the servers this process started (covlib.generation.server), by base URL: each says why it is gone, or None while

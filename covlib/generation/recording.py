@@ -4,8 +4,8 @@ A run's plan (`covlib.runs.plan`) sends a notebook's calls to a `Recorder` in pl
 methods build the prompts from the profile's questions, and the recorder keeps each call (`Call`: its prompts, `n`,
 `max_new_tokens`, stop strings), with
 
-* the prompts' token ids in the model's own tokenizer, read from files on this machine (none for a served model, a
-  simulated one, or a model whose tokenizer is not here: its tokens are then unknown);
+* the prompts' token ids in the model's own tokenizer, read from files on this machine (where it is not here, the
+  embedded model's, an estimate: `Call.estimated`; none for a served or simulated model: their tokens are unknown);
 * the cache keys the model's backend reads for the call (`CachedGenerator.cache_keys` / `score_keys` of the backend
   `load_lm` would build, which loads no weights), so that a call the call cache holds, or an earlier call of the run
   made, costs nothing (`Call.cost`); a backend that cannot say its keys (an adapter not trained yet, a chat prompt

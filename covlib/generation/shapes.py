@@ -2,7 +2,7 @@
 
 Each is read off the model's `config.json` (layers, width, attention heads, vocabulary, feed-forward width, whether
 the output layer shares the embedding's weights) and its parameter count from those; `tests/generation/test_shapes.py`
-builds each shape on the meta device and checks the count. Any other model's shape is read from its config (a
+builds each LLaMA-family shape on the meta device and sums ChatGLM2's layers by hand, and checks the count. Any other model's shape is read from its config (a
 folder, or the hub once, where the hub can be reached).
 """
 
@@ -31,6 +31,8 @@ LLAMA_7B = Shape(32, 4096, 32, 32, 32000, 11008, False, 6_738_415_616)  # LLaMA-
 LLAMA_13B = Shape(40, 5120, 40, 40, 32000, 13824, False, 13_015_864_320)
 SHAPES: dict[str, Shape] = {  # by hub id in lower case
     "huggyllama/llama-7b": LLAMA_7B,
+    "meta-llama/llama-2-7b-hf": LLAMA_7B,  # the README's examples
+    "meta-llama/llama-2-7b-chat-hf": LLAMA_7B,
     "lmsys/vicuna-7b-v1.3": LLAMA_7B,
     "huggyllama/llama-13b": LLAMA_13B,
     "meta-llama/llama-2-13b-hf": LLAMA_13B,

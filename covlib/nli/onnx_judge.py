@@ -72,7 +72,10 @@ def _recorded(path: Path) -> dict[str, str] | None:
     import onnx
 
     props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-    return json.loads(props[MADE_FROM]) if MADE_FROM in props else None
+    made = json.loads(props[MADE_FROM]) if MADE_FROM in props else None
+    if made is not None and not isinstance(made, dict):
+        raise ValueError(f"its {MADE_FROM} metadata is a JSON {type(made).__name__}, not an object")
+    return made
 
 
 def export_problem(folder: str | Path, precision: str = DEFAULT_PRECISION) -> str:
@@ -89,7 +92,10 @@ def export_problem(folder: str | Path, precision: str = DEFAULT_PRECISION) -> st
     except Exception as err:  # onnx's DecodeError and the like share no base class but Exception
         return (f"{path} cannot be read ({type(err).__name__}: {str(err)[:200]}): a file truncated, damaged or "
                 f"written by another tool; {redo} exports it again")
-    same_recipe = recipe.is_file() and recipe.read_text() == json.dumps(RECIPE, indent=2)
+    try:
+        same_recipe = json.loads(recipe.read_text()) == RECIPE
+    except (OSError, ValueError):
+        same_recipe = False
     made = _made_from(folder)
     differ = sorted(f for f in set(made) | set(recorded or {}) if made.get(f) != (recorded or {}).get(f))
     cause = ("it was made by another export recipe than this covlib's" if not same_recipe

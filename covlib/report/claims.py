@@ -36,7 +36,7 @@ from typing import Any
 
 from covlib.core import paths, power
 from covlib.core.claim import Claim, ClaimSet
-from covlib.report.results import read_record
+from covlib.report.results import NOTEBOOK_FILE, read_record
 
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
@@ -282,9 +282,10 @@ def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
 
 
 def read_results(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every results/<name>.json, by name, each checked (`read_record`: a damaged file is refused by name)."""
+    """Every notebook's results/<NN_name>.json, by name, each checked (`read_record`: a damaged file is refused by
+    name); the run's own files beside them (run_times, bench_rates, a file kept aside) are not results."""
     folder = Path(folder) if folder else paths.results_dir()
-    return {path.stem: read_record(path) for path in sorted(folder.glob("*.json"))}
+    return {path.stem: read_record(path) for path in sorted(folder.glob("*.json")) if NOTEBOOK_FILE.match(path.name)}
 
 
 def collect(results: dict[str, dict[str, Any]], claims: tuple[Claim, ...]) -> list[dict[str, Any]]:

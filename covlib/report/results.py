@@ -252,8 +252,11 @@ def load_metrics(name: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- reading a results file back
 
 
+NOTEBOOK_FILE = re.compile(r"(\d{2}[a-z]?)_\w+\.json$")  # a notebook's results file, by its number
+
+
 def _remedy(path: Path) -> str:
-    number = re.match(r"(\d{2}[a-z]?)_", path.name)
+    number = NOTEBOOK_FILE.match(path.name)
     return "run the notebook that records it" + (f" (make reproduce ONLY={number.group(1)})" if number else "")
 
 
@@ -270,7 +273,8 @@ def _estimate_problem(e: dict[str, Any]) -> tuple[str, str] | None:
         if e.get(key) is not None and not _real(e[key]):
             return key, "is not a number"
     got = {k: e[k] for k in ("value", "low", "high", "p", *_COUNTS) if _real(e.get(k)) and math.isfinite(e[k])}
-    if not 0 <= got.get("p", 0) <= 1:
+    p = e.get("p")
+    if p is not None and not math.isnan(p) and not 0 <= p <= 1:  # NaN: no p (the interval decides); inf: none
         return "p", "is not a p-value in [0, 1]"
     for key in _COUNTS:
         if key in e and e[key] is not None and (key not in got or got[key] < 0 or got[key] != int(got[key])):

@@ -171,22 +171,21 @@ def read_rates(device: str, path: Path | None = None) -> dict[str, Any]:
 
 def model_parameters(model: str) -> int | None:
     """The parameter count of a model ('' the embedded one, a folder, a hub id): the papers' models' from their
-    shapes (`covlib.generation.shapes`), another's from its config (no weights read; the hub asked once, and not
-    where it cannot be reached: `spec.hub_reachable`); None if unknown."""
+    shapes (`covlib.generation.shapes`), another's from its config (no weights read; the hub asked once, and where
+    it cannot be reached, `spec.hub_reachable`, only the files on this machine); None if unknown."""
     known = known_shape(model)
     if known is not None:
         return known.parameters
-    source = model_spec.model_source(model)
-    return _config_parameters(source) if Path(source).is_dir() or model_spec.hub_reachable() else None
+    return _config_parameters(model_spec.model_source(model), not model_spec.hub_reachable())
 
 
 @functools.lru_cache(maxsize=None)
-def _config_parameters(source: str) -> int | None:
+def _config_parameters(source: str, local_only: bool) -> int | None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        cfg = AutoConfig.from_pretrained(source)
+        cfg = AutoConfig.from_pretrained(source, local_files_only=local_only)
         with torch.device("meta"):  # the shapes without memory
             return sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
     except Exception:  # noqa: BLE001 - an unreadable or unknown model only loses the time column
@@ -207,7 +206,7 @@ def rates_for(model: str, device: str, measured: Mapping[str, Any]) -> Rates:
     size = model_parameters(model)
     if size is None:
         where = "here" if Path(model).expanduser().is_dir() or model_spec.hub_reachable() else \
-            "here, and the hub cannot be reached (HF_HUB_OFFLINE, or its name does not resolve)"
+            "on this machine, and the hub cannot be reached (HF_HUB_OFFLINE, or its name does not resolve)"
         return Rates(source, None, None, judge, f"size of {model!r} unknown (no config readable {where})")
     name, shape = min(shapes.items(), key=lambda kv: abs(math.log(kv[1]["parameters"] / size)))
     scale = shape["parameters"] / size
@@ -339,7 +338,7 @@ def describe(plan: Plan) -> str:
     more = f"\nother models' rows at their own sizes' rates: {', '.join(m or EMBEDDED_LABEL for m in others)}" if others else ""
     unknown = sorted({w.model or plan.label for work in plan.work.values() for w in work if w.tokens()[0] is None})
     if unknown:
-        more += (f"\ntokens unknown ('?': a served or simulated model, or no tokenizer on this machine): {', '.join(unknown)}")
+        more += f"\ntokens unknown ('?': a served model): {', '.join(unknown)}"
     estimated = sorted({c.model or plan.label for calls in plan.calls.values() for c in calls if c.estimated})
     if estimated:
         more += (f"\ntokens estimated with the embedded model's tokenizer (theirs is not on this machine): "

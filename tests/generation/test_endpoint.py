@@ -306,14 +306,19 @@ def test_a_reply_longer_than_asked_is_refused(misbehaving, tmp_path, tokens, usa
               "logprobs": {"tokens": [" a"] * tokens, "token_logprobs": [-0.5] * tokens}}
     handler.replies = [(200, {"choices": [choice], **({"usage": {"completion_tokens": usage}} if usage else {})}, {})]
     lm = _client(url, tmp_path, retries=0)
-    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: a reply of 40 tokens to max_tokens=4 "
-                                            r".*refused, nothing cached: the server does not honour max_tokens"):
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: a reply of 40 tokens .* to max_tokens=4;"
+                                            r" refused, nothing cached: the server does not honour max_tokens"):
         lm.generate(["x"], max_new_tokens=4, progress=False)
     assert len(lm.cache) == 0
     choice["logprobs"] = {"tokens": [" a"] * 4, "token_logprobs": [-0.5] * 4}
     handler.replies = [(200, {"choices": [{**choice, "text": " a" * 4}], "usage": {"completion_tokens": 4}}, {})]
     (c,), = lm.generate(["x"], max_new_tokens=4, progress=False)
     assert c.tokens == [" a"] * 4 and len(lm.cache) == 1
+    handler.replies = [(200, {"choices": [{"text": "word " * 200, "finish_reason": "length"}]}, {})]  # no counts
+    with pytest.raises(EndpointError, match=r"a reply of 1,000 characters \(more than 128 a token asked\) to "
+                                            r"max_tokens=4; refused, nothing cached"):
+        lm.generate(["y"], max_new_tokens=4, progress=False)
+    assert len(lm.cache) == 1
 
 
 def test_an_oversized_reply_is_refused_unread(misbehaving, tmp_path):
@@ -552,3 +557,13 @@ def test_each_key_goes_only_to_its_own_server(two_servers, tmp_path, monkeypatch
     for openai in ("https://api.openai.com/v1", "http://api.openai.com/v1", "https://api.openai.com:443/v1"):
         assert api_key(openai) is None, openai  # covlib's key never to OpenAI's host, plain http included
     assert api_key("http://gpu1:8000/v1") == "sk-local-vllm"  # any other host: a server covlib was configured with
+
+
+def test_a_log_probability_too_large_for_a_float_is_named(misbehaving, tmp_path):
+    handler, url = misbehaving
+    choice = {"text": " a", "logprobs": {"tokens": [" a"], "token_logprobs": [10 ** 400]}}
+    handler.replies = [(200, {"choices": [choice]}, {})]
+    lm = _client(url, tmp_path, retries=0)
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:\d+/v1/completions: malformed response \(OverflowError"):
+        lm.generate(["x"], max_new_tokens=4, progress=False)
+    assert len(lm.cache) == 0

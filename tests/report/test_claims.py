@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -170,6 +171,7 @@ _UPSIDE_DOWN = {"value": 0.3, "low": 0.5, "high": 0.1, "n": 60, "p": None,
 
 @pytest.mark.parametrize("content, where, field", [
     ({"metrics": {"claims": [_borderline(p=-1)]}}, "claim 've-beats-cot-sc'", "'p' = -1"),
+    ({"metrics": {"claims": [_borderline(p=-math.inf)]}}, "claim 've-beats-cot-sc'", "'p' = -Infinity"),
     ({"metrics": {"claims": [_record("ve-beats-cot-sc", "hotpotqa, dataset", _UPSIDE_DOWN)]}},
      "claim 've-beats-cot-sc'", "'low' = 0.5 is above high = 0.1"),
     ({"metrics": {"claims": [_borderline(n=-5, p=0.001)]}}, "claim 've-beats-cot-sc'", "'n' = -5"),
@@ -184,7 +186,7 @@ _UPSIDE_DOWN = {"value": 0.3, "low": 0.5, "high": 0.1, "n": 60, "p": None,
     ({"metrics": {"claims": "ve-beats-cot-sc"}}, "metrics", "'claims' = \"ve-beats-cot-sc\" is not a list"),
     ({"metrics": [_borderline()]}, "its root", "'metrics' = [{"),
     ({"metrics": {"claims": ["ve-beats-cot-sc"]}}, "metrics.claims[0]", "is a JSON str, not an object"),
-], ids=["p-1", "low-above-high", "n-5", "discordant-above-n", "n-2.5", "mcnemar-without-better", "value-outside",
+], ids=["p-1", "p-minus-infinity", "low-above-high", "n-5", "discordant-above-n", "n-2.5", "mcnemar-without-better", "value-outside",
         "root-list",
         "claims-string", "metrics-list", "claim-string"])
 def test_a_damaged_results_file_is_refused_naming_the_file_the_record_and_the_field(tmp_path, content, where, field):
@@ -196,6 +198,14 @@ def test_a_damaged_results_file_is_refused_naming_the_file_the_record_and_the_fi
     message = str(err.value)
     assert f"results file {tmp_path / '03_verify_and_edit_tables.json'}: {where}" in message and field in message
     assert message.endswith("edited by hand: re-run the notebook that records it (make reproduce ONLY=03)")
+
+
+def test_the_runs_own_files_beside_the_results_are_not_read_as_results(tmp_path):
+    """run_times keeps a file of another shape aside as run_times.unreadable.json (a list, say): not a notebook's."""
+    (tmp_path / "run_times.unreadable.json").write_text(json.dumps([{"notebook": "01"}]))
+    (tmp_path / "bench_rates.json").write_text(json.dumps({"cpu": {"shapes": {}}}))
+    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [_borderline()]}}))
+    assert set(claims.read_results(tmp_path)) == {"03_verify_and_edit_tables"}
 
 
 def test_a_valid_results_file_still_reads(tmp_path):

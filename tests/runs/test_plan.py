@@ -304,3 +304,22 @@ def test_make_reproduce_plans_a_gpu_run_on_a_machine_without_one(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "device cuda" in out.stdout and "from an NVIDIA H200" in out.stdout  # whose rates, said
     assert "| 01_consistency_kde | 60 / 12 / 0 / 0 |" in out.stdout
+
+
+def test_offline_a_hub_model_on_this_machine_is_sized_from_its_cached_config(tmp_path):
+    """HF_HUB_OFFLINE=1 (a GPU cluster's usual setting) with the model downloaded before: its config is read from the
+    hub's cache on this machine, not left unknown."""
+    from transformers import LlamaConfig
+
+    snapshot = tmp_path / "hub" / "models--someone--tiny-llama" / "snapshots" / "abc"
+    LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                vocab_size=1000).save_pretrained(snapshot)
+    (tmp_path / "hub" / "models--someone--tiny-llama" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny-llama" / "refs" / "main").write_text("abc")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "PYTHONPATH": str(paths.code_root())}
+    out = subprocess.run([sys.executable, "-c", "from covlib.runs import plan; "
+                          "print(plan.model_parameters('someone/tiny-llama'))"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) == 2 * 1000 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64
