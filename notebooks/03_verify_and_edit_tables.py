@@ -196,6 +196,7 @@ for name in S.datasets:
         oracle = verify_edit.NEAR_ORACLE.get(name) if kind in verify_edit.RETRIEVER_KINDS else None
         claim_records.append(claims.estimate("ve-beats-cot-sc", f"{name}, {kind}", gain, unit_of(name),
                                              model=generator.name, knowledge=source.label,
+                                             edited=sum(r.edited for r in records),  # the ledger says it
                                              **({"near_oracle": oracle} if oracle else {})))
         claim_records.append(claims.estimate(
             "ve-raises-auc", f"{name}, {kind}", verify_edit.auc_difference(records, runs["CoT-SC"], "answer_logprob",

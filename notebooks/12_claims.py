@@ -35,8 +35,9 @@ import pandas as pd
 from covlib.core import stats
 from covlib.papers.covrag import claims as covrag_claims
 from covlib.papers.credibility import claims as credibility_claims
+from covlib.papers.credibility.key_facts import AGENT_KEY_FACTS_PROVENANCE
 from covlib.papers.verify_edit import claims as verify_edit_claims
-from covlib.report import claims, results, tables
+from covlib.report import claims, ledger_page, results, tables
 from covlib.runs import session
 from covlib.runs.project import NOTEBOOKS
 
@@ -66,7 +67,8 @@ if len({p for p, _ in ran.values()}) > 1:
 # (the paper's headline one); the verdict comes from that row alone, at p < 0.05 two-sided. Every
 # other setting is a secondary row, its p Holm-adjusted over the claim's secondary rows. A row
 # that repeats another claim's comparison on the same questions points to it and is counted once;
-# a row on a near-oracle corpus (the questions' own gold paragraphs) is shown, not counted.
+# a row on a near-oracle corpus (the questions' own gold paragraphs) reads `near-oracle: shown, not
+# counted`: a label, not a verdict (its reason says what its test alone would read).
 #
 # | verdict | when |
 # |---|---|
@@ -80,33 +82,37 @@ if len({p for p, _ in ran.values()}) > 1:
 
 # %%
 summary = claims.summary(rows)
-print(f"{summary['n_tests']} tests counted: {summary['n_primary']} primary rows (one per claim and model) and "
-      f"{summary['n_secondary']} secondary rows (Holm-adjusted); primary verdicts: "
+print(ledger_page.summary_text(summary["n_primary"], summary["n_secondary"], summary["n_tests"]) + " Primary verdicts: "
       + ", ".join(f"{v} {k}" for k, v in summary["primary_verdicts"].items())
       + f"; {summary['n_same_comparison']} primary rows repeat another claim's comparison (counted there); "
       f"{summary['n_fragile']} supported or contradicted primary verdicts have fragility 1 (not findings)")
 for behaviour, counts in summary["simulated_verdicts"].items():
     print(f"simulated model ({behaviour}), not counted above: it checks the measuring chain, not the papers: "
           + ", ".join(f"{v} {k}" for k, v in counts.items()))
-print("\n".join(claims.READING))
-ledger = pd.DataFrame(rows)
+print("How a verdict is read:\n" + "\n".join(ledger_page.RULE) + "\n" + "\n".join(claims.READING))
+page, notes = ledger_page.page_rows(rows, {AGENT_KEY_FACTS_PROVENANCE: "agents"})  # the provenance once, as a note
+print("Notes the scopes point to:\n" + "\n".join(notes) if notes else "")
+ledger = pd.DataFrame(page)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
                            + ("" if r["interval_agrees"] else " (approximate: the test decides)")
                            if isinstance(r["ours"], (int, float)) else "—" for r in rows]
 ledger["fragility"] = ledger["fragility"].astype("Int64")
 ledger["better / worse"] = [f"{r['better']} / {r['worse']}" if r.get("better") is not None else "" for r in rows]
 ledger["p (Holm)"] = ledger["p_holm"]  # p and p (Holm) stay numbers: the table path formats them (tables.p_text)
-ledger["n"] = ledger["n"].astype("Int64")
+for column in ("n", "baseline_right", "edited"):  # counts, blank where not recorded
+    ledger[column] = ledger[column].astype("Int64")
 for column in ("planted", "covers"):  # a simulated primary row: the effect planted, and whether the interval holds it
     ledger[column] = ledger[column] if column in ledger else None
 ledger["planted inside 95% CI"] = ledger["covers"].map({True: "yes", False: "no"})
-table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI]", "n", "better / worse", "p", "p (Holm)",
-                "test", "fragility", "verdict", "reason", "planted", "planted inside 95% CI", "note", "counted", "quote",
-                "paper evidence", "model", "profile", "id", "notebook"]]
-ledger_table = results.save_table(table, "tab-12-claims", run=S, profile=S.profile, tests=summary["n_tests"])
+table = ledger[["paper", "claim", "role", "scope", "unit", "ours [95% CI], n", "why", "ours [95% CI]", "n",
+                "better / worse", "baseline_right", "edited", "p", "p (Holm)", "test", "fragility", "verdict", "reason",
+                "planted", "planted inside 95% CI", "note", "counted", "quote", "paper evidence", "scope (recorded)",
+                "scope note", "model", "profile", "id", "notebook"]]
+ledger_table = results.save_table(table, "tab-12-claims", run=S, profile=S.profile, tests=summary["n_tests"],
+                                  shown=ledger_page.MARKDOWN_COLUMNS, notes=notes,
+                                  caption="every column, the secondary rows' too: tab-12-claims.csv")
 simulated = ledger["simulated"].notna() if "simulated" in ledger else pd.Series(False, index=ledger.index)
-shown = ["paper", "claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "fragility",
-         "verdict", "reason"]
+shown = list(ledger_page.MARKDOWN_COLUMNS)
 tables.present(table[(table.role == "primary") & ~simulated][shown],
                caption="the primary rows: one verdict per claim and model", profile=S.profile)
 if simulated.any():  # apart: a simulated model's verdicts check the chain from prompts to verdicts, not the papers
@@ -132,7 +138,7 @@ headline = {
     "n_estimates": len(rows),
     **summary,
     "ledger": [{k: r.get(k) for k in ("id", "role", "scope", "ours", "low", "high", "n", "better", "worse", "p",
-                                      "p_holm", "test", "unit", "verdict", "reason", "note", "counted", "n_needed",
+                                      "p_holm", "test", "unit", "verdict", "reason", "note", "counted", "n_needed", "baseline_right", "edited",
                                       "n_full", "fragility", "interval_agrees", "model", "profile", "simulated", "planted",
                                       "covers")} for r in rows],
     "notebooks": {n: {"profile": p, "model": m} for n, (p, m) in ran.items()},

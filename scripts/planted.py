@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from covlib.core import paths, stats  # noqa: E402
-from covlib.report import results  # noqa: E402
+from covlib.report import claims, results  # noqa: E402
 
 NOTEBOOKS = "01,02,03,04,05,06,07,08,09,10,11,12"
 
@@ -86,7 +86,7 @@ def tally(by_seed: dict[str, dict[int, list[dict]]]) -> list[dict]:
         row = {"claim": claim, "model": persona}
         for behaviour, seeds in by_seed.items():
             found = [r for rows in seeds.values() for r in rows if r["id"] == claim and _model(r) == persona]
-            tested = [r for r in found if r["verdict"] != "not testable here"]
+            tested = [r for r in found if r["verdict"] not in ("not testable here", claims.NEAR_ORACLE)]
             flags = [float(r["verdict"] == "supported") for r in tested]
             share = stats.mean_interval(flags, scale=100) if tested else None
             row[f"{behaviour}: tested"] = f"{len(tested)} of {len(found)}"

@@ -13,11 +13,11 @@ from typing import Any, Sequence
 
 from covlib.core import paths
 from covlib.core.claim import SIM_LABEL, simulated_behaviour
-from covlib.report import claims, tables
+from covlib.report import claims, ledger_page, tables
 from teaching.safe_html import is_png, sanitize
 
-LEDGER_COLUMNS = ("claim", "scope", "ours [95% CI]", "paper evidence", "n", "better / worse", "p", "fragility", "verdict",
-                  "reason")
+LEDGER_COLUMNS = ledger_page.PAGE_COLUMNS
+_OLDER = {"ours [95% CI], n": "ours [95% CI]", "why": "reason"}  # a ledger CSV written before these columns
 # What the front page says of every ledger, whatever ran (notebook 12 says it too: `covlib.report.claims.READING`).
 
 _NUMERIC_CELL = re.compile(r"<td([^>]*)>(&lt;)?(-?[\d.]+%?(?: \[-?[\d.]+, -?[\d.]+\])?)</td>")
@@ -157,12 +157,13 @@ def ledger_table(rows: Sequence[dict[str, str]], link: bool = True, columns: Seq
     for r in rows:
         cells = []
         for c in columns:
-            text = html.escape(_p(r.get(c, "") or "") if c == "p" else r.get(c, "") or "")
+            value = r.get(c) or r.get(_OLDER.get(c, c)) or ""
+            text = html.escape(_p(value) if c == "p" else value)
             if c == "claim" and link:  # a claim no notebook can test: notebook 12 says why
                 where = r.get("notebook") if re.fullmatch(r"\d{2}[a-z]?_\w+", r.get("notebook") or "") else "12_claims"
                 text = (f"<a href=\"{where}.html#results\">{text}</a> "
                         f"<small>(notebook {where.split('_', 1)[0]})</small>")
-            verdict = f" class=\"verdict-{r.get('verdict', '').split()[0]}\"" if c == "verdict" and r.get("verdict") else ""
+            verdict = f" class=\"verdict-{r.get('verdict', '').split()[0].rstrip(':')}\"" if c == "verdict" and r.get("verdict") else ""
             cells.append(f"<td{verdict}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -201,14 +202,18 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
     primary = [r for r in rows if r.get("role", "primary") == "primary"]
     tests = sum(r.get("counted") in ("True", "yes") for r in rows)
     counts = verdict_counts(rows, results)
+    notes = list(dict.fromkeys(r["scope note"] for r in primary if r.get("scope note")))  # once: "[1] agents: ..."
+    rule = "".join(f"<li>{html.escape(line)}</li>" for line in ledger_page.RULE)
     shown = "".join(f"<span><strong>{n}</strong> {html.escape(v)}</span>" for v, n in counts.items())
     return ("<h2 id=\"ledger\">Claims ledger</h2>"
             f"<p class=\"covlib-verdicts\">{len({r.get('claim') for r in primary})} claims, one verdict each per model "
             f"that ran: {shown}</p>"
             "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours. "
-            f"The ledger ran {tests} tests ({len(primary)} primary rows; {len(rows) - len(primary)} secondary, "
-            "Holm-adjusted, in <code>tables/tab-12-claims.csv</code>); how to read them: under the table and in "
-            "<a href=\"12_claims.html\">notebook 12</a>.</p>" + ledger_table(primary)
+            + html.escape(ledger_page.summary_text(len(primary), len(rows) - len(primary), tests))
+            + " Every row and column: <code>tables/tab-12-claims.csv</code>; more in "
+            "<a href=\"12_claims.html\">notebook 12</a>.</p>"
+            f"<p>How a verdict is read:</p><ul class=\"covlib-rule\">{rule}</ul>" + ledger_table(primary)
+            + "".join(f"<p class=\"covlib-note\"><small>{html.escape(n)}</small></p>" for n in notes)
             + "<ul class=\"covlib-reading\">" + "".join(f"<li>{html.escape(line)}</li>" for line in claims.READING)
             + "</ul>" + simulated_section(simulated))  # the reading notes under the table, which opens the page
 

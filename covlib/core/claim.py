@@ -62,7 +62,7 @@ class Claim:
             return {"simulated": behaviour}
         effect = 0.0 if behaviour == "null" else self.planted_for(row["model"])
         low, high = (row.get(k) if isinstance(row.get(k), (int, float)) else math.nan for k in ("low", "high"))
-        tested = row.get("verdict") != "not testable here"
+        tested = row.get("verdict") != "not testable here" and not row.get("near_oracle")  # near-oracle: no verdict
         covers = low <= effect <= high if effect is not None and tested and math.isfinite(low + high) else None
         return {"simulated": behaviour, "planted": effect, "covers": covers}
 

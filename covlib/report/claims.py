@@ -22,7 +22,8 @@ an interval clear of 0 beside a p at or above the level says the test decides), 
 this n` (with the n at which the paper's own effect would be detected with 80% power, for paired 0/1
 outcomes over a range of discordances, `power_note`, and whether the `full` profile reaches it),
 `not testable here` (the reason: nothing ran, the mechanism the claim is about never ran, both arms
-at the floor or ceiling, no interval for the test, the model is outside the claim's scope). Each
+at the floor or ceiling, no interval for the test, the model is outside the claim's scope); a row on a near-oracle
+corpus reads `near-oracle: shown, not counted` (`NEAR_ORACLE`: a label, not a verdict). Each
 paired 0/1 row carries its fragility (`power.fragility`); `READING` is what the front page says of
 every ledger.
 """
@@ -38,7 +39,8 @@ from covlib.core import paths, power
 from covlib.core.claim import Claim, ClaimSet
 from covlib.report.results import NOTEBOOK_FILE, read_record
 
-VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here")
+NEAR_ORACLE = "near-oracle: shown, not counted"  # a label, not a verdict: the corpus held the questions' own evidence
+VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here", NEAR_ORACLE)
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
 READING = (
     "Fragility: the fewest outcome changes (one question in one setting each) that would flip a paired 0/1 verdict "
@@ -103,14 +105,17 @@ def verdict(record: dict[str, Any], p: float | None = None) -> tuple[str, str]:
     if p < ALPHA and value != 0 and excludes:
         return ("supported" if value > 0 else "contradicted"), words
     if p < ALPHA and value != 0:  # the test and its interval disagree: a borderline result decides nothing
-        return "inconclusive at this n", f"{words}, but the 95% interval [{low:.3g}, {high:.3g}] holds 0"
+        return "inconclusive at this n", (f"{words}, but its 95% interval [{low:.3g}, {high:.3g}] holds 0: a verdict "
+                                          "needs both p < 0.05 and a 95% interval clear of 0, so it decides nothing")
     if record.get("test") == "exact McNemar" and record["better"] + record["worse"] == 0:
         return "inconclusive at this n", f"no question changed between the two settings (p = 1, n = {record['n']})"
     if excludes and holm:  # the raw p and the interval may agree: the interval is not adjusted for multiplicity
-        return "inconclusive at this n", f"{words}; the 95% interval [{low:.3g}, {high:.3g}] is not Holm-adjusted"
+        return "inconclusive at this n", (f"{words}: the Holm-adjusted p decides, and it is at or above {ALPHA}; the "
+                                          f"95% interval [{low:.3g}, {high:.3g}] excludes 0 but is not Holm-adjusted")
     if excludes:  # the interval is not the test's inversion (Newcombe's for McNemar): the test decides
-        return "inconclusive at this n", (f"{words}: the test decides; its 95% interval [{low:.3g}, {high:.3g}] "
-                                          f"excludes 0 but is {_interval_words(record)}, not the test inverted")
+        return "inconclusive at this n", (f"{words}: the test decides, and its p is at or above {ALPHA}; its 95% "
+                                          f"interval [{low:.3g}, {high:.3g}] excludes 0 but is "
+                                          f"{_interval_words(record)}, not the test inverted")
     return "inconclusive at this n", words
 
 
@@ -204,7 +209,8 @@ def _row(c: Claim, r: dict[str, Any], role: str, meta: dict[str, Any], profile: 
             "p": r.get("p"), "p_holm": None, "better": r.get("better"), "worse": r.get("worse"),
             "test": r.get("test"), "note": r.get("note", ""), "counted": False,
             "fragility": fragility(r) if role == "primary" else None,  # at the level the primary is read at
-            "interval_agrees": interval_agrees(r),
+            "interval_agrees": interval_agrees(r), "edited": r.get("edited"),
+            "baseline_right": r["worse"] + r["both"] if r.get("test") == "exact McNemar" and "both" in r else None,
             "model": r.get("model") or meta.get("model"), "profile": profile, "notebook": c.notebook}
 
 
@@ -226,10 +232,10 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
         row["verdict"], row["reason"] = verdict(r)
         if r is not primary and _independent(r) and row["verdict"] != "not testable here":  # a test that ran
             family.append((row, r))
-        if r.get("near_oracle"):
-            if r is primary:  # the headline setting ran only on a corpus holding the questions' own evidence
-                row["verdict"] = "not testable here"
-            row["reason"] = f"near-oracle corpus, not independent support ({r['near_oracle']}); " + row["reason"]
+        if r.get("near_oracle") and row["verdict"] != "not testable here":  # shown, not counted: a label, no verdict
+            row["reason"] = (f"near-oracle corpus, not independent support ({r['near_oracle']}); its test alone would "
+                             f"read {row['verdict']}: " + row["reason"])
+            row["verdict"] = NEAR_ORACLE
         if r.get("judge_bound"):  # a raw judge-counted measure whose bias may differ between the arms: shown only
             row["verdict"] = "not testable here"
             row["reason"] = f"judge-bound, not counted ({r['judge_bound']}); " + row["reason"]
@@ -238,10 +244,12 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
         elif r is primary and row["verdict"] == "inconclusive at this n":
             row.update(power_note(c, r))
             row["reason"] += f"; {row['power']}"
+        if row["verdict"] in ("supported", "contradicted") and row["baseline_right"] == 0:
+            row["reason"] += _floor_baseline(r)
         if row["fragility"] == 1 and row["verdict"] in ("supported", "contradicted"):
             row["reason"] += "; fragility 1: one question's outcome changed would flip it, so it is not a finding"
         row["counted"] = (_independent(r) and math.isfinite(_number(r.get("p")))
-                          and row["verdict"] != "not testable here")
+                          and row["verdict"] not in ("not testable here", NEAR_ORACLE))
         row.update(c.planted_row(row))
         rows.append(row)
     adjusted = power.holm([_number(r.get("p")) for _, r in family])
@@ -251,6 +259,14 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
             row["verdict"], row["reason"] = verdict(r, p=p)
             row["reason"] += f" (Holm-adjusted over {len(family)} secondary rows)"
     return rows
+
+
+def _floor_baseline(record: dict[str, Any]) -> str:
+    """What a verdict over a baseline at the floor says: the baseline's rate, and how many answers were edited."""
+    edited = record.get("edited")
+    return (f"; the baseline answered 0 of {record['n']} right, so every right answer is a gain: this shows that some "
+            "answers became right, not a gain over a working baseline"
+            + (f" ({edited} of {record['n']} were edited)" if isinstance(edited, int) else ""))
 
 
 def _same_questions(row: dict[str, Any], other: dict[str, Any]) -> bool:
@@ -276,8 +292,8 @@ def _point_same_comparisons(rows: list[dict[str, Any]]) -> None:
         row["repeats"] = not (row["near_oracle"] and row["role"] == "primary")  # tallied apart on the front page
         row["reason"] = (f"the same comparison on the same questions as {other_id} ({other_scope}): "
                          f"{other['verdict']} there, counted once")
-        if row["near_oracle"] and row["role"] == "primary":
-            row["verdict"] = "not testable here"
+        if row["near_oracle"]:
+            row["verdict"] = NEAR_ORACLE
             row["reason"] = "near-oracle corpus, not independent support; " + row["reason"]
 
 
@@ -334,7 +350,7 @@ def _tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusive at this n": "#7570b3",
-                  "not testable here": "#999999"}
+                  "not testable here": "#999999", NEAR_ORACLE: "#c7c7c7"}
 
 
 def ledger_label(row: dict[str, Any], width: int = 48) -> str:

@@ -27,7 +27,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from covlib.core import paths
 from covlib.core.claim import SIM_LABEL
@@ -210,23 +210,26 @@ def save_figure(fig: Any, name: str, params: dict | None = None, run: Any = None
 
 
 def save_table(df: Any, name: str, params: dict | None = None, index: bool = False, floatfmt: str = ".3f",
-               caption: str = "", run: Any = None, **meta: Any) -> tables.Table:
-    """Write tables/<name>.csv (the numbers), .md (the table as `tables.present` shows it, a provenance line) and a
-    .json sidecar; return the presented table (what a notebook displays; its `paths` are the files written). `run`:
-    as in `save_figure`."""
+               caption: str = "", run: Any = None, shown: Sequence[str] = (), notes: Sequence[str] = (),
+               **meta: Any) -> tables.Table:
+    """Write tables/<name>.csv (the numbers, every column), .md (the table as `tables.present` shows it: the `shown`
+    columns if given, then the `notes` lines, a provenance line) and a .json sidecar; return the presented table
+    (what a notebook displays; its `paths` are the files written). `run`: as in `save_figure`."""
     _check_name(name, _TABLE_NAME, "table")
     folder = paths.tables_dir()
     params, meta = _of_run(run, params, meta)
     frame = df.reset_index() if index else df
-    shown = tables.present(frame, floatfmt=floatfmt, caption=caption, params=params or {}, **meta)
+    presented = tables.present(frame[list(shown)] if shown else frame, floatfmt=floatfmt, caption=caption,
+                               params=params or {}, **meta)
     rest = {k: v for k, v in meta.items() if k not in tables.CAPTION_META}
-    markdown = f"**{name}**\n\n" + shown.to_markdown() + "\n" + _provenance_line(rest) + "\n"
+    markdown = (f"**{name}**\n\n" + presented.to_markdown() + "\n" + "".join(f"{line}\n\n" for line in notes)
+                + _provenance_line(rest) + "\n")
     written = (
         _atomic_write(folder / f"{name}.csv", frame.to_csv(index=False)),
         _atomic_write(folder / f"{name}.md", markdown),
         _sidecar(folder / f"{name}.json", name, params, meta),
     )
-    return dataclasses.replace(shown, paths=written)
+    return dataclasses.replace(presented, paths=written)
 
 
 def record_metrics(name: str, metrics: dict[str, Any], params: dict | None = None, run: Any = None,

@@ -406,16 +406,17 @@ def test_the_book_front_page_shows_primary_rows_escaped_and_the_test_count(tmp_p
 
     assert "Not built yet" in book.ledger_section(tmp_path)
     (tmp_path / "tab-12-claims.csv").write_text(
-        "paper,claim,role,scope,ours [95% CI],n,better / worse,p,verdict,reason,counted\n"
-        'CoV-RAG,x,primary,"<script>alert(1)</script>","1.0 [0.5, 2.0]",40,9 / 0,0.0039,supported,r,True\n'
-        'CoV-RAG,x,secondary,"hidden scope","1.0 [0.5, 2.0]",40,9 / 0,0.0039,supported,r,True\n',
+        "paper,claim,role,scope,\"ours [95% CI], n\",n,p,verdict,why,counted\n"
+        'CoV-RAG,x,primary,"<script>alert(1)</script>","1.0 [0.5, 2.0]; n=40, 9 better / 0 worse",40,0.0039,supported,'
+        'r,True\n'
+        'CoV-RAG,x,secondary,"hidden scope","1.0 [0.5, 2.0]",40,0.0039,supported,r,True\n',
         encoding="utf-8")
     page = book.index_page([], tmp_path)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
     assert page.index("Contents") < page.index("Claims ledger") < page.index("What each notebook reproduces")
-    assert "9 / 0" in page and "hidden scope" not in page and re.search(r"ran 2 tests", page)
+    assert "9 better / 0 worse" in page and "hidden scope" not in page and re.search(r"2 of them are counted tests", page)
     # what every reader must know: fragility 1 is not a finding, which test decides, the oracle-like primary
-    assert "<th>fragility</th>" in page and "A verdict with fragility 1 is not a finding" in page
+    assert "<th>why</th>" in page and "A verdict with fragility 1 is not a finding" in page
     assert "the row then says the test decides" in page and "ve-beats-cot-sc&#x27;s primary row is the paper&#x27;s " \
         "Dataset setting" in page
 
@@ -439,7 +440,7 @@ def test_a_repeat_of_a_near_oracle_row_is_near_oracle_too_and_not_counted(tmp_pa
                    "hotpotqa, bm25", model="m", near_oracle=oracle)]}}))
     rows = claims.collect(claims.read_results(tmp_path), CLAIMS)
     (row,) = [r for r in rows if r["id"] == "ve-edit-below-half-helps"]
-    assert not row["counted"] and row["near_oracle"] and row["verdict"] == "not testable here"
+    assert not row["counted"] and row["near_oracle"] and row["verdict"] == claims.NEAR_ORACLE
     assert claims.summary(rows)["n_tests"] == 0  # nothing but near-oracle evidence ran
 
 
@@ -472,7 +473,7 @@ def test_a_near_oracle_primary_is_not_testable(tmp_path):
     rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
         _record("ve-fever-gains-less", "bm25, hotpotqa − fever", est, near_oracle="both corpora hold the evidence")])
     (row,) = [r for r in rows if r["id"] == "ve-fever-gains-less"]
-    assert est["p"] < 0.05 and row["verdict"] == "not testable here" and not row["counted"]
+    assert est["p"] < 0.05 and row["verdict"] == claims.NEAR_ORACLE and not row["counted"]
 
 
 def test_a_correlations_p_agrees_with_its_fisher_z_interval():
@@ -592,7 +593,7 @@ def test_a_simulated_models_rows_are_apart_untallied_and_say_whether_they_hold_t
         f"V,x,primary,sim scope,1.0,40,supported,r,True,\"{sim}\",4.5,no\n", encoding="utf-8")
     page = book.index_page([], tmp_path)
     ledger, apart = page.split("Simulated (planted effects): a check of the measuring chain")
-    assert "real scope" in ledger and "sim scope" not in ledger and "ran 1 tests" in ledger
+    assert "real scope" in ledger and "sim scope" not in ledger and "1 of them are counted tests" in ledger
     assert "sim scope" in apart and "inside 0 of 1" in apart and "not evidence about the papers" in apart
 
 
@@ -607,3 +608,134 @@ def test_a_simulated_row_no_test_decided_has_no_coverage_and_a_claim_may_plant_n
         c = cred.claim(claim_id)
         assert c.planted_effect[0] is None and c.planted_effect[1].startswith("none in this unit")
         assert c.planted_row(row) == {"simulated": "paper", "planted": None, "covers": None}
+
+
+# --------------------------------------------------------------------------- the ledger as a researcher reads it
+
+
+def _page_ledger(tmp_path, monkeypatch) -> tuple[list[dict], str, str]:
+    """Notebook 04's, 06's and 03's records as they are written (the key facts' whole provenance in each credibility
+    scope), through notebook 12's table path: (the rows, tab-12-claims.md, the book's front page)."""
+    import pandas as pd
+
+    from covlib.papers.credibility.key_facts import AGENT_KEY_FACTS_PROVENANCE as PROV
+    from covlib.report import ledger_page, results
+    from teaching import book
+
+    paired = stats.paired_difference(*_paired(8, 2), scale=100)
+    ran = "instruction-tuned: SmolLM2-135M-Instruct, Vicuna-7B; foundation: LLaMA-7B"
+    cred = [credibility_claims.estimate("cred-instruction-beats-foundation", f"{m}, hotpotqa, 10 references with both "
+                                        f"gold, key facts: {PROV}, {ran}", paired, f"{m} points", model="SmolLM2",
+                                        judge_bound=credibility_claims.JUDGE_BOUND) for m in ("F1", "R", "P")]
+    recall = [credibility_claims.estimate(c, f"hotpotqa, 10 references, key facts: {PROV}", paired, "points",
+                                          model="SmolLM2") for c in ("cred-complete-beats-partial", "cred-partial-beats-closed")]
+    for name, records in (("04_credibility_models", cred), ("06_knowledge_recall", recall),
+                          ("03_verify_and_edit_tables", [_record("ve-beats-cot-sc", "hotpotqa, dataset", paired)])):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"metrics": {"claims": records}, "params": {"profile": "cpu"},
+                                                           "meta": {"model": "SmolLM2"}}))
+    rows = claims.collect(claims.read_results(tmp_path), CLAIMS)
+    page, notes = ledger_page.page_rows(rows, {PROV: "agents"})
+    monkeypatch.setenv("COVLIB_ROOT", str(tmp_path / "out"))
+    frame = pd.DataFrame(page)
+    results.save_table(frame, "tab-12-claims", shown=ledger_page.MARKDOWN_COLUMNS, notes=notes)
+    tables_dir = tmp_path / "out" / "tables"
+    return rows, (tables_dir / "tab-12-claims.md").read_text(), book.index_page([], tables_dir)
+
+
+def test_the_ledger_page_holds_short_scopes_a_few_columns_and_the_provenance_once(tmp_path, monkeypatch):
+    """Each credibility row's scope held the key facts' ~120-word provenance (a 700 px row) and the Markdown table
+    had 21 columns; now the provenance is one note the rows point to, the page's columns are few, the CSV keeps all."""
+    import csv
+    import html
+
+    from covlib.papers.credibility.key_facts import AGENT_KEY_FACTS_PROVENANCE as PROV
+    from covlib.report import ledger_page, tables
+
+    rows, markdown, front = _page_ledger(tmp_path, monkeypatch)
+    table = tables.read_markdown(markdown)
+    assert len(table.columns) <= 8 and "quote" not in table.columns and "model" not in table.columns
+    scopes = [row[table.columns.index("scope")] for row in table.rows]
+    assert all(len(s.split()) <= ledger_page.SCOPE_WORDS for s in scopes), scopes
+    assert "hotpotqa, 10 references, key facts: agents [1]" in scopes
+    assert markdown.count(PROV) == 1 and "[1] agents: Drafted by an AI coding agent" in markdown
+    with (tmp_path / "out" / "tables" / "tab-12-claims.csv").open(encoding="utf-8") as handle:
+        written = list(csv.DictReader(handle))
+    assert len(written) == len(rows) and {"quote", "model", "reason", "counted", "p", "scope (recorded)"} <= set(written[0])
+    assert sum(PROV in r["scope (recorded)"] for r in written) == 5  # every recorded scope whole in the CSV
+    assert front.count(html.escape(PROV)) == 1  # the front page: once, under the table
+    cells = re.findall(r"<tr>(?:<td[^>]*>.*?</td>){1}<td[^>]*>(.*?)</td>", front)  # each row's scope cell
+    assert cells and all(len(html.unescape(c).split()) <= ledger_page.SCOPE_WORDS for c in cells), cells
+    assert all(html.escape(line) in front for line in ledger_page.RULE)  # how a verdict is read, on the page
+
+
+def test_a_row_where_the_interval_and_the_test_disagree_says_which_rule_decided():
+    """The reason repeated the p only; now it says, in words, what decided."""
+    est = stats.paired_difference(*_paired(8, 2, both=25, n=60), scale=100)  # Newcombe's excludes 0, p = 0.109
+    verdict, reason = claims.verdict(_record("ve-beats-cot-sc", "hotpotqa, dataset", est))
+    assert verdict == "inconclusive at this n" and est["low"] > 0
+    assert "8 better, 2 worse of 60: exact McNemar p = 0.109: the test decides, and its p is at or above 0.05" in reason
+    rec = ve.estimate("ve-consistency-separates", "hotpotqa", {"value": 1.33, "low": -0.02, "high": 2.69, "n": 60,
+                                                             "p": 0.031, "test": "permutation"}, "consistency")
+    assert "a verdict needs both p < 0.05 and a 95% interval clear of 0" in claims.verdict(rec)[1]
+    rec = _record("ve-beats-cot-sc", "x", stats.paired_difference(*_paired(9, 0), scale=100))  # raw p 0.0039
+    assert "the Holm-adjusted p decides, and it is at or above 0.05" in claims.verdict(rec, p=0.078)[1]
+
+
+def test_near_oracle_rows_read_one_label_not_a_verdict(tmp_path):
+    """With the same reason ("near-oracle corpus, not independent support") rows read "not testable here",
+    "inconclusive at this n" or "supported"; now each reads the label, its reason what the test alone would read."""
+    oracle = "the corpus holds the questions' gold paragraphs"
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(3, 2), scale=100)),
+        _record("ve-beats-cot-sc", "hotpotqa, bm25", stats.paired_difference(*_paired(9, 0), scale=100),
+                near_oracle=oracle),
+        _record("ve-beats-cot-sc", "hotpotqa, tfidf", stats.paired_difference(*_paired(3, 2), scale=100),
+                near_oracle=oracle),
+        _record("ve-fever-gains-less", "bm25, hotpotqa − fever",
+                stats.independent_difference([1, 1, 1, 0] * 10, [0, 0, 1, 0] * 10, scale=100), near_oracle=oracle)])
+    near = [r for r in rows if r["near_oracle"]]
+    assert len(near) == 3 and {r["verdict"] for r in near} == {claims.NEAR_ORACLE} == {"near-oracle: shown, not counted"}
+    assert not any(r["counted"] for r in near)
+    reasons = {r["scope"]: r["reason"] for r in near}
+    assert "its test alone would read supported" in reasons["hotpotqa, bm25"]
+    assert "its test alone would read inconclusive at this n" in reasons["hotpotqa, tfidf"]
+    assert claims.summary(rows)["primary_verdicts"][claims.NEAR_ORACLE] == 1  # ve-fever-gains-less's primary
+
+
+def test_a_supported_row_over_a_baseline_at_zero_says_so_with_the_edits(tmp_path):
+    """Notebook 03's cpu run: CoT-SC + VE beats CoT-SC, +10.00 with 6 better / 0 worse, read "supported" while
+    CoT-SC answered 0 of 60 right and 55 of 60 were edited."""
+    from covlib.report import ledger_page
+
+    est = stats.paired_difference(*_paired(6, 0, both=0), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est, edited=55, knowledge="Dataset (the question's paragraphs)")])
+    (row,) = [r for r in rows if r["id"] == "ve-beats-cot-sc"]
+    assert row["verdict"] == "supported" and row["baseline_right"] == 0 and row["edited"] == 55
+    assert "the baseline answered 0 of 60 right, so every right answer is a gain" in row["reason"]
+    assert "(55 of 60 were edited)" in row["reason"]
+    (shown,), _ = ledger_page.page_rows([row])
+    assert shown["ours [95% CI], n"].startswith("10.00 [") and \
+        "; n=60, 6 better / 0 worse, baseline 0 of 60 right, 55 of 60 edited; fragility 1" in shown["ours [95% CI], n"]
+    working = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", stats.paired_difference(*_paired(9, 0), scale=100))])
+    assert "baseline answered 0" not in next(r for r in working if r["id"] == "ve-beats-cot-sc")["reason"]
+
+
+def test_the_summary_defines_primary_secondary_and_counted_before_it_uses_them(tmp_path):
+    """"the ledger ran 20 tests (23 primary rows; 28 secondary rows …)" did not say how 20 relates to 23 and 51."""
+    from covlib.report import ledger_page
+
+    oracle = "the corpus holds the gold paragraphs"
+    est = stats.paired_difference(*_paired(9, 0), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est), _record("ve-beats-cot-sc", "fever, bm25", est),
+        _record("ve-beats-cot-sc", "hotpotqa, bm25", est, near_oracle=oracle)])
+    s = claims.summary(rows)
+    text = ledger_page.summary_text(s["n_primary"], s["n_secondary"], s["n_tests"])
+    assert s["n_tests"] == 2 and s["n_secondary"] == 2
+    assert text.startswith(f"{s['n_primary']} primary rows (one per claim and model: each gives its claim's verdict) "
+                           f"and 2 secondary rows (the claim's other settings, Holm-adjusted): "
+                           f"{s['n_primary'] + 2} rows. 2 of them are counted tests: a row is counted when its test "
+                           "ran on independent evidence, not on a near-oracle corpus")
+    assert "`counted` column" in text
