@@ -126,6 +126,8 @@ ledger_table
 # %% [markdown]
 # The primary estimates as a picture: each claim's primary row with its interval; the vertical
 # line is "no difference". Rows without an estimate (not testable here) are left out of the plot.
+# A hollow marker is a row repeating another's comparison on the same questions (its label names
+# which): drawn twice, counted once.
 
 # %%
 ax = claims.plot_ledger(rows)

@@ -353,16 +353,23 @@ VERDICT_COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusi
                   "not testable here": "#999999", NEAR_ORACLE: "#c7c7c7"}
 
 
+def _repeat_of(row: dict[str, Any]) -> str:
+    """"claim id on scope" of the row whose comparison `row` repeats on the same questions, else ""."""
+    return f"{row['same_as'][0]} on {row['same_as'][1]}" if row.get("same_as") and "repeats" in row else ""
+
+
 def ledger_label(row: dict[str, Any], width: int = 48) -> str:
-    """A ledger row as the figure names it: the claim's text (wrapped), then its first scope words, n and unit."""
+    """A ledger row as the figure names it: the claim's text (wrapped), then its first scope words, n and unit, and
+    the row it repeats (the same comparison on the same questions), if any."""
     scope = str(row.get("scope") or "").split(",")[0]
     text = textwrap.shorten("[simulated] " * bool(row.get("simulated")) + str(row["claim"]), 2 * width, placeholder=" …")
-    return "\n".join(textwrap.wrap(text, width)) + f"\n({scope}, n={row['n']}; {row['unit']})"
+    repeat = f"\n(same as {_repeat_of(row)}; counted once)" if _repeat_of(row) else ""
+    return "\n".join(textwrap.wrap(text, width)) + f"\n({scope}, n={row['n']}; {row['unit']})" + repeat
 
 
 def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     """A forest plot of the primary rows: each estimate with its 95% interval (dashed where the test, not the
-    interval, decides), coloured by verdict, 0 marked."""
+    interval, decides), coloured by verdict, 0 marked; a row repeating another's comparison hollow, labelled so."""
     import matplotlib.pyplot as plt
 
     shown = [r for r in rows if r["role"] == "primary" and math.isfinite(_number(r.get("ours")))]
@@ -373,7 +380,7 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
         color = VERDICT_COLORS[r["verdict"]]
         if math.isfinite(low) and math.isfinite(high):  # dashed: an approximate interval the test overrules
             ax.plot([low, high], [y, y], color=color, lw=2, ls="-" if r.get("interval_agrees", True) else "--")
-        ax.plot([r["ours"]], [y], "o", color=color)
+        ax.plot([r["ours"]], [y], "o", color=color, mfc="white" if _repeat_of(r) else color)
         if r.get("planted") is not None:  # a simulated row: the effect planted
             ax.plot([r["planted"]], [y], "x", color="black")
     ax.axvline(0, color="black", lw=0.8)
@@ -382,6 +389,8 @@ def plot_ledger(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     ax.set_xlabel("ours: the claim's measure, oriented so that the paper says > 0 (95% interval; primary rows)")
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLORS.items()] + \
         [plt.Line2D([], [], color="black", marker="x", lw=0, label="planted (simulated rows)")] * \
-        any(r.get("planted") is not None for r in shown)
+        any(r.get("planted") is not None for r in shown) + \
+        [plt.Line2D([], [], color="black", marker="o", mfc="white", lw=0, label="same comparison as another row")] * \
+        any(_repeat_of(r) for r in shown)
     ax.legend(handles=handles, fontsize=7, loc="best")
     return ax

@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -166,6 +167,29 @@ def stamp_text(params: dict | None, meta: dict[str, Any], shown: str = "") -> st
     return " · ".join(parts)
 
 
+def _fit_texts(fig: Any) -> None:
+    """Wrap each title, caption and annotation wider than the room the figure gives it, so that no text widens the
+    saved figure past the size it was drawn at (the full provenance is in the sidecar); the plots' texts first, then
+    the figure's, a wrapped title over the plots (a suptitle) moved up above them."""
+    fig.draw_without_rendering()  # lays out captions placed relative to axis labels
+    width = fig.bbox.width
+    for text in [t for ax in fig.axes for t in (ax.title, *ax.texts, ax.xaxis.label)] + list(fig.texts):
+        box = text.get_window_extent()
+        if not text.get_text() or text.get_rotation() or box.width <= 0:
+            continue
+        middle = (box.x0 + box.x1) / 2
+        room = {"left": width - box.x0, "right": box.x1}.get(text.get_ha(), 2 * min(middle, width - middle))
+        room = max(min(room, width), 0.4 * width)
+        if box.width <= room:
+            continue
+        lines = text.get_text().split("\n")
+        chars = max(20, int(max(map(len, lines)) * 0.95 * room / box.width))
+        text.set_text("\n".join(textwrap.fill(line, chars) for line in lines))
+        if text in fig.texts and text.get_va() == "top" and box.y0 >= max(a.bbox.y1 for a in fig.axes):
+            top = max(a.get_tightbbox().y1 for a in fig.axes) / fig.bbox.height
+            text.set(va="bottom", y=max(text.get_position()[1], top))
+
+
 def _stamp(fig: Any, text: str) -> None:
     """Put `text` in small grey type under everything already drawn, right-aligned (replacing an earlier stamp)."""
     for old in [t for t in fig.texts if t.get_gid() == _STAMP_GID]:
@@ -194,12 +218,16 @@ def save_figure(fig: Any, name: str, params: dict | None = None, run: Any = None
     session) gives the parameters and the provenance (model, judge and its agreement) when the call does not.
 
     The figure gets a small footer from `params` and `meta` (see `stamp_text`), e.g.
-    "profile: smoke · n_questions=12 · model=smollm2", less what its captions already say.
+    "profile: smoke · n_questions=12 · model=smollm2", less what its captions already say. A title, caption or
+    annotation wider than the figure is wrapped to its width: the PNG stays about the size the figure was drawn at.
     """
     _check_name(name, _FIGURE_NAME, "figure")
     folder = paths.figures_dir()
     params, meta = _of_run(run, params, meta)
-    _stamp(fig, stamp_text(params, meta, _figure_texts(fig)))
+    stamp = stamp_text(params, meta, _figure_texts(fig))
+    _fit_texts(fig)
+    _stamp(fig, stamp)
+    _fit_texts(fig)  # the stamp too
     written = []
     for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {"metadata": {"CreationDate": None}})):
         buffer = io.BytesIO()

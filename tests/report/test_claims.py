@@ -383,6 +383,30 @@ def test_a_repeated_comparison_is_counted_once(tmp_path):
     assert "the same comparison on the same questions as ve-beats-cot-sc" in both["ve-edit-below-half-helps"]["reason"]
 
 
+def test_the_ledger_figure_marks_the_repeated_comparison_hollow_and_says_which_row_it_repeats(tmp_path):
+    """fig-12 drew notebook 02's ⌈n/2⌉ row and notebook 03's HotpotQA row alike: the same comparison, twice."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    est = stats.paired_difference(*_paired(9, 0), scale=100)
+    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est)]}, "params": {"profile": "cpu"}}))
+    (tmp_path / "02_threshold_ablation.json").write_text(json.dumps({"metrics": {"claims": [
+        ve.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
+                   "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
+    ax = claims.plot_ledger(claims.collect(claims.read_results(tmp_path), CLAIMS))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    points = {round(line.get_ydata()[0]): line for line in ax.lines if line.get_marker() == "o"}
+    repeats = {y for y, label in enumerate(labels) if "same as ve-beats-cot-sc on hotpotqa, dataset; counted once" in label}
+    (original,) = [y for y, label in enumerate(labels)
+                   if label.startswith("CoT-SC + Verify-and-Edit beats") and y not in repeats]
+    assert len(repeats) == 1
+    assert points[min(repeats)].get_markerfacecolor() == "white"  # hollow: drawn again, not a second finding
+    assert points[original].get_markerfacecolor() == points[original].get_color()
+    assert "same comparison as another row" in [t.get_text() for t in ax.get_legend().get_texts()]
+    matplotlib.pyplot.close(ax.figure)
+
+
 def test_a_near_oracle_row_is_shown_but_not_counted(tmp_path):
     est = stats.paired_difference(*_paired(9, 0), scale=100)
     rows = _ledger(tmp_path, "03_verify_and_edit_tables", [

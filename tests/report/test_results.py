@@ -217,3 +217,27 @@ def test_plot_of_empty_data_is_a_note_and_mismatched_lengths_an_error():
         plotting.kde_by_group([1.0, 2.0, 3.0], [True, False])
     with pytest.raises(ValueError, match="series 'a' has 2 values for 3 x values"):
         plotting.line_with_peak([1, 2, 3], {"a": [1, 2]})
+
+
+def test_a_figure_with_a_long_provenance_caption_is_saved_at_the_size_it_was_drawn(out_root):
+    """A 1000-character caption (a judge's whole provenance) once widened fig-05 to 6,272 px: it is wrapped now."""
+    fig, axes = plt.subplots(1, 2, figsize=(7, 4))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    agreement = " ".join(f"stratum{i}: sensitivity 0.{i % 10}4, specificity 0.9{i % 10} (n={40 + i})" for i in range(20))
+    assert len(agreement) > 1000
+    plotting.caption(axes[0], judge="minilm-fever-nli (onnx-int8)", judge_agreement=agreement, n=60)
+    fig.suptitle("Key-fact recall as noise grows, " * 12)
+    results.save_figure(fig, "fig-99-long-caption", params={"profile": "cpu"}, model="smollm2")
+    width, height = plt.imread(out_root / "figures" / "fig-99-long-caption.png").shape[1::-1]
+    assert width <= 1.1 * 7 * 150 and height <= 2 * 4 * 150  # dpi 150: 1050 px drawn, not thousands
+    shown = " ".join(_figure_text_words(fig))
+    assert all(word in shown for word in agreement.split()) and "model=smollm2" in shown  # wrapped, nothing cut
+    title = fig.get_suptitle()
+    assert title.count("\n") >= 1 and fig._suptitle.get_window_extent().y0 >= max(a.bbox.y1 for a in axes)  # above
+    plt.close(fig)
+
+
+def _figure_text_words(fig) -> list[str]:
+    texts = [t.get_text() for t in fig.texts] + [t.get_text() for ax in fig.axes for t in ax.texts]
+    return " ".join(texts).split()

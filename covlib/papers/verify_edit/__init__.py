@@ -12,7 +12,7 @@ labelled in the module that makes it (and listed in docs/deviations.md).
 | `prompts` | the verifying-question and verifying-answer prompts (Appendix C.x.3-4), rationale splitting and joining |
 | `knowledge` | where verifying questions find evidence: the dataset's paragraphs, BM25 / TF-IDF / dense, web search |
 | `method` | Algorithm 1 (`compute_edits`, `verify_and_edit`, `Edit`, `EditSteps`, `VERecord`) and the threshold sweep |
-| `paper` | the paper's numbers (Tables 1-3, Fig. 3's peak) and its names for our knowledge sources |
+| `paper` | the paper's numbers (Tables 1-3, Fig. 3's peak), its names for our knowledge sources, our rows' figure names |
 | `claims` | the paper's claims (read by the ledger) and the comparisons that test them (`auc_difference`, ...) |
 | `trace` | per-example traces written from what the methods return (`trace.write(tracer, result)`) |
 | `notebook` | what notebooks 01-03 declare to the one notebook door: recorded settings, derivations (plain data) |
@@ -44,7 +44,7 @@ from covlib.papers.verify_edit.method import (
     default_threshold, sweep_thresholds, verify_and_edit,
 )
 from covlib.papers.verify_edit.paper import (
-    PAPER_FIG3_PEAK_THRESHOLD, PAPER_KNOWLEDGE, PAPER_MODEL, PAPER_TABLES, TABLE_OF, paper_rows,
+    PAPER_FIG3_PEAK_THRESHOLD, PAPER_KNOWLEDGE, PAPER_MODEL, PAPER_TABLES, TABLE_OF, paper_rows, row_label,
 )
 from covlib.papers.verify_edit.claims import auc_difference, cross_table_comparisons
 
@@ -66,6 +66,7 @@ __all__ = [
     "correctness_by_threshold", "default_threshold", "sweep_thresholds", "verify_and_edit",
     # paper
     "PAPER_FIG3_PEAK_THRESHOLD", "PAPER_KNOWLEDGE", "PAPER_MODEL", "PAPER_TABLES", "TABLE_OF", "paper_rows",
+    "row_label",
     # claims
     "auc_difference", "cross_table_comparisons",
     # trace

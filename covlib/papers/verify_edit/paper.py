@@ -29,6 +29,8 @@ PAPER_TABLES = {  # dataset -> {(method, paper knowledge): (EM/acc %, AUC x100 o
 TABLE_OF = {"hotpotqa": "Table 1", "2wikimultihop": "Table 2", "fever": "Table 3"}
 # Our knowledge kinds under the paper's names (None: no counterpart in the paper); see docs/deviations.md
 PAPER_KNOWLEDGE = {"dataset": "Dataset", "bm25": "Wiki.", "tfidf": "DrQA", "web": "Google", "dense": None}
+# Our knowledge kinds by a short name of what ran (a figure's bar)
+OUR_KNOWLEDGE = {"dataset": "Dataset", "bm25": "BM25", "tfidf": "TF-IDF", "web": "web search", "dense": "dense"}
 PAPER_FIG3_PEAK_THRESHOLD = 3  # Fig. 3 / §5.6: EM and AUC peak near ceil(n/2) = 3 of n = 5
 
 
@@ -36,3 +38,12 @@ def paper_rows() -> list[tuple[str, str, str, float, float | None]]:
     """Tables 1-3 as rows (dataset, method, paper knowledge, EM/acc %, AUC x100 or None), in the paper's order."""
     return [(name, method, kind, em, auc) for name, table in PAPER_TABLES.items()
             for (method, kind), (em, auc) in table.items()]
+
+
+def row_label(method: str, kind: str | None = None) -> str:
+    """A figure's name for one of our rows: the method; for Verify-and-Edit, the knowledge that ran and the paper's
+    name of it in brackets on a second line ("VE: BM25\n(paper: Wiki.)")."""
+    if method != "CoT-SC + VE":
+        return method
+    ours, paper = OUR_KNOWLEDGE.get(kind or "", kind or "?"), PAPER_KNOWLEDGE.get(kind or "")
+    return f"VE: {ours}" + (f"\n(paper: {paper})" if paper and paper != ours else "")

@@ -298,6 +298,18 @@ def test_make_knowledge(isolated_cache, monkeypatch):
         K.make_knowledge("google")
 
 
+def test_figure_rows_are_named_by_the_knowledge_that_ran_the_papers_name_in_brackets(isolated_cache):
+    """fig-03 once named our BM25 and TF-IDF bars "VE: Wiki." and "VE: DrQA", the paper's sources, which did not run."""
+    assert V.row_label("CoT-SC + VE", "bm25") == "VE: BM25\n(paper: Wiki.)"
+    assert V.row_label("CoT-SC + VE", "tfidf") == "VE: TF-IDF\n(paper: DrQA)"
+    assert V.row_label("CoT-SC + VE", "dataset") == "VE: Dataset" and V.row_label("CoT-SC + VE", "dense") == "VE: dense"
+    assert [V.row_label(m) for m in ("Standard", "CoT", "CoT-SC")] == ["Standard", "CoT", "CoT-SC"]
+    corpus = [Passage(f"p{i}", f"T{i}", f"Topic {i} has fact number {i}.") for i in range(4)]
+    for kind in ("bm25", "tfidf"):  # the name on the bar is the one the source that ran gives itself
+        ran = K.make_knowledge(kind, corpus=corpus, corpus_name="tiny").label
+        assert ran.startswith(V.row_label("CoT-SC + VE", kind).removeprefix("VE: ").split("\n")[0])
+
+
 def test_verifying_prompts(shared_data):
     shared_data("hotpotqa_adv", "manual_answer.txt")
     vq = V.verifying_question_prompt("Who is X?", "X is Y.", "hotpotqa")
