@@ -10,6 +10,7 @@ MODEL ?=
 DEVICE ?=
 ONLY ?=
 PLAN ?=
+FRESH ?=
 # llama-cpp-python is built from source: on x86-64 for x86-64-v3 (AVX2, FMA, F16C, BMI2), not for the build machine,
 # whose AMX or AVX-512 a VM or another machine may not run (docs/scale_out.md, "The llama.cpp build"); the set is
 # named, as ggml turns it all off when SOURCE_DATE_EPOCH is set
@@ -22,7 +23,7 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=smoke|cpu|full (default: full on a GPU, cpu otherwise)"
 	@echo "             MODEL=<hub id or local dir>, openai:<model>@<base_url>, or sim:paper / sim:null (the simulated model, docs/simulation.md) (default: embedded SmolLM2-135M-Instruct)"
-	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)"
+	@echo "             DEVICE=cpu|cuda  ONLY=00 (run one notebook)  FRESH=1 (make lab: fresh copies of the notebooks)"
 	@echo "             SUBMISSIONS=<dir> ASSIGNMENT=01[,04] TIME_LIMIT=600 GRADES=build/grades UNSAFE=1 (make grade; UNSAFE: no sandbox)"
 	@echo "             MEMORY_LIMIT=6 DISK_LIMIT=1 (GiB) PROCESS_LIMIT=256 (make grade: what each submission may use)"
 	@echo "             ASSIGNMENTS=build/assignments (make assignments: where the hand-out goes)"
@@ -106,8 +107,8 @@ book: env ## render the executed notebooks into an offline static site: build/bo
 docs: env ## regenerate docs/library.md (the library map) from the modules' docstrings
 	$(PY) scripts/library_map.py
 
-lab: env ## open JupyterLab on notebooks/
-	$(VENV)/bin/jupyter lab notebooks/
+lab: env ## JupyterLab on copies of the notebooks in build/lab/ (edits stay there; FRESH=1 replaces the copies)
+	$(PY) scripts/lab.py$(if $(FRESH), --fresh)
 
 sync: env ## regenerate each .ipynb from its py:percent twin (outputs stripped)
 	$(VENV)/bin/jupytext --sync notebooks/*.py

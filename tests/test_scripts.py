@@ -193,3 +193,72 @@ def test_make_planted_runs_a_seed_again_when_other_code_wrote_it(tmp_path, monke
     assert "sim:null@1:" not in run("--reuse") and "0" * 40 in (tmp_path / "smoke" / "planted.md").read_text()
     assert "sim:null@1:" in run()  # run again by this code
     assert json.loads(ledger.read_text())["meta"]["git_commit"] == head
+
+
+def _lab_script():
+    """scripts/lab.py as a module (what `make lab` runs)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lab", paths.code_root() / "scripts" / "lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_lab_passes_allow_root_only_as_root():
+    """JupyterLab refuses to start as root (a container's usual user) without --allow-root."""
+    lab = _lab_script()
+    assert "--allow-root" in lab.command(root_user=True)
+    assert "--allow-root" not in lab.command(root_user=False)
+
+
+@pytest.mark.server
+def test_make_lab_autosave_leaves_the_checkout_clean():
+    """Opening and autosaving a notebook (outputs, an edited line) in `make lab` writes the git-ignored copy only: the
+    tracked .ipynb and .py twins keep their bytes, `git status` is as before, and the browser lists one file each."""
+    import json
+    import shutil
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    lab, root = _lab_script(), paths.code_root()
+    folder = root / "build" / f"lab-test-{os.getpid()}"  # inside the repository, where its pyproject pairs formats
+    tracked = {p: p.read_bytes() for p in (root / "notebooks").glob("[0-9]*_*.*")}
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    copies = lab.prepare(folder)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+    server = subprocess.Popen([*lab.command(folder), "--no-browser", f"--port={port}", "--ServerApp.token=t0k",
+                               "--ServerApp.port_retries=0"], cwd=folder, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/api/contents/01_consistency_kde.ipynb?token=t0k"
+    try:
+        for _ in range(240):
+            try:
+                model = json.load(urllib.request.urlopen(url + "&content=1", timeout=5))
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()[-3000:]
+                time.sleep(0.5)
+        cell = next(c for c in model["content"]["cells"] if c["cell_type"] == "code")
+        cell["source"] += "\nprofile = 'smoke'  # an explorer's edit"
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "explored\n"}]
+        cell["execution_count"] = 1
+        put = urllib.request.Request(url, method="PUT", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"type": "notebook", "format": "json",
+                                                      "content": model["content"]}).encode())
+        assert urllib.request.urlopen(put, timeout=30).status == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    try:
+        assert {p: p.read_bytes() for p in tracked} == tracked
+        assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
+                              text=True).stdout == status
+        assert "explored" in (folder / "01_consistency_kde.ipynb").read_text()  # the save landed, in the copy
+        assert not list(folder.glob("*.py")) and len(copies) == len(list(folder.glob("*.ipynb")))
+    finally:
+        shutil.rmtree(folder)
