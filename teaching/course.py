@@ -74,10 +74,14 @@ needs exporting: covlib finds `covlib.toml` in the folder it starts in or a pare
 Fill in the cells marked `# YOUR CODE HERE` and run the check cell under each. The notebooks start in
 the smoke profile (a dozen examples), which is what the grader runs. The first run of a notebook
 makes its model calls: 1 to 4 minutes on a 2-core CPU, more on a slow or busy laptop. A re-run is
-served from the call cache in `.cache/` and takes 10 to 20 seconds. {rule} Each check cell's
-`check_own_work` line fails when your answer calls one of those functions by name, so the plain case
-shows before you hand in. Hand the notebooks back under their own names. Only your answer cells are
-graded, each on the notebook's values as the notebook computed them: keep any helper code inside them.
+served from the call cache in `.cache/` and takes 10 to 20 seconds. Hand the notebooks back under
+their own names. Only your answer cells are graded, each on the notebook's values as the notebook
+computed them: keep any helper code inside them.
+
+{rule}
+
+Each check cell's `check_own_work` line fails when your answer calls one of those functions by name,
+so the plain case shows before you hand in.
 
 `data/README.md` says where each data file comes from and its licence.
 """

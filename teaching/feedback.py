@@ -70,11 +70,16 @@ def _quoted(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines() or [""])
 
 
+def label(row: Any) -> str:
+    """An exercise as the grade names it: its id, and its title as the notebook says it."""
+    return f"{row.exercise} ({row.title})" if row.title else row.exercise
+
+
 def verdict_text(rows: Sequence[Any], exercise: str) -> str:
     """What the grade says of one exercise, as the markdown of the grader's own cell."""
     row = next(r for r in rows if r.exercise == exercise)
     mark = "passed" if not row.error else "failed"
-    text = f"#### {VERDICT_HEADING} · {exercise}: {row.points:g} / {row.max_points:g} points, {mark}\n"
+    text = f"#### {VERDICT_HEADING} · {label(row)}: {row.points:g} / {row.max_points:g} points, {mark}\n"
     if row.error:
         text += f"\nWhy:\n\n{_quoted(row.error)}\n"
     if row.note:
@@ -88,7 +93,7 @@ def summary_text(rows: Sequence[Any]) -> str:
     lines = [f"## {VERDICT_HEADING}: {got:g} / {of:g} points", "",
              "Written by the grader. Only the markdown cells headed \"Grader's verdict\" give your grade; the outputs "
              "under your answer cells are what your own code printed in the graded run, and are labelled so.", ""]
-    lines += [f"- {r.exercise}: {r.points:g} / {r.max_points:g} points, {'failed' if r.error else 'passed'}" for r in rows]
+    lines += [f"- {label(r)}: {r.points:g} / {r.max_points:g} points, {'failed' if r.error else 'passed'}" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -31,13 +31,13 @@ from teaching import checker, copying, isolation, sandbox
 from teaching.assembly import (_cells_by_role, answer_sources, checks_code, forbidden, graded_covlib, merge,  # noqa: F401
                                private_dir, without_reference)
 from teaching.exercises import CourseError, exercise_notebooks, exercises, read, secret_lines
-from teaching.feedback import feedback_notebook
+from teaching.feedback import feedback_notebook, label
 from teaching.handout import inject, smoke_parameters, student_version
 from teaching.runner import cell_error
 from teaching.submissions import SUBMISSION_CAP, console_text, csv_cell, find_submissions, notebook_id, select, table_cell
 
 INPUTS_KEY = "(inputs)"  # in a solution's reference values: its saved inputs file (`teaching.replay`) and SHA-256
-GRADER_VERSION = "4"  # part of every stored grade's fingerprint: a new grader grades everything again
+GRADER_VERSION = "5"  # part of every stored grade's fingerprint: a new grader grades everything again
 
 
 @dataclass
@@ -51,6 +51,7 @@ class Grade:
     max_points: float
     error: str = ""
     note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
+    title: str = ""  # the exercise as its notebook names it: "Exercise 2 · Which predictions get edited?"
 
 
 def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
@@ -72,7 +73,7 @@ def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, referenc
     copies the source of covlib's function for its step (`teaching.copying`)."""
     found = exercises(solution, name)
     codes = checks_code(solution)
-    rows = {e.id: Grade(student, name, e.id, 0.0, e.points) for e in found}
+    rows = {e.id: Grade(student, name, e.id, 0.0, e.points, title=e.title) for e in found}
     jobs = {}
     for e in found:
         if e.id not in run.answers:
@@ -124,14 +125,14 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     solution = nbformat.reads(solution_bytes.decode(), as_version=4) if solution_bytes else read(solution_path)
     found = exercises(solution, solution_path.name)
     if submission is None:
-        return [Grade(student, solution_path.name, e.id, 0.0, e.points, "not submitted") for e in found]
+        return [Grade(student, solution_path.name, e.id, 0.0, e.points, "not submitted", title=e.title) for e in found]
     try:
         if Path(submission).stat().st_size > SUBMISSION_CAP:
             raise ValueError(f"over {SUBMISSION_CAP // 2**20} MB")
         submitted = read(submission)
     except Exception as err:  # not JSON, not a notebook, unreadable, too large: the whole notebook scores 0
         why = f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
-        return [Grade(student, solution_path.name, e.id, 0.0, e.points, why) for e in found]
+        return [Grade(student, solution_path.name, e.id, 0.0, e.points, why, title=e.title) for e in found]
     scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student / solution_path.stem
     inputs = inputs_of(reference)
     if inputs is None:
@@ -185,7 +186,7 @@ def solution_reference(path: Path, out: Path, time_limit: float, unsafe: bool,
     if trusted:
         trusted.verify()
     rows = grade_run(solution, path.name, "(solutions)", run, run.reference, answer_sources(solution), {}, trusted)
-    lost = [f"{r.notebook} {r.exercise}: {r.error}" for r in rows if r.points < r.max_points]
+    lost = [f"{r.notebook} {label(r)}: {r.error}" for r in rows if r.points < r.max_points]
     if lost:
         log = f"\n  the run's log ({out / 'scratch' / '(solutions)' / path.stem / 'runner.log'}) ends: {run.log}" \
             if run.log else ""
@@ -314,7 +315,7 @@ def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str
         raise
     except Exception as err:  # one submission must never stop the others
         why = disk_error(err) if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
-        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {why}"[:200])
+        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {why}"[:200], title=e.title)
                 for e in exercises(nbformat.reads(text.decode(), as_version=4), path.name)]
     if any(r.error.startswith("grader error") for r in rows):  # not stored: the next run grades it again
         return rows
@@ -346,12 +347,12 @@ def write_table(rows: Sequence[Grade], out: str | Path, name: str = "grades") ->
     import pandas as pd
 
     out = Path(out)
-    frame = pd.DataFrame([asdict(r) for r in rows], columns=["student", "notebook", "exercise", "points", "max_points",
-                                                             "error", "note"])
+    frame = pd.DataFrame([asdict(r) for r in rows], columns=["student", "notebook", "exercise", "title", "points",
+                                                             "max_points", "error", "note"])
     csv, md = out / f"{name}.csv", out / f"{name}.md"
     totals = frame.groupby("student", sort=True)[["points", "max_points"]].sum().reset_index()
     totals = totals.assign(student=totals["student"].map(table_cell))
-    texts = ("student", "notebook", "exercise", "error", "note")
+    texts = ("student", "notebook", "exercise", "title", "error", "note")
     cleaned = frame.assign(**{c: frame[c].map(table_cell) for c in texts})
     write_atomic(csv, frame.assign(**{c: frame[c].map(csv_cell) for c in texts}).to_csv(index=False, quoting=QUOTE_NONNUMERIC))
     as_text = [i for i, c in enumerate(cleaned.columns) if c in texts]  # a name 007 stays 007, not 7

@@ -43,7 +43,11 @@ then run the check cell below each one: its asserts are the visible checks. The 
 notebook again in the smoke profile with hidden checks added. It takes **only your answer cells**
 from this file, so keep helper code inside them, and do not rename the notebook. The cell after the
 parameters sets the smoke profile (a dozen examples: what the grader runs); delete it for a full run.
-{rule} The check cell's `check_own_work` line fails when your answer calls one by name.
+
+{rule}
+
+The check cell's `check_own_work` line fails when your answer calls one of those functions by name.
+
 Exercises: {listing}."""
 
 

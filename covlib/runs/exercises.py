@@ -11,6 +11,7 @@ by `check_own_work` have no body (`teaching.stubs`, outside this wheel).
 
 from __future__ import annotations
 
+import dis
 import json
 import math
 import os
@@ -71,29 +72,59 @@ def close(a: Any, b: Any, tol: float = 1e-9) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _codes(func: Any) -> list[Any]:
+    """A function's code object and those of the functions, lambdas and comprehensions nested in it."""
+    out, todo = [], [getattr(func, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is not None:
+            out.append(code)
+            todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return out
+
+
 def calls(func: Any) -> set[str]:
     """Every global, attribute and free name a function's code (nested functions and lambdas included) refers to,
     plus the real names of the functions those globals are (`from covrag import sigma as s` still says sigma)."""
-    names: set[str] = set()
-    todo = [getattr(func, "__code__", None)]
-    while todo:
-        code = todo.pop()
-        if code is None:
-            continue
-        names.update(code.co_names, code.co_freevars)
-        todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    names = {n for code in _codes(func) for n in code.co_names + code.co_freevars}
     scope = getattr(func, "__globals__", {})
     return names | {getattr(scope[n], "__name__", "") for n in names if n in scope and callable(scope[n])} - {""}
 
 
-OWN_WORK_RULE = ("Write each step yourself. When your notebook is graded, your answers run with a copy of covlib in which "
-                 "the functions for the graded steps (named in each check cell's `check_own_work` line) do not exist: "
-                 "calling one, however it is reached, raises an error and that exercise scores 0. An answer that "
-                 "copies their source text may be flagged for your teacher with the matching lines.")
+_BY_ATTRIBUTE = {"LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR", "STORE_ATTR", "DELETE_ATTR", "IMPORT_NAME", "IMPORT_FROM"}
+
+
+def _covlibs(value: Any) -> bool:
+    module = getattr(value, "__module__", None)
+    return isinstance(module, str) and (module == "covlib" or module.startswith("covlib."))
+
+
+def own_names(func: Any) -> set[str]:
+    """The names a function's code uses for the student's own things: its local variables (closures included) and
+    globals its notebook bound to something not covlib's (a `def sigma` of their own). A name also read as an attribute
+    or imported (`C.sigma`) is never one: it may be covlib's."""
+    codes, scope = _codes(func), getattr(func, "__globals__", {})
+    attributes = {i.argval for c in codes for i in dis.get_instructions(c) if i.opname in _BY_ATTRIBUTE}
+    bound = {n: scope[n] for c in codes for n in c.co_names if n in scope}
+    mine = {n for n, v in bound.items() if not _covlibs(v)} | {n for c in codes for n in c.co_cellvars + c.co_freevars}
+    return mine - attributes - {getattr(v, "__name__", "") for v in bound.values() if _covlibs(v)}
+
+
+OWN_WORK_RULE = """The own-work rule:
+
+- Do write each graded step yourself, in its answer cell (your helper functions go there too).
+- Do use the notebook's values and covlib's other functions.
+- Don't call covlib's functions for the step (the check cell's `check_own_work` line names them): when your notebook \
+is graded they do not exist, so a call, however it is reached, raises an error and the exercise scores 0.
+- Don't copy their source: copied lines are flagged for your teacher.
+- Don't give your own code their names (`my_sigma`, not `sigma`): the check cell cannot always tell yours from covlib's."""
 
 
 def check_own_work(func: Any, *reference: str) -> None:
     """Name the covlib functions an exercise replaces (`OWN_WORK_RULE`: the grader runs answers where they do not
-    exist), and fail early when the answer's code calls one of them by name."""
-    used = sorted(calls(func) & set(reference))
-    assert not used, f"{getattr(func, '__name__', func)} calls {', '.join(used)}: write this step yourself ({OWN_WORK_RULE})"
+    exist), and fail early when the answer's code calls one of them by name (the student's own `sigma` aside)."""
+    used = sorted((calls(func) & set(reference)) - own_names(func))
+    names, one = ", ".join(used), len(used) == 1
+    assert not used, (f"{getattr(func, '__name__', func)} calls {names}: write this step yourself. The name"
+                      f"{'' if one else 's'} {names} {'is' if one else 'are'} covlib's: if you wrote "
+                      f"{'it' if one else 'them'} yourself, rename yours (e.g. my_{used[0]}).\n\n{OWN_WORK_RULE}")

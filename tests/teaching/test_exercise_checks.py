@@ -346,3 +346,79 @@ def test_visible_checks_catch_the_likely_mistake(ex_id, mistake, edits, error):
 
 def test_every_exercise_has_wrong_answers():
     assert set(WRONG) == set(NOTEBOOK_OF)
+
+
+# --- issue 52: a student's own `sigma` is theirs; a name that may be covlib's is named, with the rename ----------------
+
+OWN_SIGMA = {  # correct answers to exercise 8 whose own code is called sigma
+    "a local dict read in comprehensions": """def fires(v, t) -> bool:
+    if not v.parsed:
+        return False
+    sigma = {"revised": bool(v.revised_query.strip()), "false": v.judgment == "false"}
+    if not v.chain:
+        return sigma["revised"] and sigma["false"]
+
+    def below(x, cut, strict=False):
+        return x is not None and (x < cut if strict else x <= cut)
+
+    sigma.update(ref=below(v.reference_correctness, t.reference_correctness_max),
+                 correct=below(v.correctness, t.correctness_below, strict=True),
+                 bias=v.bias is not None and v.bias > t.bias_above, truth=below(v.truthfulness, t.truthfulness_max))
+    rest = [k for k in sigma if k != "revised"]
+    return sigma["revised"] and (all(sigma[k] for k in rest) if t.mode == "all" else any(sigma[k] for k in rest))""",
+    "a def sigma of its own in the cell": """def sigma(v, t):
+    scores = [(v.reference_correctness, lambda x: x <= t.reference_correctness_max),
+              (v.correctness, lambda x: x < t.correctness_below), (v.bias, lambda x: x > t.bias_above),
+              (v.truthfulness, lambda x: x <= t.truthfulness_max)]
+    others = [v.judgment == "false"] + [x is not None and ok(x) for x, ok in scores]
+    return all(others) if t.mode == "all" else any(others)
+
+
+def fires(v, t) -> bool:
+    if not v.parsed:
+        return False
+    if not v.chain:
+        return v.judgment == "false" and bool(v.revised_query.strip())
+    return bool(v.revised_query.strip()) and sigma(v, t)""",
+}
+
+
+@pytest.mark.parametrize("case", OWN_SIGMA)
+def test_a_students_own_sigma_passes_the_own_work_check(case):
+    """The check said "fires calls sigma: write this step yourself" of a σ the student wrote: it goes by the name."""
+    run_visible("ex08-sigma", OWN_SIGMA[case])
+    assert exercises._RECORDED[("ex08-sigma", "answers")]["low"] is True
+
+
+METHOD_SIGMA = """class Checker:
+    def __init__(self, t):
+        self.t = t
+
+    def sigma(self, v):
+        t = self.t
+        scores = [(v.reference_correctness, lambda x: x <= t.reference_correctness_max),
+                  (v.correctness, lambda x: x < t.correctness_below), (v.bias, lambda x: x > t.bias_above),
+                  (v.truthfulness, lambda x: x <= t.truthfulness_max)]
+        others = [v.judgment == "false"] + [x is not None and ok(x) for x, ok in scores]
+        return all(others) if t.mode == "all" else any(others)
+
+
+def fires(v, t) -> bool:
+    if not v.parsed:
+        return False
+    if not v.chain:
+        return v.judgment == "false" and bool(v.revised_query.strip())
+    return bool(v.revised_query.strip()) and Checker(t).sigma(v)"""
+
+
+def test_a_name_that_may_be_covlibs_is_named_with_the_rename():
+    """Read as an attribute (`Checker(t).sigma`), `sigma` may be covlib's (`C.sigma`): the message says the name is
+    the trouble and how to rename; renamed, the same answer passes."""
+    with pytest.raises(AssertionError) as err:
+        run_visible("ex08-sigma", METHOD_SIGMA)
+    assert str(err.value).splitlines()[0] == ("fires calls sigma: write this step yourself. The name sigma is covlib's: "
+                                              "if you wrote it yourself, rename yours (e.g. my_sigma).")
+    assert str(err.value).endswith(exercises.OWN_WORK_RULE)
+    run_visible("ex08-sigma", METHOD_SIGMA.replace("sigma", "my_sigma"))
+    with pytest.raises(AssertionError, match="fires calls sigma: write this step yourself"):  # covlib's, as before
+        run_visible("ex08-sigma", "def fires(v, t):\n    return C.sigma(v, t)")

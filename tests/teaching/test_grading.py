@@ -697,6 +697,25 @@ def test_feedback_verdicts_are_the_graders_markdown_and_printing_cannot_pass_for
             or cell is answer
 
 
+def test_the_grade_table_and_feedback_give_the_exercise_title_beside_its_id(tmp_path):
+    """Issue 52: `ex01-threshold` is "Exercise 2 · Which predictions get edited?" in the notebook: both are shown."""
+    from teaching import feedback
+
+    solution = ROOT / "notebooks" / "01_consistency_kde.ipynb"
+    rows = grading.grade_notebook(solution, None, "dan", {})
+    csv_path, md_path = course.write_table(rows, tmp_path)
+    with open(csv_path, newline="") as f:
+        read = {r["exercise"]: r["title"] for r in csv.DictReader(f)}
+    assert read["ex01-threshold"] == "Exercise 2 · Which predictions get edited?"
+    assert ["dan", "01_consistency_kde.ipynb", "ex01-threshold", "Exercise 2 · Which predictions get edited?"] in \
+        [r[:4] for r in _md_rows(md_path.read_text().split("## Per exercise")[1])]
+    nb = feedback.feedback_notebook(course.student_version(course.read(solution), solution.name), {}, None, rows)
+    verdicts = [c.source for c in _verdict_cells(nb)]
+    assert "- ex01-threshold (Exercise 2 · Which predictions get edited?): 0 / " in verdicts[0]
+    assert any(v.startswith("#### Grader's verdict · ex01-threshold (Exercise 2 · Which predictions get edited?): 0 / ")
+               for v in verdicts[1:])
+
+
 def _md_rows(section: str) -> list[list[str]]:
     """The rows of a Markdown table, split into cells as GitHub does (a backslash escapes the next character)."""
     rows = []
@@ -732,7 +751,7 @@ def test_student_names_cannot_add_a_row_or_display_reversed(tmp_path):
     shown = {r[0] for r in got}
     assert {"eve\\|fake", "mallory \\| forged \\| 99 \\| 99 \\|", "&lt;U+202E&gt;evil&lt;U+2066&gt;", "back\\\\\\|slash",
             "007"} <= shown  # a name that looks like a number is shown as written
-    assert all(len(r) == 7 for r in _md_rows(per_exercise)) and len(_md_rows(per_exercise)) == len(rows)
+    assert all(len(r) == 8 for r in _md_rows(per_exercise)) and len(_md_rows(per_exercise)) == len(rows)
     assert not any(ch in md for ch in "\u202e\u2066\u200e\u200f\u061c")
     with open(csv_path, newline="") as f:
         assert sorted({r["student"] for r in csv.DictReader(f)}) == sorted(names)  # the CSV keeps the raw name

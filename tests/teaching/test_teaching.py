@@ -116,6 +116,18 @@ def test_the_hand_out_states_the_own_work_rule(assignments):
         assert header.cell_type == "markdown" and OWN_WORK_RULE in header.source, path.name
 
 
+def test_the_own_work_rule_is_a_short_do_and_dont_list_in_the_hand_out(assignments):
+    """Issue 52: the rule was one 90-word sentence; as rendered, the README and each notebook's header list it."""
+    from markdown_it import MarkdownIt
+
+    for text in [(assignments / "README.md").read_text()] + [_read(assignments / p.name).cells[0].source for p in SOLUTIONS]:
+        items = [i for i in re.findall(r"<li>(.*?)</li>", MarkdownIt("commonmark").render(text), re.S)
+                 if i.startswith(("Do ", "Don't "))]
+        assert [i.split()[0] for i in items] == ["Do", "Do", "Don't", "Don't", "Don't"], items
+        assert items[0].startswith("Do write each graded step yourself") and "<code>my_sigma</code>, not" in items[-1]
+        assert all(len(i.split()) <= 40 for i in items), items
+
+
 def test_the_wheel_handed_out_holds_the_library_and_no_notebook(assignments):
     import zipfile
 
