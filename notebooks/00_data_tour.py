@@ -110,7 +110,7 @@ ax.set_xlabel("words per paragraph")
 ax.set_title("Paragraph length per dataset (words, each dataset normalised)")
 ax.legend()
 plotting.caption(ax, n=len(lengths))
-results.save_figure(fig, "fig-00-paragraph-lengths", run=S)
+results.save_figure(fig, "fig-00-paragraph-lengths", run=S);  # ";": the plot shows, not the paths
 
 
 # %%
@@ -139,7 +139,7 @@ ax.set_xlabel("share of questions")
 ax.set_title("Question types per dataset (wh-word, yes/no or claim)")
 ax.legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize="small")
 plotting.caption(ax, n=len(types))
-results.save_figure(fig, "fig-00-question-types", run=S)
+results.save_figure(fig, "fig-00-question-types", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 3. Retrieval recall of the supporting paragraphs
@@ -173,7 +173,7 @@ tables.present(table.pivot(index="retriever", columns="k", values="recall@k").re
 ax = plotting.recall_curve(recalls)
 ax.set_title("Supporting-paragraph recall on Adversarial HotpotQA (test split)")
 plotting.caption(ax, corpus=f"{len(corpus)} HotpotQA paragraphs", n=len(questions))
-results.save_figure(ax.figure, "fig-00-retrieval-recall", run=S)
+results.save_figure(ax.figure, "fig-00-retrieval-recall", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 4. Headline numbers (read by the tests)

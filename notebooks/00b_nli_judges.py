@@ -181,7 +181,7 @@ for col, spec in enumerate(S.judges):
 fig.suptitle("NLI judges on held-out pairs: rows gold (n each), columns the judge's own decision\n"
              "(shares of each gold row, counts in brackets; accuracy % [95% Wilson CI])")
 fig.tight_layout()
-results.save_figure(fig, "fig-00b-confusion", run=S, judges=S.judges)
+results.save_figure(fig, "fig-00b-confusion", run=S, judges=S.judges);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 4. Which judge the offline defaults use
@@ -385,7 +385,7 @@ ax.tick_params(axis="x", rotation=30)
 ax.legend(fontsize=8)
 ax.set_title(f"Judges against people's FACTUAL labels: up to {len(rationales)} GPT-3 rationales of "
              f"{len({r.qas_id for r in rationales})} questions (table: n each; intervals by question)")
-results.save_figure(ax.figure, "fig-00b-people", run=S, judges=S.judges)
+results.save_figure(ax.figure, "fig-00b-people", run=S, judges=S.judges);  # ";": the plot shows, not the paths
 
 # %%
 headline = {

@@ -212,7 +212,7 @@ for ax, kind in zip(axes, ("wang", "majority")):
 plotting.caption(axes[0], model=generator.name, n=len(cot_sc))
 plotting.caption(axes[1], "paper (Fig. 2, GPT-3): incorrect skewed low, correct high")
 fig.suptitle("Consistency of CoT-SC predictions on Adversarial HotpotQA, correct vs incorrect (cf. Fig. 2)")
-results.save_figure(fig, "fig-01-consistency-kde", run=S, n=len(cot_sc))
+results.save_figure(fig, "fig-01-consistency-kde", run=S, n=len(cot_sc));  # ";": the plot shows, not the paths
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex01-threshold-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 2 · Which predictions get edited?

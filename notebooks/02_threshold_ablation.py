@@ -212,7 +212,7 @@ for ax, what in zip(axes, ("EM (%)", "accuracy-coverage AUC")):
     ax.set_ylabel(what)
 plotting.caption(axes[0], model=generator.name, knowledge=source.label, n=len(cot_sc))
 fig.suptitle("CoT-SC + Verify-and-Edit on Adversarial HotpotQA as the threshold moves (cf. Fig. 3)")
-results.save_figure(fig, "fig-02-threshold-ablation", run=S, knowledge=source.label)
+results.save_figure(fig, "fig-02-threshold-ablation", run=S, knowledge=source.label);  # ";": the plot shows, not the paths
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "ex02-predictions-prompt", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Exercise 4 · The prediction at a threshold

@@ -270,7 +270,7 @@ for ax, name in zip(axes[0], S.datasets):
     ax.set_ylabel("EM / accuracy (%)")
     plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
 plotting.caption(axes[0][0], "error bars: 95% Wilson interval", model=generator.name, paper="text-davinci-003")
-results.save_figure(fig, "fig-03-ours-vs-paper", run=S)
+results.save_figure(fig, "fig-03-ours-vs-paper", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## Which questions did Verify-and-Edit fix, and which did it break?

@@ -150,7 +150,7 @@ ax.set_title("Key-fact recall as noise grows, shaded: 95% CI (cf. the paper's Fi
 ax.annotate("paper, 5 → 10 refs: ChatGPT −4.3%, ChatGLM −14.3%, LLaMA / Vicuna ≈ −30% (relative or absolute: unstated)",
             (0.01, 0.02), xycoords="axes fraction", fontsize=7, color="0.3")
 plotting.caption(ax, judge=judge_name, key_facts=S.facts[0].source, n=q)  # the judge's agreement: in the provenance
-results.save_figure(fig, "fig-05-knowledge-precision", run=S)
+results.save_figure(fig, "fig-05-knowledge-precision", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 4. The drop from 5 to 10 references, beside the paper's

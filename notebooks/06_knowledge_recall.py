@@ -156,7 +156,7 @@ for ax, m in zip(axes, ("P", "R")):
     ax.set_title(f"key-fact {'precision' if m == 'P' else 'recall'} (paper: mean of its 5 models)")
     ax.set_ylabel("% (ours: 95% CI)")
 plotting.caption(axes[0], model=names[0], judge=judge_name, n=q)  # the judge's agreement: in the provenance
-results.save_figure(fig, "fig-06-knowledge-recall", run=S)
+results.save_figure(fig, "fig-06-knowledge-recall", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # The claims, for the ledger (notebook 12): complete references give higher key-fact recall than

@@ -201,7 +201,7 @@ plotting.scores_by_group({name: [getattr(v, name) for v in verifs] for name in C
 ax.set_ylabel("verifier score")
 ax.set_title(f"Verifier scores for correct vs wrong answers ({S.base.name})")
 plotting.caption(ax, model=S.checker.name, corpus=S.corpus_name, n=len(records))
-results.save_figure(fig, "fig-08-verifier-scores", run=S, model=S.checker.name, corpus=S.corpus_name)
+results.save_figure(fig, "fig-08-verifier-scores", run=S, model=S.checker.name, corpus=S.corpus_name);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 4. Judgment accuracy, format rate and parsing, per dataset (paper, Table 4 "w/ CoL": Jdg 60.0, Fmt 99.5)

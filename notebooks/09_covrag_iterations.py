@@ -267,7 +267,7 @@ for ax, n in zip(axes[0], S.sets):
 axes[0][0].set_ylabel("accuracy (%), ours with 95% CI")
 plotting.caption(axes[0][-1], model=", ".join(C.run_label(m) for m in runs), paper="Llama2-13b (Table 2)",
                  corpus=S.corpus_name, k=S.k, max_rounds=S.max_rounds)
-results.save_figure(fig, "fig-09-single-vs-multi", run=S, corpus=S.corpus_name)
+results.save_figure(fig, "fig-09-single-vs-multi", run=S, corpus=S.corpus_name);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 5. Table 5: is a gold answer among the references, before and after revision?
@@ -312,7 +312,7 @@ plotting.bar_with_reference(frame, x="round", y="answers", hue="model", ax=ax)
 ax.set_xlabel("round at which the answer settled (0 = σ did not fire)")
 ax.set_title("CoV-RAG: the round at which each answer settled (cf. Table 5)", fontsize=9)
 plotting.caption(ax, max_rounds=S.max_rounds, sigma=S.sigma_mode)
-results.save_figure(fig, "fig-09-rounds", run=S)
+results.save_figure(fig, "fig-09-rounds", run=S);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 6. Why did σ fire? Question by question

@@ -161,7 +161,7 @@ ax.set_title("LoRA fine-tuning of the verifier: training loss per step (§2.2)",
 if not stages.planted:
     ax.legend(fontsize=8)
 plotting.caption(ax, model=S.base.name, labels=with_chain.labels, n=len(train))
-results.save_figure(fig, "fig-10-loss", run=S, model=S.base.name)
+results.save_figure(fig, "fig-10-loss", run=S, model=S.base.name);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 3. Table 4: each adapter on the test questions (Jdg, Fmt, Si, Mi, Dlt) with 95% intervals, the paper's rows beside ours

@@ -149,7 +149,7 @@ for ax, criterion in zip(axes[0], criteria):
     ax.tick_params(axis="x", labelsize=6)
 axes[0][0].set_ylabel("mean rank (lower is better), 95% CI")
 plotting.caption(axes[0][-1], judge=judge_label, n=len(S.examples))
-results.save_figure(fig, "fig-11-judge", run=S, judge=judge_label)
+results.save_figure(fig, "fig-11-judge", run=S, judge=judge_label);  # ";": the plot shows, not the paths
 
 # %% [markdown]
 # ## 3. The claim: does the judge rank CoV-RAG above the QA-only system? (paired per question)

@@ -132,7 +132,7 @@ ledger_table
 # %%
 ax = claims.plot_ledger(rows)
 ax.set_title(f"Claims of the three papers: our estimates ({S.profile} profile)")
-results.save_figure(ax.figure, "fig-12-claims", run=S, profile=S.profile)
+results.save_figure(ax.figure, "fig-12-claims", run=S, profile=S.profile);  # ";": the plot shows, not the paths
 
 # %%
 headline = {

@@ -39,6 +39,9 @@ def test_notebook_is_paired_and_clean(ipynb):
     tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
     assert all(c.cell_type == "markdown" for c in nb.cells[: tagged[0] - 1]), "parameters right after the imports"
+    shown = [c.source for c in nb.cells if c.cell_type == "code"
+             and re.match(r"(\w+ = )?results\.save_figure\(.*\)$", c.source.strip().splitlines()[-1])]
+    assert not shown, f"a cell's last line shows save_figure's paths above its plot (end it with ';'): {shown[:1]}"
 
 
 @pytest.fixture(scope="module")

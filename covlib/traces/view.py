@@ -221,10 +221,11 @@ def _stop_html(why: str, record: dict, order: Sequence[str]) -> str:
 
 def example_html(trace: traces.Trace, record: dict, heading: str = "h3", number: int | None = None) -> str:
     """One example's record as HTML: question, gold, prediction, then each step under the paper's name, and why
-    its steps end early when they do; `number` is the example's number as the page shows it (default: its index)."""
+    its steps end early when they do; `number` is the example's number as the page shows it (default: "k of n",
+    counted from 1 as the explorer counts)."""
     words = {s["name"]: s.get("paper", "") for s in trace.header.get("steps", [])}
     order = [s["name"] for s in trace.header.get("steps", [])]
-    shown = record.get("index") if number is None else number
+    shown = f"{int(record.get('index') or 0) + 1} of {len(trace.records)}" if number is None else number
     parts = [f"<div class='trace-example'><{heading}>{_e(trace.title)}: example {_e(shown)} "
              f"<code>{_e(record.get('id'))}</code></{heading}>",
              "<table class='trace-summary'>",

@@ -154,6 +154,7 @@ def test_the_step_view_shows_the_papers_steps_and_escapes_model_output(tracer, f
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert "Step 1. Prompt" in page and "Step 3. Vote" in page, "numbered as in the paper's list of steps"
     assert "The paper: few-shot prompt, Appendix C" in page
+    assert f": example 1 of {len(trace.records)} <code>" in page  # counted from 1, as the explorer counts (issue 52)
     assert "<b>fixed</b>" in page and "shared block (" in page
     record["steps"][1]["calls"].append(traces.call("retrieve", None, query="who <b>?", retriever="bm25",
                                                    passages=[{"id": "d1", "text": "Paris is the capital", "score": 3.5}]))
