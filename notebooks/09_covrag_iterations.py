@@ -14,38 +14,9 @@
 # %% [markdown]
 # # 09 · Retrieve, rethink, revise: single vs multi-iteration CoV-RAG (Table 2, Fig. 3, Table 5)
 #
-# Algorithm 1 end to end: top-5 references, an answer with `[n]` citations, a verification, and,
-# when σ fires (footnote 2), a second retrieval with the verifier's revised query; the original
-# question is answered again from the new references. The paper reports accuracy (a gold answer
-# contained in the normalised answer, as WebGLM) on NQ 400, WebQ 400, Mintaka 100 and TriviaQA
-# 100, with Avg weighted by question count (Table 2); single- vs multi-iteration per model
-# (Fig. 3); and how often a gold answer is among the references before and after revision
-# (Table 5).
-#
-# Rows here: **closed-book** (no references; the paper's naive-LLM row), the **CoV pipeline,
-# single iteration** (the first answer: what the paper calls CoV-RAG-S) and the **CoV pipeline,
-# multi-iteration** (after re-retrieval: CoV-RAG), per model. Our rows are named by what ran (the
-# model, and its adapter or "no adapter"), not "CoV-RAG": the paper's CoV-RAG is a model fine-tuned
-# with Eqs. 2-4, and an untuned model running Algorithm 1 is not it. `max_rounds` (paper: 1) may go
-# further; the rounds histogram shows where answers settled.
-#
-# **Uncertainty.** Every accuracy of ours carries its n and a 95% bootstrap interval over questions
-# (`stats.mean_interval`); multi minus single and the references' gain from revision are paired
-# over the same questions (`stats.paired_difference`: exact McNemar, with the discordant counts) and
-# recorded as the claims `covrag-multi-round-beats-single` and `covrag-revision-raises-ref-acc`
-# (notebook 12 reads them). Where σ re-retrieved no question of a dataset, the multi-round run *is*
-# the single-round run: the claim is recorded as "not testable here" with the counts that show it
-# (σ fired, verifications parsed; `C.revision_comparison`), not as an estimate of 0.
-#
-# **Deviations.** As in notebook 08: the embedded 135M model is untuned (the paper's backbones are
-# 6-13B models fine-tuned with verification, notebook 10), and BM25 over the offline HotpotQA
-# paragraphs stands in for web search, so most gold answers are simply not in the corpus: every
-# table gives the number of answerable questions and the accuracy on them. Table 5's "retrieval
-# accuracy" is not defined in the paper; ours counts a question when a gold alias occurs among its
-# top-k references (the table says so beside the paper's words).
-#
-# Outputs: `tables/tab-09-accuracy.*`, `tables/tab-09-retrieval.*`, `figures/fig-09-single-vs-multi.*`,
-# `figures/fig-09-rounds.*`, `results/09_covrag_iterations.json`.
+# Does a second retrieval, with the query CoV-RAG's verifier revised, answer more questions right than the first?
+# Algorithm 1 runs here once and twice per question, our accuracy beside the paper's Table 2, Fig. 3 and Table 5
+# (what is measured, how uncertain it is, and where we deviate: below the parameters).
 
 # %%
 import textwrap
@@ -83,6 +54,42 @@ sigma_mode: str = "all"  # σ: all (footnote 2) or any
 
 # %%
 S = session.start(NOTEBOOKS["09"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# Algorithm 1 end to end: top-5 references, an answer with `[n]` citations, a verification, and,
+# when σ fires (footnote 2), a second retrieval with the verifier's revised query; the original
+# question is answered again from the new references. The paper reports accuracy (a gold answer
+# contained in the normalised answer, as WebGLM) on NQ 400, WebQ 400, Mintaka 100 and TriviaQA
+# 100, with Avg weighted by question count (Table 2); single- vs multi-iteration per model
+# (Fig. 3); and how often a gold answer is among the references before and after revision
+# (Table 5).
+#
+# Rows here: **closed-book** (no references; the paper's naive-LLM row), the **CoV pipeline,
+# single iteration** (the first answer: what the paper calls CoV-RAG-S) and the **CoV pipeline,
+# multi-iteration** (after re-retrieval: CoV-RAG), per model. Our rows are named by what ran (the
+# model, and its adapter or "no adapter"), not "CoV-RAG": the paper's CoV-RAG is a model fine-tuned
+# with Eqs. 2-4, and an untuned model running Algorithm 1 is not it. `max_rounds` (paper: 1) may go
+# further; the rounds histogram shows where answers settled.
+#
+# **Uncertainty.** Every accuracy of ours carries its n and a 95% bootstrap interval over questions
+# (`stats.mean_interval`); multi minus single and the references' gain from revision are paired
+# over the same questions (`stats.paired_difference`: exact McNemar, with the discordant counts) and
+# recorded as the claims `covrag-multi-round-beats-single` and `covrag-revision-raises-ref-acc`
+# (notebook 12 reads them). Where σ re-retrieved no question of a dataset, the multi-round run *is*
+# the single-round run: the claim is recorded as "not testable here" with the counts that show it
+# (σ fired, verifications parsed; `C.revision_comparison`), not as an estimate of 0.
+#
+# **Deviations.** As in notebook 08: the embedded 135M model is untuned (the paper's backbones are
+# 6-13B models fine-tuned with verification, notebook 10), and BM25 over the offline HotpotQA
+# paragraphs stands in for web search, so most gold answers are simply not in the corpus: every
+# table gives the number of answerable questions and the accuracy on them. Table 5's "retrieval
+# accuracy" is not defined in the paper; ours counts a question when a gold alias occurs among its
+# top-k references (the table says so beside the paper's words).
+#
+# Outputs: `tables/tab-09-accuracy.*`, `tables/tab-09-retrieval.*`, `figures/fig-09-single-vs-multi.*`,
+# `figures/fig-09-rounds.*`, `results/09_covrag_iterations.json`.
 
 # %% [markdown]
 # ## 1. Questions and corpus

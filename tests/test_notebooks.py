@@ -44,6 +44,21 @@ def test_notebook_is_paired_and_clean(ipynb):
     assert not shown, f"a cell's last line shows save_figure's paths above its plot (end it with ';'): {shown[:1]}"
 
 
+OPENING_WORDS = 90  # the words a notebook opens on before its first code cell: the title and what it shows
+SHORT_OPENINGS = {"00_data_tour", "09_covrag_iterations"}  # the rest below the parameters
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_OPENINGS))
+def test_a_notebook_opens_on_what_it_shows_and_keeps_the_rest_below(name):
+    """Notebook 09 opened on 410 words of σ, footnote 2 and McNemar before any code (issue 52): the title and what
+    the notebook shows first, the method, its uncertainty and deviations below the parameters."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    assert sum(len(c.source.split()) for c in nb.cells[:first_code]) <= OPENING_WORDS
+
+
 @pytest.fixture(scope="module")
 def smoke_root(tmp_path_factory):
     """A scratch project root for notebook outputs; data, models and the call cache stay shared."""
