@@ -16,6 +16,37 @@
 # %% [markdown]
 # # 00b · Which NLI judge? Every judge on the same held-out pairs
 #
+# Which entailment judge should the credibility metrics trust? covlib's trained MiniLM judge (`make judge`) is
+# measured beside the other judges covlib has on the same held-out pairs, the key-fact pairs being the test that
+# decides (the pair sets, who labelled them, and the metrics: below the parameters).
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from covlib import nli
+from covlib.core import stats
+from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P, people
+from covlib.report import plotting, results, tables
+from covlib.runs import session
+from covlib.runs.project import NOTEBOOKS
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # LM behind the LLM-as-judge; empty for the embedded SmolLM2-135M-Instruct
+device: str = ""  # cpu or cuda; empty picks cuda when available
+judges: str = "minilm-fever-nli,overlap,llm"  # comma-separated judge specs; add an HF NLI model id, or 'true' on a GPU
+n_fever: int = 1000  # held-out FEVER pairs per judge (all the paper's sampled claims)
+n_fever_slow: int = 1000  # cap for LLM / TRUE judges on FEVER and the key-fact pairs (100x slower on a CPU)
+seed: int = 0  # pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out set)
+
+# %%
+S = session.start(NOTEBOOKS["00b"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # The credibility paper scores key-fact recall and precision, and citation groundedness, with an
 # entailment judge f(premise, hypothesis) ∈ {0, 1}: TRUE, a T5-11B NLI model. CoV-RAG's analyses
 # lean on the same kind of judgement. Offline there is no NLI model on PyPI, so covlib trains one:
@@ -56,30 +87,6 @@
 # credibility metrics threshold P(entailment), so its ranking matters most).
 #
 # Outputs: `tables/tab-00b-nli-judges.*`, `tables/tab-00b-keyfact-decisions.*`, `tables/tab-00b-keyfact-test.*`, `tables/tab-00b-people.*`, `figures/fig-00b-confusion.*`, `figures/fig-00b-people.*`, `results/00b_nli_judges.json`.
-
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
-
-from covlib import nli
-from covlib.core import stats
-from covlib.nli import evaluation as nli_eval, labelled as L, pairs as P, people
-from covlib.report import plotting, results, tables
-from covlib.runs import session
-from covlib.runs.project import NOTEBOOKS
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # LM behind the LLM-as-judge; empty for the embedded SmolLM2-135M-Instruct
-device: str = ""  # cpu or cuda; empty picks cuda when available
-judges: str = "minilm-fever-nli,overlap,llm"  # comma-separated judge specs; add an HF NLI model id, or 'true' on a GPU
-n_fever: int = 1000  # held-out FEVER pairs per judge (all the paper's sampled claims)
-n_fever_slow: int = 1000  # cap for LLM / TRUE judges on FEVER and the key-fact pairs (100x slower on a CPU)
-seed: int = 0  # pair building and subsampling seed (must match `make judge`'s, 0, for a clean held-out set)
-
-# %%
-S = session.start(NOTEBOOKS["00b"], globals())
 
 # %% [markdown]
 # ## 1. The held-out pairs

@@ -14,23 +14,10 @@
 # %% [markdown]
 # # 01 · Does self-consistency know when it doesn't know? (Verify-and-Edit, Fig. 2)
 #
-# Verify-and-Edit (Zhao et al., ACL 2023, §3.1 and §5.1) edits only the predictions whose
-# **self-consistency** is low: it samples `n = 5` chain-of-thought (CoT) paths at temperature
-# 0.7, takes the most consistent answer, and calls the prediction *uncertain* when its
-# consistency is below ⌈n/2⌉ = 3. That rests on one hypothesis, which Fig. 2 of the paper checks
-# with kernel density plots on Adversarial HotpotQA: **incorrect predictions have low
-# consistency, correct ones high**.
-#
-# Here we run CoT-SC with the 6-shot prompt of Appendix C on the 250-question test split and
-# plot the same densities, for both forms of consistency that `covlib.papers.verify_edit.cot` stores on one
-# scale [0, n]:
-#
-# * **majority**: how many of the n paths give the chosen answer (what ReAct thresholds);
-# * **wang**: Wang et al.'s answer probability marginalised over the sampled rationales
-#   (path weights from their mean token log-probabilities), rescaled to [0, n] so that the
-#   threshold ⌈n/2⌉ means "less than a majority" on both.
-#
-# Outputs: `figures/fig-01-consistency-kde.*`, `tables/tab-01-consistency.*`, `results/01_consistency_kde.json`.
+# Verify-and-Edit edits only predictions whose self-consistency is low, which rests on one hypothesis: incorrect
+# predictions have low consistency, correct ones high. Here CoT-SC runs on the Adversarial HotpotQA test split
+# and Fig. 2's densities are plotted for both forms of consistency (the method and the two scores: below the
+# parameters).
 
 # %%
 import math
@@ -62,6 +49,27 @@ max_new_tokens: int = 96  # longest CoT completion
 
 # %%
 S = session.start(NOTEBOOKS["01"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# Verify-and-Edit (Zhao et al., ACL 2023, §3.1 and §5.1) edits only the predictions whose
+# **self-consistency** is low: it samples `n = 5` chain-of-thought (CoT) paths at temperature
+# 0.7, takes the most consistent answer, and calls the prediction *uncertain* when its
+# consistency is below ⌈n/2⌉ = 3. That rests on one hypothesis, which Fig. 2 of the paper checks
+# with kernel density plots on Adversarial HotpotQA: **incorrect predictions have low
+# consistency, correct ones high**.
+#
+# Here we run CoT-SC with the 6-shot prompt of Appendix C on the 250-question test split and
+# plot the same densities, for both forms of consistency that `covlib.papers.verify_edit.cot` stores on one
+# scale [0, n]:
+#
+# * **majority**: how many of the n paths give the chosen answer (what ReAct thresholds);
+# * **wang**: Wang et al.'s answer probability marginalised over the sampled rationales
+#   (path weights from their mean token log-probabilities), rescaled to [0, n] so that the
+#   threshold ⌈n/2⌉ means "less than a majority" on both.
+#
+# Outputs: `figures/fig-01-consistency-kde.*`, `tables/tab-01-consistency.*`, `results/01_consistency_kde.json`.
 
 # %% [markdown]
 # ## 1. CoT self-consistency on the test split

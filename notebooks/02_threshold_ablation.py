@@ -14,16 +14,9 @@
 # %% [markdown]
 # # 02 · Where to draw the line: the consistency-threshold ablation (Verify-and-Edit, Fig. 3)
 #
-# Verify-and-Edit has one hyperparameter: the consistency threshold below which a CoT-SC
-# prediction is edited (§5.6). The paper sweeps it on Adversarial HotpotQA and finds EM and AUC
-# rising up to about ⌈n/2⌉ = 3 and falling after: below 3 mostly wrong predictions get edited
-# (and fixed), above it mostly right ones (and some broken).
-#
-# Each example's edit (verifying questions → retrieval → top-3 sentences → verifying answers →
-# new answer) does not depend on the threshold, so we edit every example below n once
-# (`verify_edit.compute_edits`) and read off each threshold with `apply_threshold`.
-#
-# Outputs: `figures/fig-02-threshold-ablation.*`, `tables/tab-02-threshold-ablation.*`, `results/02_threshold_ablation.json`.
+# Below which consistency should a CoT-SC prediction be edited? The paper sweeps that threshold on Adversarial
+# HotpotQA and finds EM and AUC rising up to about ⌈n/2⌉ = 3 and falling after; we run the same sweep (how each
+# threshold is read off: below the parameters).
 
 # %%
 
@@ -53,6 +46,20 @@ consistency: str = "wang"  # wang or majority: the score thresholded (paper: Wan
 
 # %%
 S = session.start(NOTEBOOKS["02"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# Verify-and-Edit has one hyperparameter: the consistency threshold below which a CoT-SC
+# prediction is edited (§5.6). The paper sweeps it on Adversarial HotpotQA and finds EM and AUC
+# rising up to about ⌈n/2⌉ = 3 and falling after: below 3 mostly wrong predictions get edited
+# (and fixed), above it mostly right ones (and some broken).
+#
+# Each example's edit (verifying questions → retrieval → top-3 sentences → verifying answers →
+# new answer) does not depend on the threshold, so we edit every example below n once
+# (`verify_edit.compute_edits`) and read off each threshold with `apply_threshold`.
+#
+# Outputs: `figures/fig-02-threshold-ablation.*`, `tables/tab-02-threshold-ablation.*`, `results/02_threshold_ablation.json`.
 
 # %% [markdown]
 # ## 1. CoT-SC predictions (cached: the same call as notebook 01)

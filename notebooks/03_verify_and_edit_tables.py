@@ -14,6 +14,47 @@
 # %% [markdown]
 # # 03 · Verify-and-Edit against its baselines (Tables 1–3)
 #
+# Does Verify-and-Edit beat Standard, CoT and CoT-SC prompting on Adversarial HotpotQA, 2WikiMultihop and FEVER?
+# We run the paper's rows with its prompts and put the paper's GPT-3 numbers beside ours (knowledge sources,
+# uncertainty, gold aliases and what is not reproduced: below the parameters).
+
+# %%
+import math
+import random
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib import data
+from covlib.core import metrics, stats
+from covlib.papers import verify_edit
+from covlib.papers.verify_edit import claims, cot
+from covlib.papers.verify_edit.knowledge import make_knowledge
+from covlib.papers.verify_edit.notebook import NOTEBOOKS
+from covlib.report import plotting, results, tables
+from covlib.runs import session
+from covlib.traces import view as trace_view
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+device: str = ""  # cpu or cuda; empty picks cuda when available
+datasets: str = "hotpotqa,2wikimultihop,fever"  # which tables, comma-separated
+knowledge: str = "dataset,bm25,tfidf,web"  # knowledge sources for CoT-SC + VE, comma-separated
+n_hotpotqa: int = 250  # Adversarial HotpotQA test questions (paper: 250)
+n_2wikimultihop: int = 1000  # 2WikiMultihop dev questions (paper: 1000 sampled)
+n_fever: int = 1000  # FEVER claims from sampled_ids.json (paper: 1000)
+n_samples: int = 5  # self-consistency paths (paper: 5)
+temperature: float = 0.7  # sampling temperature (paper: 0.7)
+seed: int = 0  # sampling seed (and the bootstrap's)
+max_new_tokens: int = 96  # longest CoT completion
+
+# %%
+S = session.start(NOTEBOOKS["03"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # The paper's main results: on Adversarial HotpotQA (Table 1), 2WikiMultihop (Table 2) and
 # FEVER (Table 3), **Standard** few-shot prompting, **CoT**, **CoT-SC** (5 paths at T = 0.7,
 # majority answer) and **CoT-SC + Verify-and-Edit** with several knowledge sources. We run the
@@ -57,40 +98,6 @@
 # method or its prompting baselines, so neither ours nor the paper's values of those rows appear.
 #
 # Outputs: `tables/tab-03-*`, `figures/fig-03-ours-vs-paper.*`, `results/03_verify_and_edit_tables.json`.
-
-# %%
-import math
-import random
-
-import matplotlib.pyplot as plt
-import pandas as pd
-
-from covlib import data
-from covlib.core import metrics, stats
-from covlib.papers import verify_edit
-from covlib.papers.verify_edit import claims, cot
-from covlib.papers.verify_edit.knowledge import make_knowledge
-from covlib.papers.verify_edit.notebook import NOTEBOOKS
-from covlib.report import plotting, results, tables
-from covlib.runs import session
-from covlib.traces import view as trace_view
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-device: str = ""  # cpu or cuda; empty picks cuda when available
-datasets: str = "hotpotqa,2wikimultihop,fever"  # which tables, comma-separated
-knowledge: str = "dataset,bm25,tfidf,web"  # knowledge sources for CoT-SC + VE, comma-separated
-n_hotpotqa: int = 250  # Adversarial HotpotQA test questions (paper: 250)
-n_2wikimultihop: int = 1000  # 2WikiMultihop dev questions (paper: 1000 sampled)
-n_fever: int = 1000  # FEVER claims from sampled_ids.json (paper: 1000)
-n_samples: int = 5  # self-consistency paths (paper: 5)
-temperature: float = 0.7  # sampling temperature (paper: 0.7)
-seed: int = 0  # sampling seed (and the bootstrap's)
-max_new_tokens: int = 96  # longest CoT completion
-
-# %%
-S = session.start(NOTEBOOKS["03"], globals())
 
 # %% [markdown]
 # The paper's numbers from Tables 1–3 (§5.2–5.4; GPT-3 text-davinci-003), kept as data in

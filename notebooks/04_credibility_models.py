@@ -16,6 +16,46 @@
 # %% [markdown]
 # # 04 · How credible is the answer? Correctness and groundedness across models (credibility paper, Tables 1-2)
 #
+# How correct and how grounded is a model's cited answer to a multi-hop question? Each model answers with 5
+# references including both gold ones, scored by key facts, citations and self-consistency through an NLI judge
+# (the metrics, deviations, who made the shipped data, and how uncertain the numbers are: below the parameters).
+
+# %%
+import pandas as pd
+
+from covlib.core import paths, references, stats
+from covlib.nli import evaluation as nli_eval
+from covlib.papers import credibility as C
+from covlib.papers.credibility.intervals import tuning_claims
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.papers.credibility import simulation
+from covlib.papers.credibility.ratings import human_correlation_claims
+from covlib.report import results, tables
+from covlib.runs import session
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
+n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
+seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
+n_refs: int = 5  # references per question, both gold included (paper: 5)
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted below); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
+max_new_tokens: int = 160  # longest answer
+compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
+n_rating: int = 50  # questions in the human rating sheet (paper: 50)
+ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
+
+# %%
+S = session.start(NOTEBOOKS["04"], globals())  # ratings: checked before any generation, not in the last cell
+facts = S.facts  # the key facts, by the name exercise 4 reads them
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # Zhou, Liu & Dou judge a long-form, cited answer to a multi-hop question in two ways (§4):
 #
 # - **correctness**, through *key facts* (the reasoning steps an answer needs): recall
@@ -73,39 +113,6 @@
 # Outputs: `tables/tab-04-credibility-models.*` (key facts `key_facts`),
 # `tables/tab-04-credibility-models-<compare_key_facts>.*`, `tables/tab-04-human-correlation.*` (with
 # ratings), `build/ratings/04-rating-sheet.csv`, `results/04_credibility_models.json`.
-
-# %%
-import pandas as pd
-
-from covlib.core import paths, references, stats
-from covlib.nli import evaluation as nli_eval
-from covlib.papers import credibility as C
-from covlib.papers.credibility.intervals import tuning_claims
-from covlib.papers.credibility.notebook import NOTEBOOKS
-from covlib.papers.credibility import simulation
-from covlib.papers.credibility.ratings import human_correlation_claims
-from covlib.report import results, tables
-from covlib.runs import session
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
-device: str = ""  # cpu or cuda; empty picks cuda when available
-questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
-n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
-n_refs: int = 5  # references per question, both gold included (paper: 5)
-key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
-judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
-max_new_tokens: int = 160  # longest answer
-compare_key_facts: str = "supporting"  # a second key-fact source Table 1 is also shown under (same answers); empty: none
-n_rating: int = 50  # questions in the human rating sheet (paper: 50)
-ratings: str = ""  # CSV of filled ratings (question_id, model, rater, helpful, completeness); empty: none
-
-# %%
-S = session.start(NOTEBOOKS["04"], globals())  # ratings: checked before any generation, not in the last cell
-facts = S.facts  # the key facts, by the name exercise 4 reads them
 
 # %% [markdown]
 # ## 1. Questions, key facts and reference sets

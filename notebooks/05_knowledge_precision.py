@@ -16,6 +16,42 @@
 # %% [markdown]
 # # 05 · More noise, less recall: the knowledge-precision sweep (credibility paper, Fig. 3)
 #
+# Does key-fact recall fall as distractors join the two gold references? References grow from 2 (all signal) to
+# 10 (8 of them noise), and our recall drops are set beside the paper's words (how the sets are built,
+# deviations, who made the shipped data, and how uncertain the numbers are: below the parameters).
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib.core import stats
+from covlib.nli import evaluation as nli_eval
+from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.papers.credibility import claims
+from covlib.report import plotting, results
+from covlib.runs import session
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
+n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
+seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
+n_refs: str = "2,3,4,5,6,7,8,9,10"  # reference counts, 2 gold + noise (paper: 2 to 10)
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted below); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
+max_new_tokens: int = 160  # longest answer
+
+# %%
+S = session.start(NOTEBOOKS["05"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # §6.3 keeps both gold references and adds distractors, from 2 references (all signal) to 10
 # (8 of them noise), and plots key-fact recall. The paper finds every model losing recall as
 # noise grows: "ChatGPT and ChatGLM exhibited resilience, with only a minor decrease in recall
@@ -62,35 +98,6 @@
 #
 # Outputs: `figures/fig-05-knowledge-precision.*`, `tables/tab-05-knowledge-precision.*`,
 # `tables/tab-05-recall-drop.*`, `results/05_knowledge_precision.json`.
-
-# %%
-import matplotlib.pyplot as plt
-import pandas as pd
-
-from covlib.core import stats
-from covlib.nli import evaluation as nli_eval
-from covlib.papers import credibility as C
-from covlib.papers.credibility import simulation
-from covlib.papers.credibility.notebook import NOTEBOOKS
-from covlib.papers.credibility import claims
-from covlib.report import plotting, results
-from covlib.runs import session
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
-device: str = ""  # cpu or cuda; empty picks cuda when available
-questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
-n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
-n_refs: str = "2,3,4,5,6,7,8,9,10"  # reference counts, 2 gold + noise (paper: 2 to 10)
-key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
-judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
-max_new_tokens: int = 160  # longest answer
-
-# %%
-S = session.start(NOTEBOOKS["05"], globals())
 
 # %% [markdown]
 # ## 1. Nested reference sets, 2 gold + k distractors

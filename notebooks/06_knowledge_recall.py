@@ -16,6 +16,44 @@
 # %% [markdown]
 # # 06 · Missing knowledge: closed-book, partial and complete references (credibility paper, Table 3)
 #
+# Do answers lose key-fact precision and recall when gold references are missing? Each question is answered
+# closed-book, with partial references and with complete ones; the paper finds complete > partial > closed-book
+# (how the sets are built, deviations, who made the shipped data, and how uncertain the numbers are: below the
+# parameters).
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from covlib.core import stats
+from covlib.nli import evaluation as nli_eval
+from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.papers.credibility import claims
+from covlib.traces import view as trace_view
+from covlib.report import plotting, results
+from covlib.runs import session
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
+n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
+seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
+n_refs: int = 5  # references in the partial and complete settings (paper: 5)
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted below); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
+max_new_tokens: int = 160  # longest answer
+
+# %%
+S = session.start(NOTEBOOKS["06"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # §6.3 controls *knowledge recall*: no references (closed-book), 5 references with one of the
 # two gold paragraphs replaced by a distractor (partial), and 5 with both gold (complete, the
 # setting of Table 1). The paper finds complete > partial > closed-book in key-fact precision and
@@ -57,36 +95,6 @@
 # look entailed more often), which the correction does not see: docs/simulation.md gives the sizes.
 #
 # Outputs: `tables/tab-06-knowledge-recall.*`, `figures/fig-06-knowledge-recall.*`, `results/06_knowledge_recall.json`.
-
-# %%
-import matplotlib.pyplot as plt
-import pandas as pd
-
-from covlib.core import stats
-from covlib.nli import evaluation as nli_eval
-from covlib.papers import credibility as C
-from covlib.papers.credibility import simulation
-from covlib.papers.credibility.notebook import NOTEBOOKS
-from covlib.papers.credibility import claims
-from covlib.traces import view as trace_view
-from covlib.report import plotting, results
-from covlib.runs import session
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
-device: str = ""  # cpu or cuda; empty picks cuda when available
-questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
-n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order, distractor choice and the bootstrap
-n_refs: int = 5  # references in the partial and complete settings (paper: 5)
-key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
-judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
-max_new_tokens: int = 160  # longest answer
-
-# %%
-S = session.start(NOTEBOOKS["06"], globals())
 
 # %% [markdown]
 # ## 1. Three knowledge conditions per question

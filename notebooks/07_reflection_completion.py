@@ -14,6 +14,49 @@
 # %% [markdown]
 # # 07 · Knowing what is missing: self-reflection and self-completion (credibility paper, Table 4)
 #
+# Does a model refuse exactly when its references are partial (self-reflection), and does asking a search engine
+# for what is missing help it answer (self-completion)? Both as in the paper's Table 4 (our pipeline where the
+# paper is silent, the corpus, deviations, who made the shipped data, and uncertainty: below the parameters).
+
+# %%
+from collections import Counter
+
+import pandas as pd
+
+from covlib.core import metrics, stats
+from covlib.data.corpora import NEAR_ORACLE_CORPUS
+from covlib.nli import evaluation as nli_eval
+from covlib.papers import credibility as C
+from covlib.papers.credibility import simulation
+from covlib.papers.credibility.improvements import completion_claims, reflection_claims
+from covlib.papers.credibility.notebook import NOTEBOOKS
+from covlib.report import results
+from covlib.runs import session
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
+device: str = ""  # cpu or cuda; empty picks cuda when available
+questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
+n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
+seed: int = 0  # question sample, reference order, complete/partial groups and the bootstrap
+n_refs: int = 5  # references in the reflection test (complete vs partial)
+cap: int = 10  # references after completion, and the baseline's BM25 top-k (paper: 10)
+k_initial: int = 5  # BM25 references the model reflects on before asking (ours; the paper does not say)
+max_rounds: int = 3  # cap on ask-and-retrieve rounds while the model still refuses (paper: until satisfied, no cap given; ours: 3, credibility.COMPLETION_ROUNDS)
+corpus: str = ""  # passages BM25 searches: empty for the offline HotpotQA paragraphs; a DPR psgs_w100.tsv or {id, contents} JSONL file; or a `make index` folder (Wikipedia scale)
+key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted below); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
+judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
+max_new_tokens: int = 160  # longest answer
+
+# %%
+S = session.start(NOTEBOOKS["07"], globals())
+q = len(S.examples)
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # §5 adds two abilities to a retrieval-augmented model:
 #
 # - **self-reflection**: told to answer *or* say "I'm sorry, I cannot answer the question based
@@ -73,42 +116,6 @@
 #
 # Outputs: `tables/tab-07-reflection-completion.*`, `tables/tab-07-gold-recall.*`,
 # `results/07_reflection_completion.json`.
-
-# %%
-from collections import Counter
-
-import pandas as pd
-
-from covlib.core import metrics, stats
-from covlib.data.corpora import NEAR_ORACLE_CORPUS
-from covlib.nli import evaluation as nli_eval
-from covlib.papers import credibility as C
-from covlib.papers.credibility import simulation
-from covlib.papers.credibility.improvements import completion_claims, reflection_claims
-from covlib.papers.credibility.notebook import NOTEBOOKS
-from covlib.report import results
-from covlib.runs import session
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-models: str = ""  # comma-separated hub ids / dirs to compare; empty: `model` (full profile: the paper's open models)
-device: str = ""  # cpu or cuda; empty picks cuda when available
-questions: str = ""  # HotpotQA distractor file or hub id; empty for the shared 100-question dev sample
-n_questions: int = 500  # questions (paper: 500 sampled from HotpotQA dev)
-seed: int = 0  # question sample, reference order, complete/partial groups and the bootstrap
-n_refs: int = 5  # references in the reflection test (complete vs partial)
-cap: int = 10  # references after completion, and the baseline's BM25 top-k (paper: 10)
-k_initial: int = 5  # BM25 references the model reflects on before asking (ours; the paper does not say)
-max_rounds: int = 3  # cap on ask-and-retrieve rounds while the model still refuses (paper: until satisfied, no cap given; ours: 3, credibility.COMPLETION_ROUNDS)
-corpus: str = ""  # passages BM25 searches: empty for the offline HotpotQA paragraphs; a DPR psgs_w100.tsv or {id, contents} JSONL file; or a `make index` folder (Wikipedia scale)
-key_facts: str = "agents"  # agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two prompts with `model`; llm+reviewed: after the review sheet
-judge: str = "minilm-fever-nli"  # the NLI oracle f; "true" is the paper's TRUE (T5-11B, GPU)
-max_new_tokens: int = 160  # longest answer
-
-# %%
-S = session.start(NOTEBOOKS["07"], globals())
-q = len(S.examples)
 
 # %% [markdown]
 # ## 1. Self-reflection: refuse on partial references, answer on complete ones

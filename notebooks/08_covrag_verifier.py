@@ -14,32 +14,9 @@
 # %% [markdown]
 # # 08 · The CoV-RAG verifier: scores, judgment, revised query, and when σ fires
 #
-# CoV-RAG (§2, Table 1, Table 6) asks one model to check its own retrieval-augmented answer: it
-# scores the references (`reference_correctness`) and the answer (correctness, citation accuracy,
-# truthfulness, bias, conciseness), judges it true / false / unclear, and proposes a revised
-# query. Footnote 2's indicator σ then decides whether to retrieve again.
-#
-# This notebook runs steps 1-3 of Algorithm 1 (retrieve top-5, answer with `[n]` citations,
-# verify) on NQ and WebQuestions and looks at the verifier alone:
-#
-# * the scores' distributions for correct vs wrong answers (is the verifier informative?);
-# * judgment accuracy against the gold answer, and the format rate (Table 4's "Fmt");
-# * every parse repair the outputs needed (a failed parse never counts as a passing verification);
-# * how often σ fires, condition by condition, in footnote 2's conjunction (`all`) and in `any` mode.
-#
-# **Deviations.** The paper's verifier is a fine-tuned 6-13B model and its retrieval is a web
-# search; offline we use the embedded SmolLM2-135M (untuned: notebook 10 fine-tunes it) and BM25
-# over the HotpotQA paragraph corpus, which holds the answer to few of these open-domain questions
-# (the tables say how many). Point `corpus` at a Wikipedia passage file (DPR `psgs_w100.tsv`) and
-# `model` at a hub model on a GPU for the paper's setting. Our rows name what ran (the model and
-# its adapter, or "no adapter"): the paper's numbers beside them come from its fine-tuned CoV-RAG
-# verifier (Eqs. 2-4), which an untuned model is not.
-#
-# **Uncertainty.** Every rate of ours carries its n and a 95% bootstrap interval over questions
-# (`stats.mean_interval` of the per-question 0/1 values, `C.question_flags`).
-#
-# Outputs: `figures/fig-08-verifier-scores.*`, `tables/tab-08-verifier.*`, `tables/tab-08-sigma.*`,
-# `results/08_covrag_verifier.json`.
+# Is CoV-RAG's verifier informative? Steps 1-3 of Algorithm 1 run on NQ and WebQuestions, and the verifier alone
+# is examined: its scores for correct vs wrong answers, its judgment accuracy and format rate, and how often σ
+# fires (what is measured, how uncertain it is, and where we deviate: below the parameters).
 
 # %%
 import matplotlib.pyplot as plt
@@ -74,6 +51,36 @@ sigma_mode: str = "all"  # all (footnote 2's "and") or any (a revised query and 
 
 # %%
 S = session.start(NOTEBOOKS["08"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# CoV-RAG (§2, Table 1, Table 6) asks one model to check its own retrieval-augmented answer: it
+# scores the references (`reference_correctness`) and the answer (correctness, citation accuracy,
+# truthfulness, bias, conciseness), judges it true / false / unclear, and proposes a revised
+# query. Footnote 2's indicator σ then decides whether to retrieve again.
+#
+# This notebook runs steps 1-3 of Algorithm 1 (retrieve top-5, answer with `[n]` citations,
+# verify) on NQ and WebQuestions and looks at the verifier alone:
+#
+# * the scores' distributions for correct vs wrong answers (is the verifier informative?);
+# * judgment accuracy against the gold answer, and the format rate (Table 4's "Fmt");
+# * every parse repair the outputs needed (a failed parse never counts as a passing verification);
+# * how often σ fires, condition by condition, in footnote 2's conjunction (`all`) and in `any` mode.
+#
+# **Deviations.** The paper's verifier is a fine-tuned 6-13B model and its retrieval is a web
+# search; offline we use the embedded SmolLM2-135M (untuned: notebook 10 fine-tunes it) and BM25
+# over the HotpotQA paragraph corpus, which holds the answer to few of these open-domain questions
+# (the tables say how many). Point `corpus` at a Wikipedia passage file (DPR `psgs_w100.tsv`) and
+# `model` at a hub model on a GPU for the paper's setting. Our rows name what ran (the model and
+# its adapter, or "no adapter"): the paper's numbers beside them come from its fine-tuned CoV-RAG
+# verifier (Eqs. 2-4), which an untuned model is not.
+#
+# **Uncertainty.** Every rate of ours carries its n and a 95% bootstrap interval over questions
+# (`stats.mean_interval` of the per-question 0/1 values, `C.question_flags`).
+#
+# Outputs: `figures/fig-08-verifier-scores.*`, `tables/tab-08-verifier.*`, `tables/tab-08-sigma.*`,
+# `results/08_covrag_verifier.json`.
 
 # %% [markdown]
 # ## 1. Questions, corpus, and what the corpus can answer at all

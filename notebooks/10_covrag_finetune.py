@@ -14,6 +14,51 @@
 # %% [markdown]
 # # 10 · Training with the chain of verification: QA + verification multi-task LoRA (§2.2, Table 4)
 #
+# Does verification written with its chain of scores (w/ CoL) train a better model than verification without it,
+# or than QA alone? Three LoRA adapters are trained in the paper's two stages and compared as in Table 4 (the
+# stages, where we deviate, and how uncertain the numbers are: below the parameters).
+
+# %%
+import matplotlib.pyplot as plt
+
+from covlib import retrieval
+from covlib.core import paths, stats
+from covlib.generation import training
+from covlib.papers import covrag as C
+from covlib.papers.covrag import claims
+from covlib.papers.covrag.notebook import NOTEBOOKS
+from covlib.report import plotting, results, tables
+from covlib.runs import session
+
+# %% tags=["parameters"]
+profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
+model: str = ""  # base model to fine-tune: hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
+device: str = ""  # cpu or cuda; empty picks cuda when available
+teacher: str = ""  # verification labels from this model (hub id / dir); empty: from the gold answers
+n_train: int = 308  # training questions (Adversarial HotpotQA; the paper: 24,824 QA + 22,170 verification samples)
+test_datasets: str = "NQ,WebQ"  # evaluation sets (Table 4's QA columns)
+n_test: int = 400  # test questions per dataset
+corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs; or a `make index` folder
+k: int = 5  # references per question
+seed: int = 0  # samples, LoRA initialisation, shuffling
+chat: bool = False  # train and infer on raw prompts (a fine-tuned model learns the format itself)
+lora_rank: int = 16  # LoRA r (ours: the paper names no method)
+lora_alpha: int = 32  # LoRA alpha
+learning_rate: float = 0.0002  # AdamW learning rate
+epochs: float = 2.0  # passes over the training pairs
+max_steps: int = -1  # stop after this many steps (-1: by epochs)
+batch_size: int = 8  # pairs per step
+max_length: int = 1024  # tokens per training pair (the prompt loses its start first)
+max_new_tokens: int = 128  # longest answer at test time
+verify_tokens: int = 160  # longest verification at test time
+evaluate_base: bool = True  # also run the untuned base model on the test questions (a reference row of Table 4)
+
+# %%
+S = session.start(NOTEBOOKS["10"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
 # CoV-RAG trains one generator on two tasks at once (Eqs. 2-4): answering from references
 # (L_QA = log p(y | x, k)) and verifying a (question, references, answer) triple by writing its
 # scores, judgment and revised query (L_verification = log p(s_k, s_y, n, x' | x, k, y)). Table 4
@@ -67,44 +112,6 @@
 #
 # Outputs: `tables/tab-10-finetune.*`, `figures/fig-10-loss.*`, adapters under `build/adapters/`,
 # `results/10_covrag_finetune.json`.
-
-# %%
-import matplotlib.pyplot as plt
-
-from covlib import retrieval
-from covlib.core import paths, stats
-from covlib.generation import training
-from covlib.papers import covrag as C
-from covlib.papers.covrag import claims
-from covlib.papers.covrag.notebook import NOTEBOOKS
-from covlib.report import plotting, results, tables
-from covlib.runs import session
-
-# %% tags=["parameters"]
-profile: str = "auto"  # smoke, cpu, full or auto (full on a GPU, cpu otherwise)
-model: str = ""  # base model to fine-tune: hub id or local dir; empty for the embedded SmolLM2-135M-Instruct
-device: str = ""  # cpu or cuda; empty picks cuda when available
-teacher: str = ""  # verification labels from this model (hub id / dir); empty: from the gold answers
-n_train: int = 308  # training questions (Adversarial HotpotQA; the paper: 24,824 QA + 22,170 verification samples)
-test_datasets: str = "NQ,WebQ"  # evaluation sets (Table 4's QA columns)
-n_test: int = 400  # test questions per dataset
-corpus: str = ""  # DPR psgs_w100.tsv or {id, contents} JSONL; empty: the offline HotpotQA paragraphs; or a `make index` folder
-k: int = 5  # references per question
-seed: int = 0  # samples, LoRA initialisation, shuffling
-chat: bool = False  # train and infer on raw prompts (a fine-tuned model learns the format itself)
-lora_rank: int = 16  # LoRA r (ours: the paper names no method)
-lora_alpha: int = 32  # LoRA alpha
-learning_rate: float = 0.0002  # AdamW learning rate
-epochs: float = 2.0  # passes over the training pairs
-max_steps: int = -1  # stop after this many steps (-1: by epochs)
-batch_size: int = 8  # pairs per step
-max_length: int = 1024  # tokens per training pair (the prompt loses its start first)
-max_new_tokens: int = 128  # longest answer at test time
-verify_tokens: int = 160  # longest verification at test time
-evaluate_base: bool = True  # also run the untuned base model on the test questions (a reference row of Table 4)
-
-# %%
-S = session.start(NOTEBOOKS["10"], globals())
 
 # %% [markdown]
 # ## 1. The two stages (§2.2): M1 on the QA pairs, then the verifiers on M1's predictions

@@ -14,32 +14,9 @@
 # %% [markdown]
 # # 11 · An LLM judge ranks the systems' answers (Table 3, Table 16)
 #
-# §4.2 feeds each test question and the answers of several systems to GPT-4 with the prompts of
-# Table 16, asks it to score and rank them per criterion (citation accuracy; correctness against
-# the golden label, truthfulness, conciseness), and reports each system's mean rank
-# rank = Σ x_i / N (lower is better). Table 3 gives CoV-RAG no citation rank and does not say why.
-# *Ours (a guess, not the paper's):* its multi-iteration answers may cite references the other
-# systems never saw, so we rank citations for RAG and the single-iteration answers only, which
-# share their references.
-#
-# Systems here: **RAG** (the QA-only model: notebook 10's WebGLM-like adapter when it exists,
-# else the base model), **CoV, single iteration** (the first answer of the CoV pipeline: the
-# paper's CoV-RAG-S) and **CoV, multi-iteration** (its answer after re-retrieval: the paper's
-# CoV-RAG). The "model" column names what ran (the model and its adapter, or "no adapter"): the
-# paper's CoV-RAG is fine-tuned with Eqs. 2-4, and only notebook 10's adapter approaches that.
-# Each mean rank carries its n (questions ranked completely) and a 95% bootstrap interval over
-# those questions; the claim `covrag-gpt4-ranking` compares ranks question by question (section
-# 3). Answers are shown to the judge in a seeded random order per question, so position bias
-# cannot favour one system; rankings the judge does not finish (a system missing, a malformed
-# list) are counted, not guessed.
-#
-# **Deviation.** The judge is not GPT-4: offline it is the strongest local model (the embedded
-# SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `ranker` to a hub
-# model (e.g. a 70B instruct model on a GPU) for a meaningful ranking. With a simulated `model`
-# (`sim:...`, docs/simulation.md) the judge is simulated too, "GPT-4, simulated (planted effects)", whose ranks
-# follow Table 3's planted differences: a check of this notebook's ranking chain, not evidence about GPT-4.
-#
-# Outputs: `tables/tab-11-judge.*`, `figures/fig-11-judge.*`, `results/11_covrag_judge.json`.
+# How does an LLM judge rank the answers of RAG, CoV single-iteration and CoV multi-iteration? Each system's
+# mean rank per criterion, as in the paper's Table 3 (the systems, how they are ranked, and where the judge
+# deviates from GPT-4: below the parameters).
 
 # %%
 import matplotlib.pyplot as plt
@@ -72,6 +49,36 @@ ranker_tokens: int = 200  # longest ranking
 
 # %%
 S = session.start(NOTEBOOKS["11"], globals())
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# §4.2 feeds each test question and the answers of several systems to GPT-4 with the prompts of
+# Table 16, asks it to score and rank them per criterion (citation accuracy; correctness against
+# the golden label, truthfulness, conciseness), and reports each system's mean rank
+# rank = Σ x_i / N (lower is better). Table 3 gives CoV-RAG no citation rank and does not say why.
+# *Ours (a guess, not the paper's):* its multi-iteration answers may cite references the other
+# systems never saw, so we rank citations for RAG and the single-iteration answers only, which
+# share their references.
+#
+# Systems here: **RAG** (the QA-only model: notebook 10's WebGLM-like adapter when it exists,
+# else the base model), **CoV, single iteration** (the first answer of the CoV pipeline: the
+# paper's CoV-RAG-S) and **CoV, multi-iteration** (its answer after re-retrieval: the paper's
+# CoV-RAG). The "model" column names what ran (the model and its adapter, or "no adapter"): the
+# paper's CoV-RAG is fine-tuned with Eqs. 2-4, and only notebook 10's adapter approaches that.
+# Each mean rank carries its n (questions ranked completely) and a 95% bootstrap interval over
+# those questions; the claim `covrag-gpt4-ranking` compares ranks question by question (section
+# 3). Answers are shown to the judge in a seeded random order per question, so position bias
+# cannot favour one system; rankings the judge does not finish (a system missing, a malformed
+# list) are counted, not guessed.
+#
+# **Deviation.** The judge is not GPT-4: offline it is the strongest local model (the embedded
+# SmolLM2-135M, which mostly cannot rank; the `unparsed` column shows it). Set `ranker` to a hub
+# model (e.g. a 70B instruct model on a GPU) for a meaningful ranking. With a simulated `model`
+# (`sim:...`, docs/simulation.md) the judge is simulated too, "GPT-4, simulated (planted effects)", whose ranks
+# follow Table 3's planted differences: a check of this notebook's ranking chain, not evidence about GPT-4.
+#
+# Outputs: `tables/tab-11-judge.*`, `figures/fig-11-judge.*`, `results/11_covrag_judge.json`.
 
 # %% [markdown]
 # ## 1. The systems' answers (each one batched call per step, cached)

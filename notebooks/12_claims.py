@@ -14,20 +14,9 @@
 # %% [markdown]
 # # 12 · The claims ledger: what the three papers claim, and what our runs say
 #
-# Every directional claim of the three papers (`CLAIMS` of `covlib.papers.<paper>.claims`: data in
-# each paper's package, with the paper's own sentence), the paper's evidence, and our estimate as
-# notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
-# questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
-# paired 0/1 outcomes (EM, accuracy) get the exact McNemar test (discordant counts, fragility,
-# Newcombe's interval); paired means a sign-flip permutation p; two AUCs a paired bootstrap;
-# correlations a Fisher-z interval. How a verdict is read: section "The ledger" below.
-#
-# A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M
-# model and a few dozen questions most claims are `inconclusive at this n`, and that is the
-# honest answer, not a failure. The same notebook, run after `make reproduce` with a 7B-13B model
-# on a GPU, gives that model's ledger without edits.
-#
-# Outputs: `tables/tab-12-claims.*`, `figures/fig-12-claims.*`, `results/12_claims.json`.
+# What do our runs say about each directional claim of the three papers? One ledger sets every claim, with the
+# paper's sentence and evidence, beside our estimate as notebooks 01-11 recorded it (the tests, and what a
+# verdict is about: below the parameters).
 
 # %%
 import pandas as pd
@@ -58,6 +47,24 @@ print(f"{len(CLAIMS)} claims; results of {len(ran)} notebooks found: "
       + ", ".join(f"{n} ({p}, {m or 'no model'})" for n, (p, m) in sorted(ran.items())))
 if len({p for p, _ in ran.values()}) > 1:
     print("note: the notebooks ran in different profiles; each row names its own")
+
+# %% [markdown]
+# ## What this notebook measures
+#
+# Every directional claim of the three papers (`CLAIMS` of `covlib.papers.<paper>.claims`: data in
+# each paper's package, with the paper's own sentence), the paper's evidence, and our estimate as
+# notebooks 01-11 recorded it: a difference (or a correlation) between two settings on the same
+# questions, oriented so that the paper's claim says "> 0", with the test that fits the data:
+# paired 0/1 outcomes (EM, accuracy) get the exact McNemar test (discordant counts, fragility,
+# Newcombe's interval); paired means a sign-flip permutation p; two AUCs a paired bootstrap;
+# correlations a Fisher-z interval. How a verdict is read: section "The ledger" below.
+#
+# A verdict is about **what ran** (model, judge, corpus, profile: all shown): on the embedded 135M
+# model and a few dozen questions most claims are `inconclusive at this n`, and that is the
+# honest answer, not a failure. The same notebook, run after `make reproduce` with a 7B-13B model
+# on a GPU, gives that model's ledger without edits.
+#
+# Outputs: `tables/tab-12-claims.*`, `figures/fig-12-claims.*`, `results/12_claims.json`.
 
 # %% [markdown]
 # ## The ledger

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from covlib.runs.parameters import DEVICE, MODEL, PROFILE, Param, count, like
 
-KEY_FACTS_DOC = ("agents: the shipped key facts for the 100 shared questions (default; who made them: quoted above); "
+KEY_FACTS_DOC = ("agents: the shipped key facts for the 100 shared questions (default; who made them: quoted below); "
                  "supporting: HotpotQA's gold supporting sentences (verbatim from the references); llm: the paper's two "
                  "prompts with `model`; llm+reviewed: after the review sheet")
 SHARED = {

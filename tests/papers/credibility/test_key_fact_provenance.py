@@ -104,7 +104,7 @@ def test_notebooks_and_docs_quote_the_provenance_in_the_same_words():
     for name in NOTEBOOKS:
         source = (ROOT / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
         params = next(line for line in source.splitlines() if line.startswith("key_facts: str"))
-        assert "quoted above" in params
+        assert "quoted below" in params
     for const, docs in QUOTED_IN.items():
         for doc in docs:
             assert texts[const] in (ROOT / doc).read_text(encoding="utf-8"), f"{doc} does not quote {const}"
