@@ -96,9 +96,8 @@ print(ledger_page.summary_text(summary["n_primary"], summary["n_secondary"], sum
 for behaviour, counts in summary["simulated_verdicts"].items():
     print(f"simulated model ({behaviour}), not counted above: it checks the measuring chain, not the papers: "
           + ", ".join(f"{v} {k}" for k, v in counts.items()))
-print("How a verdict is read:\n" + "\n".join(ledger_page.RULE) + "\n" + "\n".join(claims.READING))
+print("\n".join(claims.READING))  # how a verdict is read: the table above; the scopes' notes: under the ledger
 page, notes = ledger_page.page_rows(rows, {AGENT_KEY_FACTS_PROVENANCE: "agents"})  # the provenance once, as a note
-print("Notes the scopes point to:\n" + "\n".join(notes) if notes else "")
 ledger = pd.DataFrame(page)
 ledger["ours [95% CI]"] = [stats.format_interval({"value": r["ours"], "low": r["low"], "high": r["high"]}, 2)
                            + ("" if r["interval_agrees"] else " (approximate: the test decides)")
@@ -129,6 +128,9 @@ if simulated.any():  # apart: a simulated model's verdicts check the chain from 
 
 # %%
 ledger_table
+
+# %%
+print("\n".join(["Notes the scopes point to:", *notes]) if notes else "The scopes point to no notes.")
 
 # %% [markdown]
 # The primary estimates as a picture: each claim's primary row with its interval; the vertical
