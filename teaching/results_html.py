@@ -208,11 +208,12 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
     return ("<h2 id=\"ledger\">Claims ledger</h2>"
             f"<p class=\"covlib-verdicts\">{len({r.get('claim') for r in primary})} claims, one verdict each per model "
             f"that ran: {shown}</p>"
-            "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours. "
+            "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours "
+            "(how a verdict is read, and what the counts are: under the table).</p>" + ledger_table(primary)
+            + f"<p>How a verdict is read:</p><ul class=\"covlib-rule\">{rule}</ul><p>"
             + html.escape(ledger_page.summary_text(len(primary), len(rows) - len(primary), tests))
             + " Every row and column: <code>tables/tab-12-claims.csv</code>; more in "
             "<a href=\"12_claims.html\">notebook 12</a>.</p>"
-            f"<p>How a verdict is read:</p><ul class=\"covlib-rule\">{rule}</ul>" + ledger_table(primary)
             + "".join(f"<p class=\"covlib-note\"><small>{html.escape(n)}</small></p>" for n in notes)
             + "<ul class=\"covlib-reading\">" + "".join(f"<li>{html.escape(line)}</li>" for line in claims.READING)
             + "</ul>" + simulated_section(simulated))  # the reading notes under the table, which opens the page
