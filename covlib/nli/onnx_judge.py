@@ -17,6 +17,7 @@ picks torch or ONNX for `load_trained_judge`: `backend=` or `COVLIB_NLI_BACKEND`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -68,10 +69,18 @@ def _made_from(folder: Path) -> dict[str, str]:
 
 
 def _recorded(path: Path) -> dict[str, str] | None:
-    """What an ONNX file says it was exported from (`MADE_FROM` in its metadata); None where it says nothing."""
+    """What an ONNX file says it was exported from (`MADE_FROM` in its metadata); None where it says nothing. Parsed
+    once per path, size and modification time, as `fingerprint_file` hashes: a judge's load asks twice."""
+    stat = path.stat()
+    made = _recorded_at(str(path), stat.st_size, stat.st_mtime_ns)
+    return dict(made) if made is not None else None
+
+
+@functools.lru_cache(maxsize=16)
+def _recorded_at(path: str, size: int, mtime_ns: int) -> dict[str, str] | None:
     import onnx
 
-    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    props = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
     made = json.loads(props[MADE_FROM]) if MADE_FROM in props else None
     if made is not None and not isinstance(made, dict):
         raise ValueError(f"its {MADE_FROM} metadata is a JSON {type(made).__name__}, not an object")
