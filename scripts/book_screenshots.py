@@ -40,13 +40,16 @@ def screenshot(page: Path, png: Path, width: int = 1280, height: int = 1600, bin
     return png
 
 
-def dump_dom(page: Path, fragment: str = "", binary: str | None = None, timeout: int = 120) -> str:
-    """The DOM of one page from disk, offline, after its scripts ran (`--dump-dom`); `fragment`: "#outcome=fixed"."""
+def dump_dom(page: Path, fragment: str = "", binary: str | None = None, timeout: int = 120,
+             size: tuple[int, int] | None = None) -> str:
+    """The DOM of one page from disk, offline, after its scripts ran (`--dump-dom`); `fragment`: "#outcome=fixed";
+    `size`: the window's (width, height), else Chromium's default."""
     binary = binary or browser()
     if binary is None:
         raise RuntimeError("no Chromium found: apt-get install chromium")
     cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
-           "--proxy-bypass-list=<-loopback>", "--dump-dom", page.resolve().as_uri() + fragment]
+           "--proxy-bypass-list=<-loopback>", *([f"--window-size={size[0]},{size[1]}"] if size else []),
+           "--dump-dom", page.resolve().as_uri() + fragment]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or "<html" not in done.stdout:
         raise RuntimeError(f"chromium failed on {page}{fragment}: {done.stderr[-500:]}")

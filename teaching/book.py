@@ -67,11 +67,8 @@ table.ledger { table-layout: fixed; width: min(calc(100vw - 2rem), 84rem); posit
 section.covlib-outputs table.ledger { width: 100%; left: 0; transform: none; }
 table.ledger td, table.ledger th { border: 1px solid #ddd; padding: .2rem .4rem; font-size: .85rem; vertical-align: top;
   overflow-wrap: break-word; }
-table.ledger th:nth-child(1) { width: 19%; } table.ledger th:nth-child(2) { width: 11%; }
-table.ledger th:nth-child(3) { width: 10%; } table.ledger th:nth-child(4) { width: 18%; }
-table.ledger th:nth-child(5) { width: 4%; } table.ledger th:nth-child(6) { width: 6%; }
-table.ledger th:nth-child(7) { width: 5%; } table.ledger th:nth-child(8) { width: 9%; }
-table.ledger th:nth-child(9) { width: 18%; }
+details.covlib-untestable > summary, details.covlib-why > summary { cursor: pointer; }
+details.covlib-untestable > summary { margin: .5rem 0; color: #555; }
 td.covlib-num { white-space: nowrap; text-align: right; } table.ledger a, section.covlib-summary a { color: #0645ad; }
 .covlib-book td, .covlib-book th { border: 1px solid #ccc; padding: .2rem .5rem; }
 nav.covlib-nav { position: sticky; top: 0; z-index: 10; background: #f7f7f7; border-bottom: 1px solid #ddd;

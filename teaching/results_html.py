@@ -18,6 +18,10 @@ from teaching.safe_html import is_png, sanitize
 
 LEDGER_COLUMNS = ledger_page.PAGE_COLUMNS
 _OLDER = {"ours [95% CI], n": "ours [95% CI]", "why": "reason"}  # a ledger CSV written before these columns
+# Each ledger column's share of the table's width (a table's columns are scaled to fill it): the reasons get room
+WIDTHS = {"model": 10, "claim": 19, "scope": 12, "ours [95% CI], n": 16, "paper evidence": 19, "verdict": 8, "why": 26,
+          "planted": 6, "planted inside 95% CI": 6}
+UNTESTABLE_COLUMNS = ("claim", "scope", "paper evidence", "why")  # the front page's folded "not testable here" rows
 # What the front page says of every ledger, whatever ran (notebook 12 says it too: `covlib.report.claims.READING`).
 
 _NUMERIC_CELL = re.compile(r"<td([^>]*)>(&lt;)?(-?[\d.]+%?(?: \[-?[\d.]+, -?[\d.]+\])?)</td>")
@@ -163,10 +167,24 @@ def ledger_table(rows: Sequence[dict[str, str]], link: bool = True, columns: Seq
                 where = r.get("notebook") if re.fullmatch(r"\d{2}[a-z]?_\w+", r.get("notebook") or "") else "12_claims"
                 text = (f"<a href=\"{where}.html#results\">{text}</a> "
                         f"<small>(notebook {where.split('_', 1)[0]})</small>")
+            if c == "why":
+                text = _why(value, r.get("reason") or "")
             verdict = f" class=\"verdict-{r.get('verdict', '').split()[0].rstrip(':')}\"" if c == "verdict" and r.get("verdict") else ""
             cells.append(f"<td{verdict}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table class=\"ledger\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    total = sum(WIDTHS.get(c, 8) for c in columns)
+    cols = "".join(f"<col style=\"width: {100 * WIDTHS.get(c, 8) / total:.1f}%\">" for c in columns)
+    return (f"<table class=\"ledger\"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _why(short: str, reason: str) -> str:
+    """A "why" cell: the short reason, and where the page cut it ("…"), the rest of the reason folded under it."""
+    head = short.removesuffix(" …")
+    if head == short or not reason.startswith(head) or len(reason) <= len(head):
+        return html.escape(short)
+    return (f"<details class=\"covlib-why\"><summary>{html.escape(short)}</summary>"
+            f"{html.escape(reason[len(head):].lstrip('; ,'))}</details>")
 
 
 REPEATS = "repeat another claim's comparison (counted there)"
@@ -200,6 +218,7 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
     simulated = [r for r in rows if simulated_behaviour(r.get("model")) and r.get("role", "primary") == "primary"]
     rows = [r for r in rows if not simulated_behaviour(r.get("model"))]
     primary = [r for r in rows if r.get("role", "primary") == "primary"]
+    untestable = [r for r in primary if r.get("verdict") == "not testable here"]
     tests = sum(r.get("counted") in ("True", "yes") for r in rows)
     counts = verdict_counts(rows, results)
     notes = list(dict.fromkeys(r["scope note"] for r in primary if r.get("scope note")))  # once: "[1] agents: ..."
@@ -209,7 +228,10 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
             f"<p class=\"covlib-verdicts\">{len({r.get('claim') for r in primary})} claims, one verdict each per model "
             f"that ran: {shown}</p>"
             "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours "
-            "(how a verdict is read, and what the counts are: under the table).</p>" + ledger_table(primary)
+            "(how a verdict is read, and what the counts are: under the table).</p>"
+            + ledger_table([r for r in primary if r not in untestable])
+            + (f"<details class=\"covlib-untestable\"><summary>{len(untestable)} not testable here: what each would "
+               f"need</summary>{ledger_table(untestable, columns=UNTESTABLE_COLUMNS)}</details>" if untestable else "")
             + f"<p>How a verdict is read:</p><ul class=\"covlib-rule\">{rule}</ul><p>"
             + html.escape(ledger_page.summary_text(len(primary), len(rows) - len(primary), tests))
             + " Every row and column: <code>tables/tab-12-claims.csv</code>; more in "

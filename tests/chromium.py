@@ -28,23 +28,30 @@ def screenshots() -> ModuleType:
 PROBE = """<script>
 const first = document.querySelector('#results table, #results img');
 const code = document.querySelector('details.covlib-code');
+const ledger = document.querySelector('table.ledger');
+const heads = ledger ? [...ledger.querySelectorAll('th')].map(th => th.textContent) : [];
+const why = ledger && heads.includes('why') ? ledger.querySelectorAll('th')[heads.indexOf('why')] : null;
 document.body.setAttribute('data-probe', JSON.stringify({
   result: first ? Math.round(first.getBoundingClientRect().top) : null,
   code: code ? Math.round(code.getBoundingClientRect().top) : null,
+  ledger_bottom: ledger ? Math.round(ledger.getBoundingClientRect().bottom) : null,
+  row_max: ledger ? Math.max(0, ...[...ledger.querySelectorAll('tbody tr')].map(r => Math.round(r.getBoundingClientRect().height))) : null,
+  why_share: why ? why.getBoundingClientRect().width / ledger.getBoundingClientRect().width : null,
   screen: window.innerHeight, what: first ? first.closest('section').querySelector('h2, h3').textContent : null}));
 </script>"""
 
 
-def where_results_start(page: Path, scratch: Path) -> dict:
+def where_results_start(page: Path, scratch: Path, size: tuple[int, int] | None = None) -> dict:
     """Open a copy of a book page in headless Chromium with a probe appended: where (in pixels from the top of the
-    first screen) its first result table or figure and its first code cell are, and the screen's height."""
+    first screen) its first result table or figure and its first code cell are, and the screen's height; of its first
+    ledger table: where it ends, its tallest row and the "why" column's share of its width (`size`: the window's)."""
     import json
     import re
 
     shots = screenshots()
     copy = scratch / f"probe-{page.name}"
     copy.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
-    dom = shots.dump_dom(copy)
+    dom = shots.dump_dom(copy, size=size)
     found = re.search(r"data-probe=\"([^\"]*)\"", dom)
     assert found, "the probe did not run"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))

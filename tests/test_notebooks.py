@@ -822,7 +822,8 @@ def test_every_table_of_the_smoke_run_reads_as_a_table(smoke_root):
 @pytest.mark.notebook
 def test_the_pages_of_03_and_12_open_on_their_results_in_chromium(smoke_root, tmp_path):
     """In headless Chromium, the book's pages of notebooks 03 and 12 show a result (a table of ours beside the paper,
-    the ledger) on the first screen, above the first code cell, which is folded."""
+    the ledger) on the first screen, above the first code cell, which is folded; the front page's ledger rows are
+    short (its measured rows within two screens of a laptop's window, the reasons given room)."""
     from chromium import where_results_start
     from teaching import book, results_html
 
@@ -838,6 +839,8 @@ def test_the_pages_of_03_and_12_open_on_their_results_in_chromium(smoke_root, tm
         page = (site / f"{stem}.html").read_text(encoding="utf-8")
         assert "<details class=\"covlib-code\"><summary>code</summary>" in page and "<details class=\"covlib-code\" open" not in page
         assert page.count(">tab-03-hotpotqa</h3>") <= 1, "a table shown twice"
+    front = where_results_start(site / "index.html", tmp_path, size=(1280, 1600))  # the ledger as a laptop shows it
+    assert front["why_share"] > 0.2 and front["row_max"] <= 150 and front["ledger_bottom"] < 2 * front["screen"], front
     index = (site / "index.html").read_text(encoding="utf-8")
     ledger = results_html.read_ledger(smoke_root / "tables")
     primary = [r for r in ledger if r["role"] == "primary"]

@@ -3,7 +3,8 @@
 `page_rows(rows, notes)` gives each ledger row (`covlib.report.claims.collect`) its page cells: the scope with every
 long text `notes` names (the key facts' provenance) replaced by its short name and a note marker ("agents [1]"), cut
 at `SCOPE_WORDS` words; "ours [95% CI], n" with the discordant counts, the baseline's rate and what was edited; "why"
-(the verdict's reason). The notes are returned once each ("[1] agents: Drafted by ..."). `RULE` is how a verdict is
+(the verdict's reason, cut at `WHY_WORDS` words: the CSV's "reason" and the book keep it whole). The notes are
+returned once each ("[1] agents: Drafted by ..."). `RULE` is how a verdict is
 read, in three lines; `summary_text` says what the counts are before it uses them.
 """
 
@@ -15,6 +16,7 @@ from typing import Any, Sequence
 from covlib.core import stats
 
 SCOPE_WORDS = 12  # the most words a page's scope cell holds (a cut scope ends in "…"; the CSV keeps it whole)
+WHY_WORDS = 30  # the most words a page's "why" cell shows (a cut reason ends in "…"; the book opens the rest in place)
 PAGE_COLUMNS = ("claim", "scope", "ours [95% CI], n", "paper evidence", "verdict", "why")  # the front page's
 MARKDOWN_COLUMNS = ("paper",) + PAGE_COLUMNS  # tables/tab-12-claims.md; the CSV holds every column
 # How a verdict is read: on the front page above the ledger, and in notebook 12.
@@ -35,14 +37,23 @@ def short_scope(scope: str, notes: dict[str, str], numbers: dict[str, int]) -> s
         if long and long in scope:
             numbers.setdefault(long, len(numbers) + 1)
             scope = scope.replace(long, f"{name} [{numbers[long]}]")
-    if len(scope.split()) <= SCOPE_WORDS:
-        return scope
-    kept: list[str] = []
-    for field in scope.split(", "):
-        if len(", ".join(kept + [field]).split()) > SCOPE_WORDS - 1:
-            break
-        kept.append(field)
-    return (", ".join(kept) if kept else " ".join(scope.split()[:SCOPE_WORDS - 1])) + " …"
+    return cut(scope, SCOPE_WORDS, (", ",))
+
+
+def cut(text: str, words: int, seps: tuple[str, ...] = ("; ", " (", ", ")) -> str:
+    """`text` whole when it holds at most `words` words; else its first whole parts (split at the first of `seps` that
+    leaves some, else at words) within `words` - 1 words, then " …"."""
+    if len(text.split()) <= words:
+        return text
+    for sep in seps:
+        kept: list[str] = []
+        for part in text.split(sep):
+            if len(sep.join(kept + [part]).split()) > words - 1:
+                break
+            kept.append(part)
+        if kept:
+            return sep.join(kept) + " …"
+    return " ".join(text.split()[:words - 1]) + " …"
 
 
 def _whole(x: Any) -> bool:
@@ -79,7 +90,7 @@ def page_rows(rows: Sequence[dict[str, Any]], notes: dict[str, str] | None = Non
         short = short_scope(scope, notes or {}, numbers)
         mine = [f"[{k}] {(notes or {})[long]}: {long}" for long, k in numbers.items() if f"[{k}]" in short]
         out.append({**r, "scope": short, "scope (recorded)": scope, "scope note": " ".join(mine),
-                    "ours [95% CI], n": ours_text(r), "why": r.get("reason", "")})
+                    "ours [95% CI], n": ours_text(r), "why": cut(str(r.get("reason") or ""), WHY_WORDS)})
     lines = [f"[{k}] {(notes or {})[long]}: {long}" for long, k in numbers.items()]
     return out, lines
 

@@ -763,3 +763,40 @@ def test_the_summary_defines_primary_secondary_and_counted_before_it_uses_them(t
                            f"{s['n_primary'] + 2} rows. 2 of them are counted tests: a row is counted when its test "
                            "ran on independent evidence, not on a near-oracle corpus")
     assert "`counted` column" in text
+
+
+def test_a_long_why_is_cut_on_the_page_whole_in_the_csv_and_its_rest_folded_in_the_book(tmp_path):
+    """The front page's "why" column held reasons of up to 81 words (a power analysis, the judge-bound note): each
+    row 200-860 px tall. Now the page cuts a reason at a clause within `WHY_WORDS` words and folds the rest under it."""
+    import html
+
+    from covlib.report import ledger_page
+    from teaching import results_html
+
+    est = stats.paired_difference(*_paired(6, 0, both=0), scale=100)
+    rows = _ledger(tmp_path, "03_verify_and_edit_tables", [
+        _record("ve-beats-cot-sc", "hotpotqa, dataset", est, edited=55, knowledge="Dataset (the question's paragraphs)")])
+    row = next(r for r in rows if r["id"] == "ve-beats-cot-sc")
+    assert len(row["reason"].split()) > ledger_page.WHY_WORDS
+    (shown,), _ = ledger_page.page_rows([row])
+    assert shown["why"] == "6 better, 0 worse of 60: exact McNemar p = 0.0312 …" and shown["reason"] == row["reason"]
+    cell = results_html.ledger_table([shown], link=False)
+    assert ("<details class=\"covlib-why\"><summary>6 better, 0 worse of 60: exact McNemar p = 0.0312 …</summary>"
+            + html.escape("the baseline answered 0 of 60 right")) in cell
+    assert ledger_page.cut("a b c", 3) == "a b c" and ledger_page.cut("one two; three four five", 4) == "one two …"
+    assert ledger_page.cut("one two three four five", 3) == "one two …"  # no clause fits: cut at words
+
+
+def test_the_front_page_ledger_gives_the_reasons_room_and_folds_the_rows_nothing_could_test(tmp_path, monkeypatch):
+    """The ledger's column widths were set for 9 columns while it had 6: "why" got 6% of the table, and with 22 of 30
+    rows "not testable here" the table ran from y = 711 to 11,218 px. Now each column has its share by name and the
+    rows nothing could test are one click away, folded under the table."""
+    from chromium import where_results_start
+
+    rows, _, front = _page_ledger(tmp_path, monkeypatch)
+    untestable = sum(r["verdict"] == "not testable here" and r["role"] == "primary" for r in rows)
+    assert untestable and f"<details class=\"covlib-untestable\"><summary>{untestable} not testable here" in front
+    page = tmp_path / "index.html"
+    page.write_text(front, encoding="utf-8")
+    probe = where_results_start(page, tmp_path, size=(1280, 1600))  # a laptop's window
+    assert probe["why_share"] > 0.2 and probe["row_max"] <= 150 and probe["ledger_bottom"] < probe["screen"], probe
