@@ -77,6 +77,7 @@ nav.covlib-nav a { margin-right: 1.5rem; }
 section.covlib-outputs { max-width: 70rem; margin: 2rem auto; padding: 0 1rem; font: 15px system-ui, sans-serif; }
 section.covlib-outputs img { max-width: 100%; border: 1px solid #eee; }
 section.covlib-outputs table { border-collapse: collapse; font-size: 13px; }
+section.covlib-outputs table:not(.ledger), .covlib-book table:not(.ledger) { display: block; max-width: 100%; overflow-x: auto; }  /* a wide table scrolls in its box */
 section.covlib-outputs td, section.covlib-outputs th { border: 1px solid #ccc; padding: .15rem .4rem; }
 .covlib-outputs .missing, .covlib-unreadable { color: #a33; }
 section.covlib-summary { border-bottom: 2px solid #ddd; padding-bottom: 1rem; }

@@ -36,6 +36,7 @@ document.body.setAttribute('data-probe', JSON.stringify({
   code: code ? Math.round(code.getBoundingClientRect().top) : null,
   ledger_bottom: ledger ? Math.round(ledger.getBoundingClientRect().bottom) : null,
   row_max: ledger ? Math.max(0, ...[...ledger.querySelectorAll('tbody tr')].map(r => Math.round(r.getBoundingClientRect().height))) : null,
+  page_width: document.documentElement.scrollWidth,
   why_share: why ? why.getBoundingClientRect().width / ledger.getBoundingClientRect().width : null,
   screen: window.innerHeight, what: first ? first.closest('section').querySelector('h2, h3').textContent : null}));
 </script>"""
@@ -43,7 +44,7 @@ document.body.setAttribute('data-probe', JSON.stringify({
 
 def where_results_start(page: Path, scratch: Path, size: tuple[int, int] | None = None) -> dict:
     """Open a copy of a book page in headless Chromium with a probe appended: where (in pixels from the top of the
-    first screen) its first result table or figure and its first code cell are, and the screen's height; of its first
+    first screen) its first result table or figure and its first code cell are, the screen's height, the page's width; of its first
     ledger table: where it ends, its tallest row and the "why" column's share of its width (`size`: the window's)."""
     import json
     import re

@@ -232,6 +232,21 @@ def test_a_notebook_page_opens_on_its_results_with_the_code_folded(tmp_path):
     assert '<td class="covlib-num"' in page and "13.3 [6.9, 24.2]</td>" in page  # an interval stays on one line
 
 
+def test_a_wide_results_table_scrolls_in_its_box_not_the_page(tmp_path):
+    """Notebook 06's table of ten "X [95% CI]" columns (intervals kept on one line) made its page 2,180 px wide at a
+    1,280 px window, the whole page scrolling sideways; now the table scrolls in its own box."""
+    from chromium import where_results_start
+
+    _ve_page(tmp_path, [])
+    head = "| method | " + " | ".join(f"complete P{k} (judge-corrected) [95% CI]" for k in range(10)) + " | n |\n"
+    row = "| CoT-SC + VE | " + " | ".join("13.3 [6.9, 24.2]" for _ in range(10)) + " | 60 |\n"
+    (tmp_path / "t" / "tab-03-hotpotqa.md").write_text("**tab-03-hotpotqa**\n\n" + head + "|:---|" + "---:|" * 11 + "\n" + row)
+    book.build(tmp_path / "executed", tmp_path / "site", tmp_path / "f", tmp_path / "t", docs=tmp_path / "d",
+               results=tmp_path / "r")
+    probe = where_results_start(tmp_path / "site" / "03_verify_and_edit_tables.html", tmp_path, size=(1280, 1600))
+    assert probe["page_width"] <= 1280, probe
+
+
 def test_a_notebook_page_keeps_a_simulated_models_rows_apart_with_what_was_planted(tmp_path):
     sim = "Vicuna-13B, simulated (planted effects), paper"
     _executed(tmp_path / "executed", "03_verify_and_edit_tables", [])
