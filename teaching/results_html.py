@@ -229,7 +229,7 @@ def ledger_section(tables: Path, results: Path | None = None) -> str:
             f"that ran: {shown}</p>"
             "<p>Each claim against our run, from its pre-declared primary setting, the paper's evidence beside ours "
             "(how a verdict is read, and what the counts are: under the table).</p>"
-            + ledger_table([r for r in primary if r not in untestable])
+            + ledger_table([r for r in primary if r.get("verdict") != "not testable here"])
             + (f"<details class=\"covlib-untestable\"><summary>{len(untestable)} not testable here: what each would "
                f"need</summary>{ledger_table(untestable, columns=UNTESTABLE_COLUMNS)}</details>" if untestable else "")
             + f"<p>How a verdict is read:</p><ul class=\"covlib-rule\">{rule}</ul><p>"
