@@ -86,7 +86,7 @@ def tally(by_seed: dict[str, dict[int, list[dict]]]) -> list[dict]:
         row = {"claim": claim, "model": persona}
         for behaviour, seeds in by_seed.items():
             found = [r for rows in seeds.values() for r in rows if r["id"] == claim and _model(r) == persona]
-            tested = [r for r in found if r["verdict"] not in ("not testable here", claims.NEAR_ORACLE)]
+            tested = [r for r in found if r["verdict"] not in claims.SHOWN_ONLY]
             flags = [float(r["verdict"] == "supported") for r in tested]
             share = stats.mean_interval(flags, scale=100) if tested else None
             row[f"{behaviour}: tested"] = f"{len(tested)} of {len(found)}"

@@ -53,6 +53,11 @@ class Grade:
     note: str = ""  # which file was graded, when that was not plain (copies, a renamed notebook)
     title: str = ""  # the exercise as its notebook names it: "Exercise 2 · Which predictions get edited?"
 
+    @classmethod
+    def zero(cls, student: str, notebook: str, exercise: Any, error: str = "") -> "Grade":
+        """An exercise (`teaching.exercises.exercises`' item) at 0 points, with why."""
+        return cls(student, notebook, exercise.id, 0.0, exercise.points, error, title=exercise.title)
+
 
 def _why_missing(ex: str, executed: Any | None, stopped: str) -> str:
     """Why a run recorded no answer for `ex`, from the executed notebook (the student's to tamper with: words only)."""
@@ -73,7 +78,7 @@ def grade_run(solution: Any, name: str, student: str, run: sandbox.Run, referenc
     copies the source of covlib's function for its step (`teaching.copying`)."""
     found = exercises(solution, name)
     codes = checks_code(solution)
-    rows = {e.id: Grade(student, name, e.id, 0.0, e.points, title=e.title) for e in found}
+    rows = {e.id: Grade.zero(student, name, e) for e in found}
     jobs = {}
     for e in found:
         if e.id not in run.answers:
@@ -125,14 +130,14 @@ def grade_notebook(solution_path: str | Path, submission: str | Path | None, stu
     solution = nbformat.reads(solution_bytes.decode(), as_version=4) if solution_bytes else read(solution_path)
     found = exercises(solution, solution_path.name)
     if submission is None:
-        return [Grade(student, solution_path.name, e.id, 0.0, e.points, "not submitted", title=e.title) for e in found]
+        return [Grade.zero(student, solution_path.name, e, "not submitted") for e in found]
     try:
         if Path(submission).stat().st_size > SUBMISSION_CAP:
             raise ValueError(f"over {SUBMISSION_CAP // 2**20} MB")
         submitted = read(submission)
     except Exception as err:  # not JSON, not a notebook, unreadable, too large: the whole notebook scores 0
         why = f"cannot read the notebook: {type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
-        return [Grade(student, solution_path.name, e.id, 0.0, e.points, why, title=e.title) for e in found]
+        return [Grade.zero(student, solution_path.name, e, why) for e in found]
     scratch = Path(scratch) if scratch else paths.build_dir() / "grades" / "scratch" / student / solution_path.stem
     inputs = inputs_of(reference)
     if inputs is None:
@@ -315,7 +320,7 @@ def _grade_stored(path: Path, text: bytes, submission: Path | None, student: str
         raise
     except Exception as err:  # one submission must never stop the others
         why = disk_error(err) if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
-        rows = [Grade(student, path.name, e.id, 0.0, e.points, f"grader error: {why}"[:200], title=e.title)
+        rows = [Grade.zero(student, path.name, e, f"grader error: {why}"[:200])
                 for e in exercises(nbformat.reads(text.decode(), as_version=4), path.name)]
     if any(r.error.startswith("grader error") for r in rows):  # not stored: the next run grades it again
         return rows

@@ -41,6 +41,7 @@ from covlib.report.results import NOTEBOOK_FILE, read_record
 
 NEAR_ORACLE = "near-oracle: shown, not counted"  # a label, not a verdict: the corpus held the questions' own evidence
 VERDICTS = ("supported", "contradicted", "inconclusive at this n", "not testable here", NEAR_ORACLE)
+SHOWN_ONLY = ("not testable here", NEAR_ORACLE)  # a row under these ran no test that counts
 # What every reading of the ledger must keep in mind, printed on its front page (the book's index) and in notebook 12.
 READING = (
     "Fragility: the fewest outcome changes (one question in one setting each) that would flip a paired 0/1 verdict "
@@ -249,7 +250,7 @@ def _family(c: Claim, found: list[dict[str, Any]], meta: dict[str, Any], profile
         if row["fragility"] == 1 and row["verdict"] in ("supported", "contradicted"):
             row["reason"] += "; fragility 1: one question's outcome changed would flip it, so it is not a finding"
         row["counted"] = (_independent(r) and math.isfinite(_number(r.get("p")))
-                          and row["verdict"] not in ("not testable here", NEAR_ORACLE))
+                          and row["verdict"] not in SHOWN_ONLY)
         row.update(c.planted_row(row))
         rows.append(row)
     adjusted = power.holm([_number(r.get("p")) for _, r in family])

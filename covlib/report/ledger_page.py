@@ -88,11 +88,15 @@ def page_rows(rows: Sequence[dict[str, Any]], notes: dict[str, str] | None = Non
     for r in rows:
         scope = str(r.get("scope") or "")
         short = short_scope(scope, notes or {}, numbers)
-        mine = [f"[{k}] {(notes or {})[long]}: {long}" for long, k in numbers.items() if f"[{k}]" in short]
+        mine = [_note(long, k, notes or {}) for long, k in numbers.items() if f"[{k}]" in short]
         out.append({**r, "scope": short, "scope (recorded)": scope, "scope note": " ".join(mine),
                     "ours [95% CI], n": ours_text(r), "why": cut(str(r.get("reason") or ""), WHY_WORDS)})
-    lines = [f"[{k}] {(notes or {})[long]}: {long}" for long, k in numbers.items()]
-    return out, lines
+    return out, [_note(long, k, notes or {}) for long, k in numbers.items()]
+
+
+def _note(long: str, k: int, notes: dict[str, str]) -> str:
+    """A note's line: "[k] name: the long text"."""
+    return f"[{k}] {notes[long]}: {long}"
 
 
 def summary_text(n_primary: int, n_secondary: int, n_tests: int) -> str:

@@ -368,14 +368,20 @@ def test_the_claim_no_paper_makes_is_gone():
         assert not c.primary or c.notebook, c.id
 
 
-def test_a_repeated_comparison_is_counted_once(tmp_path):
+def _repeated_comparison(tmp_path) -> list[dict]:
+    """The ledger of notebook 03's ve-beats-cot-sc and notebook 02's ⌈n/2⌉ row, the same comparison on the same
+    questions (`ve.same_as`)."""
     est = stats.paired_difference(*_paired(9, 0), scale=100)
     (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [
         _record("ve-beats-cot-sc", "hotpotqa, dataset", est)]}, "params": {"profile": "cpu"}}))
     (tmp_path / "02_threshold_ablation.json").write_text(json.dumps({"metrics": {"claims": [
         ve.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
-                       "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
-    rows = claims.collect(claims.read_results(tmp_path), CLAIMS)
+                   "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
+    return claims.collect(claims.read_results(tmp_path), CLAIMS)
+
+
+def test_a_repeated_comparison_is_counted_once(tmp_path):
+    rows = _repeated_comparison(tmp_path)
     both = {r["id"]: r for r in rows if r["id"] in ("ve-beats-cot-sc", "ve-edit-below-half-helps")
             and r["role"] == "primary"}
     assert [r["verdict"] for r in both.values()] == ["supported", "supported"]
@@ -388,13 +394,7 @@ def test_the_ledger_figure_marks_the_repeated_comparison_hollow_and_says_which_r
     import matplotlib
 
     matplotlib.use("Agg")
-    est = stats.paired_difference(*_paired(9, 0), scale=100)
-    (tmp_path / "03_verify_and_edit_tables.json").write_text(json.dumps({"metrics": {"claims": [
-        _record("ve-beats-cot-sc", "hotpotqa, dataset", est)]}, "params": {"profile": "cpu"}}))
-    (tmp_path / "02_threshold_ablation.json").write_text(json.dumps({"metrics": {"claims": [
-        ve.same_as("ve-edit-below-half-helps", "hotpotqa, dataset, wang consistency, n=5 paths", est,
-                   "EM points", "ve-beats-cot-sc", "hotpotqa, dataset", model="m")]}, "params": {"profile": "cpu"}}))
-    ax = claims.plot_ledger(claims.collect(claims.read_results(tmp_path), CLAIMS))
+    ax = claims.plot_ledger(_repeated_comparison(tmp_path))
     labels = [t.get_text() for t in ax.get_yticklabels()]
     points = {round(line.get_ydata()[0]): line for line in ax.lines if line.get_marker() == "o"}
     repeats = {y for y, label in enumerate(labels) if "same as ve-beats-cot-sc on hotpotqa, dataset; counted once" in label}
