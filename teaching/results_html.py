@@ -16,7 +16,6 @@ from covlib.core.claim import SIM_LABEL, simulated_behaviour
 from covlib.report import claims, ledger_page, tables
 from teaching.safe_html import is_png, sanitize
 
-LEDGER_COLUMNS = ledger_page.PAGE_COLUMNS
 _OLDER = {"ours [95% CI], n": "ours [95% CI]", "why": "reason"}  # a ledger CSV written before these columns
 # Each ledger column's share of the table's width (a table's columns are scaled to fill it): the reasons get room
 WIDTHS = {"model": 10, "claim": 19, "scope": 12, "ours [95% CI], n": 16, "paper evidence": 19, "verdict": 8, "why": 26,
@@ -153,7 +152,8 @@ def _p(text: str) -> str:
         return text
 
 
-def ledger_table(rows: Sequence[dict[str, str]], link: bool = True, columns: Sequence[str] = LEDGER_COLUMNS) -> str:
+def ledger_table(rows: Sequence[dict[str, str]], link: bool = True,
+                 columns: Sequence[str] = ledger_page.PAGE_COLUMNS) -> str:
     """Ledger rows as an HTML table, every cell escaped; with `link`, each claim links to the notebook page whose run
     gave its evidence (its results, then its tables and figures)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
@@ -252,4 +252,4 @@ def simulated_section(rows: Sequence[dict[str, str]]) -> str:
             "evidence about the papers</h3><p>A simulated model answered from the examples' gold data with the "
             f"papers' effects planted (docs/simulation.md). Its {len(rows)} primary rows are not counted above; the "
             f"planted effect lies inside {held} of {len(covered)} of their 95% intervals.</p>"
-            + ledger_table(rows, columns=("model",) + LEDGER_COLUMNS + ("planted", "planted inside 95% CI")))
+            + ledger_table(rows, columns=("model",) + ledger_page.PAGE_COLUMNS + ("planted", "planted inside 95% CI")))
